@@ -1,0 +1,7 @@
+"""worldsim: branching, auditable multiverse simulations for forecasting agents."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

@@ -1,0 +1,1 @@
+"""``worldsim run``: placeholder replaced by the engine's command module."""

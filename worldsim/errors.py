@@ -1,0 +1,109 @@
+"""The one exception hierarchy of worldsim.
+
+    WorldsimError
+    ├── ConfigError            what the user must fix (exit code 2)
+    │   ├── CardError          a card, label or other input file is invalid
+    │   ├── PolicyError        a branch policy is unknown or invalid
+    │   └── RoleError          a role is unknown, duplicated or malformed
+    └── WorldsimRuntimeError   what went wrong while running (exit code 1)
+        ├── ModelError         a model call failed for good
+        ├── BudgetExhausted    the run reached its cost budget
+        ├── StateError         a state delta or ledger move is invalid
+        └── TraceError         a trace is corrupt or inconsistent
+
+Every error carries the file, field, timeline and tick it concerns, where known, and renders
+them into a one-line message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "BudgetExhausted",
+    "CardError",
+    "ConfigError",
+    "ModelError",
+    "PolicyError",
+    "RoleError",
+    "StateError",
+    "TraceError",
+    "WorldsimError",
+    "WorldsimRuntimeError",
+]
+
+
+class WorldsimError(Exception):
+    """Root of every error worldsim raises on purpose."""
+
+    exit_code = 1
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | Path | None = None,
+        field: str | None = None,
+        timeline: str | None = None,
+        tick: int | None = None,
+        line: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.file = str(file) if file is not None else None
+        self.field = field
+        self.timeline = timeline
+        self.tick = tick
+        self.line = line
+
+    def __str__(self) -> str:
+        where: list[str] = []
+        if self.file is not None:
+            where.append(self.file if self.line is None else f"{self.file}:{self.line}")
+        elif self.line is not None:
+            where.append(f"line {self.line}")
+        if self.field is not None:
+            where.append(f"field '{self.field}'")
+        if self.timeline is not None:
+            where.append(f"timeline {self.timeline}")
+        if self.tick is not None:
+            where.append(f"tick {self.tick}")
+        return ": ".join([*where, self.message])
+
+
+class ConfigError(WorldsimError):
+    """Something the user must fix before anything runs."""
+
+    exit_code = 2
+
+
+class CardError(ConfigError):
+    """A card, label or other input file is invalid."""
+
+
+class PolicyError(ConfigError):
+    """A branch policy is unknown or invalid."""
+
+
+class RoleError(ConfigError):
+    """A role is unknown, registered twice or malformed."""
+
+
+class WorldsimRuntimeError(WorldsimError):
+    """Something went wrong while running."""
+
+
+class ModelError(WorldsimRuntimeError):
+    """A model call failed after its retries."""
+
+
+class BudgetExhausted(WorldsimRuntimeError):
+    """The run reached its cost budget; its trace is marked incomplete and resumable."""
+
+
+class StateError(WorldsimRuntimeError):
+    """A state delta or ledger update cannot be applied."""
+
+
+class TraceError(WorldsimRuntimeError):
+    """A trace is corrupt, inconsistent or unreadable."""

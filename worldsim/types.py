@@ -1,0 +1,91 @@
+"""Contracts shared by every part of worldsim: type aliases, the role and model protocols.
+
+This module imports nothing of worldsim's, so anything may import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+__all__ = [
+    "CallSite",
+    "ChatMessage",
+    "JSONValue",
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "Phase",
+    "Settlement",
+    "TimelineId",
+    "TimelineStatus",
+]
+
+TimelineId: TypeAlias = str
+"""Lineage id: the root is ``t0``, its children ``t0.1``, ``t0.2``, ... in fork order."""
+
+JSONValue: TypeAlias = "None | bool | int | float | str | list[JSONValue] | dict[str, JSONValue]"
+
+Phase = Literal["init", "tick", "review", "report"]
+"""When a role runs: world initialization, each tick (actors, cohorts), review, final report."""
+
+TimelineStatus = Literal["running", "settled", "terminated", "deadline"]
+Settlement = Literal["yes", "no", "unresolved"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallSite:
+    """Where in the run a model call happens; part of the response-cache key."""
+
+    role: str
+    agent: str
+    timeline: TimelineId | None = None
+    tick: int | None = None
+    index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """One structured request: messages in, an instance of ``output_type`` out."""
+
+    messages: tuple[ChatMessage, ...]
+    output_type: type[BaseModel]
+    site: CallSite
+    prompt_version: str
+    temperature: float = 0.0
+    seed: int | None = None
+    max_tokens: int = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    """A validated reply plus the metadata the trace records about the call."""
+
+    output: BaseModel
+    text: str
+    call: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything that answers structured requests: the offline model, a route, a test double."""
+
+    @property
+    def route(self) -> str: ...
+
+    async def request(self, request: ModelRequest) -> ModelResponse: ...
+
+
+def lineage(timeline: TimelineId) -> Sequence[int]:
+    """``"t0.2.1"`` → ``(0, 2, 1)``: the integers that name a timeline's place in the tree."""
+    return tuple(int(part) for part in timeline[1:].split("."))
