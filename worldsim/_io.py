@@ -39,7 +39,7 @@ def load_mapping(
         if p.suffix.lower() == ".json":
             data = json.loads(text)
         else:
-            data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+            data = yaml.load(text, Loader=_StrictLoader)
     except json.JSONDecodeError as exc:
         raise error(f"malformed JSON: {exc.msg}", file=p, line=exc.lineno) from None
     except yaml.YAMLError as exc:

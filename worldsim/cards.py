@@ -100,6 +100,8 @@ class ActorSeed(_Model):
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
     name: str
     kind: Literal["individual", "institution"] = "institution"
+    role: str = Field("actor", description="the tick role that drives this actor")
+    favours: str | None = Field(None, description="multiple choice: the endpoint it pushes")
     stance: float = Field(0.0, ge=-1.0, le=1.0, description="lean toward yes (+1) or no (-1)")
     influence: float = Field(0.5, ge=0.0, le=1.0)
     activity: float = Field(0.6, ge=0.0, le=1.0, description="chance of acting in a tick")
@@ -108,6 +110,7 @@ class ActorSeed(_Model):
 class CohortSeed(_Model):
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
     name: str
+    role: str = Field("cohort", description="the tick role that drives this cohort")
     size: int = Field(1000, ge=1)
     attention: float = Field(0.5, ge=0.0, le=1.0)
     trust: float = Field(0.5, ge=0.0, le=1.0)
@@ -225,7 +228,9 @@ class Card(_Model):
                     f"a binary card needs exactly two scored endpoints, found {len(scored)}"
                 )
             if sorted(ep.polarity or "" for ep in scored) != ["no", "yes"]:
-                raise ValueError("a binary card needs one scored endpoint with polarity yes, one no")
+                raise ValueError(
+                    "a binary card needs one scored endpoint with polarity yes, one no"
+                )
         elif len(scored) < 2:
             raise ValueError("a multiple-choice card needs at least two scored endpoints")
         if self.seeds is not None:
@@ -243,6 +248,11 @@ class Card(_Model):
             for end in (rel.source, rel.target):
                 if end not in known:
                     raise ValueError(f"seeds.relations: unknown actor or cohort '{end}'")
+        for actor in seeds.actors:
+            if actor.favours is not None and actor.favours not in scored_ids:
+                raise ValueError(
+                    f"seeds.actors.{actor.id}: unknown scored endpoint '{actor.favours}'"
+                )
         for hyp in seeds.hypotheses:
             if hyp.endpoint not in endpoint_ids:
                 raise ValueError(f"seeds.hypotheses.{hyp.id}: unknown endpoint '{hyp.endpoint}'")

@@ -6,35 +6,19 @@ otherwise, always on standard error so standard output stays clean for ``--json`
 
 from __future__ import annotations
 
-import sys
-
-import typer
-
 from worldsim.cli._app import app, configure_logging, fail
+from worldsim.errors import WorldsimError
 
 __all__ = ["app", "main"]
 
 # Each module adds its subcommands to ``app`` when imported.
-from worldsim.cli import run as _run  # noqa: E402,F401  (registers commands)
+from worldsim.cli import run as _run  # noqa: E402,F401
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: worldsim errors become one line on stderr, no traceback."""
     configure_logging()
     try:
-        app(standalone_mode=False)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        fail("aborted", code=130)
-    except Exception as exc:  # the last line of defence: one line, no traceback
-        from click.exceptions import ClickException
-
-        if isinstance(exc, ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        from worldsim.errors import WorldsimError
-
-        if isinstance(exc, WorldsimError):
-            fail(str(exc), code=exc.exit_code)
-        raise
+        app()
+    except WorldsimError as exc:
+        fail(str(exc), code=exc.exit_code)

@@ -1,1 +1,281 @@
-"""``worldsim run``: placeholder replaced by the engine's command module."""
+"""``worldsim run``, ``replay``, ``verify`` and ``roles``: the engine's commands."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from worldsim.cards import load_card
+from worldsim.cli._app import app, err_console, out_console
+from worldsim.engine import RunConfig, RunResult, run_card, trace_name
+from worldsim.errors import ConfigError, TraceError
+from worldsim.extraction import EXTRACTION_RULES
+from worldsim.policy import load_policy
+from worldsim.replay import TickStep, replay_steps
+from worldsim.roles import registered_roles
+from worldsim.trace.reader import read_trace
+from worldsim.verify import verify_trace
+
+__all__: list[str] = []
+
+
+class _Progress:
+    """Turns engine events into a live rich display on standard error."""
+
+    def __init__(self, progress: Progress, label: str, ticks: int) -> None:
+        self.progress = progress
+        self.task = progress.add_task(label, total=ticks, status="")
+        self.ticks = ticks
+        self.timelines = 0
+        self.forks = 0
+        self.rejected = 0
+        self.tick_steps = 0
+
+    def __call__(self, event: str, payload: Any) -> None:
+        if event == "timeline_started":
+            self.timelines += 1
+            self.progress.update(self.task, total=self.ticks * self.timelines)
+        elif event == "fork":
+            self.forks += 1
+        elif event == "fork_rejected":
+            self.rejected += 1
+        elif event == "tick_committed":
+            self.tick_steps += 1
+            self.progress.update(self.task, completed=self.tick_steps)
+        elif event == "timeline_ended":
+            # a timeline that ends early gives back its unrun ticks
+            done = self.tick_steps
+            self.progress.update(self.task, completed=done)
+        self.progress.update(
+            self.task,
+            status=f"timelines {self.timelines} · forks {self.forks} · rejected {self.rejected}",
+        )
+
+
+def _summary_table(results: list[RunResult]) -> Table:
+    table = Table(title="worldsim run", show_lines=False)
+    for col in ("seed", "p_yes", "unresolved", "timelines", "forks", "rejected", "wall s", "trace"):
+        table.add_column(col, justify="right" if col not in {"trace"} else "left")
+    for r in results:
+        p = f"{r.p_yes:.4f}" if r.p_yes is not None else json.dumps(r.p_options)
+        table.add_row(
+            str(r.seed), p, f"{r.unresolved_mass:.4f}", str(r.timelines), str(r.forks),
+            str(r.forks_rejected), f"{r.wall_s:.2f}", str(r.trace),
+        )
+    return table
+
+
+@app.command()
+def run(
+    card: Annotated[Path, typer.Argument(help="Scenario card (YAML or JSON).")],
+    policy: Annotated[str, typer.Option(help="Policy preset name or file.")] = "branching",
+    model: Annotated[str, typer.Option(help="Model route for every role.")] = "offline",
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the first run.")] = 0,
+    replicates: Annotated[int, typer.Option(min=1, help="Runs with seeds SEED..SEED+N-1.")] = 1,
+    ticks: Annotated[int | None, typer.Option(min=1, max=10_000, help="Ticks (default: policy, else 8).")] = None,
+    out: Annotated[Path, typer.Option(help="Folder for the traces.")] = Path("traces"),
+    extraction: Annotated[str, typer.Option(help=f"Extraction rule: {', '.join(EXTRACTION_RULES)}.")] = "path-ledger/1",
+    method_label: Annotated[str | None, typer.Option(help="Method label (default: the policy name).")] = None,
+    force: Annotated[bool, typer.Option(help="Replace existing traces of the same name.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per trace, nothing else.")] = False,
+) -> None:
+    """Run a scenario card as a branching multiverse and write one trace per seed."""
+    card_obj = load_card(card)
+    policy_obj = load_policy(policy)
+    if model != "offline":
+        raise ConfigError(
+            f"model route '{model}' is not available: this build runs the offline model only",
+            field="model",
+        )
+    if extraction not in EXTRACTION_RULES:
+        raise ConfigError(
+            f"unknown extraction rule '{extraction}' (known: {', '.join(EXTRACTION_RULES)})",
+            field="extraction",
+        )
+    configs = [
+        RunConfig(
+            card=card_obj, policy=policy_obj, seed=s, ticks=ticks, extraction_rule=extraction,
+            method=method_label, model=model,
+        )
+        for s in range(seed, seed + replicates)
+    ]
+    if not force:
+        for cfg in configs:
+            path = out / trace_name(cfg.card.id, cfg.method_label, cfg.seed)
+            if path.exists():
+                raise ConfigError("trace already exists (use --force to replace it)", file=path)
+
+    results: list[RunResult] = []
+    started = time.perf_counter()
+    show = not json_out and err_console.is_terminal
+
+    async def go() -> None:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total} tick steps"),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            console=err_console,
+            disable=not show,
+            transient=True,
+        ) as progress:
+            for cfg in configs:
+                observer = _Progress(progress, f"{cfg.card.id} seed {cfg.seed}", cfg.effective_ticks)
+                result = await run_card(cfg, out, overwrite=force, observer=observer)
+                results.append(result)
+                if json_out:
+                    sys.stdout.write(json.dumps(result.summary()) + "\n")
+                    sys.stdout.flush()
+
+    anyio.run(go)
+    if json_out:
+        return
+    out_console.print(_summary_table(results))
+    ps = [r.p_yes for r in results if r.p_yes is not None]
+    if len(ps) > 1:
+        out_console.print(
+            f"p_yes mean {statistics.fmean(ps):.4f} · sd {statistics.stdev(ps):.4f} "
+            f"over {len(ps)} replicates"
+        )
+    out_console.print(f"wall time {time.perf_counter() - started:.2f} s")
+
+
+@app.command()
+def replay(
+    trace: Annotated[Path, typer.Argument(help="Trace file (JSONL).")],
+    tick: Annotated[int | None, typer.Option(help="Only this tick.")] = None,
+    timeline: Annotated[str | None, typer.Option(help="Only this timeline id (e.g. t0.1).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="One JSON object per timeline-tick.")] = False,
+) -> None:
+    """Rebuild a run tick by tick from its trace alone, with no model call."""
+    tr = read_trace(trace)
+    if tr.torn_line is not None:
+        err_console.print(f"note: torn final line {tr.torn_line} ignored (the run was cut off)")
+    recorded = recomputed = None
+    for item in replay_steps(tr):
+        if isinstance(item, TickStep):
+            if (tick is not None and item.tick != tick) or (
+                timeline is not None and item.timeline != timeline
+            ):
+                continue
+            if json_out:
+                sys.stdout.write(json.dumps(item.as_json()) + "\n")
+            else:
+                _print_step(item)
+        else:
+            recorded, leaves = item[1]
+            if recorded is not None:
+                from worldsim.replay import replay as full_replay
+
+                recomputed = full_replay(tr).recomputed
+    if recorded is None:
+        msg = "no extraction recorded (the run did not finish); nothing to compare"
+        if json_out:
+            sys.stdout.write(json.dumps({"extraction": None, "note": msg}) + "\n")
+        else:
+            out_console.print(msg)
+        return
+    same = recomputed == recorded
+    if json_out:
+        sys.stdout.write(
+            json.dumps(
+                {"extraction": {"rule": recorded.rule, "recorded_p_yes": recorded.p_yes,
+                                "replayed_p_yes": recomputed.p_yes if recomputed else None,
+                                "matches": same}}
+            )
+            + "\n"
+        )
+    else:
+        out_console.print(
+            f"re-extracted p_yes {recomputed.p_yes if recomputed else None!r} under "
+            f"{recorded.rule}: {'matches' if same else 'DIFFERS FROM'} the recorded "
+            f"{recorded.p_yes!r}"
+        )
+    if not same:
+        raise typer.Exit(1)
+
+
+def _print_step(step: TickStep) -> None:
+    out_console.rule(
+        f"{step.timeline} · tick {step.tick} · {step.date or ''} · mass {step.mass:.4f}",
+        style="cyan",
+    )
+    for obs in step.observations:
+        out_console.print(f"  event  {obs.id}: {obs.title}", highlight=False)
+    accepted = {(r.agent, r.index) for r in step.review.accepted} if step.review else set()
+    for p in step.proposals:
+        mark = "✓" if (p.agent, p.index) in accepted else "✗"
+        out_console.print(f"  {mark} {p.agent}#{p.index}: {p.summary}", highlight=False)
+    if step.review is not None:
+        for r in step.review.rejected:
+            out_console.print(f"    rejected {r.agent}#{r.index}: {r.reason}", highlight=False)
+        out_console.print(f"  review: {step.review.decision} — {step.review.reason}", highlight=False)
+    for endpoint, old, new in step.ledger_changes:
+        out_console.print(f"  ledger {endpoint}: {old} → {new}", highlight=False)
+    for f in step.forks:
+        out_console.print(
+            f"  fork → {f.child} on '{f.candidate.hypothesis}' p={f.candidate.probability:.3f} "
+            f"mass {f.mass_child:.4f}",
+            highlight=False,
+        )
+    for r in step.rejected:
+        outcome = "" if r.came_true is None else f" (sampled: {'came true' if r.came_true else 'did not'})"
+        out_console.print(f"  fork rejected: {r.reason}{outcome}", highlight=False)
+    pressure = ", ".join(f"{k}={v:+.3f}" for k, v in sorted(step.state.pressure.items()))
+    out_console.print(f"  pressure {pressure} · status {step.status} · digest {step.digest[:12]}",
+                      highlight=False)
+
+
+@app.command()
+def verify(
+    trace: Annotated[Path, typer.Argument(help="Trace file (JSONL).")],
+    canonical: Annotated[bool, typer.Option(help="Print the canonical hash.")] = False,
+) -> None:
+    """Check a trace's hash chain and invariants; exit 0 when sound and complete.
+
+    Exit 1 names the first bad line; exit 3 means sound but incomplete (a torn final line or no
+    terminal record: the run was cut off and can be resumed).
+    """
+    try:
+        result = verify_trace(trace)
+    except TraceError as exc:
+        err_console.print(f"[bold red]FAIL[/] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    if canonical:
+        out_console.print(result.canonical, highlight=False)
+    lines = [f"{result.records} records, chain intact"]
+    if result.replay.mass_sum is not None:
+        lines.append(f"mass sums to {result.replay.mass_sum:.12f}")
+    if result.replay.recorded is not None:
+        lines.append(f"extraction recomputed (p_yes {result.replay.recorded.p_yes})")
+    if result.torn_line is not None:
+        lines.append(f"torn final line {result.torn_line} ignored")
+    if not result.complete:
+        lines.append(
+            f"incomplete: ends with {result.terminal or 'no terminal record'}"
+        )
+    status = "[bold green]OK[/]" if result.exit_code == 0 else "[bold yellow]INCOMPLETE[/]"
+    err_console.print(f"{status} {trace}: " + "; ".join(lines), highlight=False)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
+
+
+@app.command()
+def roles() -> None:
+    """List the installed roles: built-in, plug-ins (entry point group worldsim.roles)."""
+    table = Table(title="roles")
+    for col in ("name", "phase", "source", "description"):
+        table.add_column(col)
+    for entry in registered_roles().values():
+        table.add_row(entry.name, entry.phase, entry.source, entry.description)
+    out_console.print(table)

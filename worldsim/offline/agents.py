@@ -1,0 +1,141 @@
+"""Offline actor and cohort agents: seeded rule-based behaviour (docs/offline-model.md).
+
+Every random draw comes from the generator the engine hands the agent for this timeline, tick and
+agent, so an agent's behaviour does not depend on scheduling, and the number of draws does not
+depend on the state (common random numbers keep comparisons between cards exact).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+import numpy.typing as npt
+
+from worldsim.roles import Proposal, TickContext, register_role
+from worldsim.state import Edge, SetCohort, WorldState
+
+__all__ = ["OfflineActor", "OfflineCohort"]
+
+ACTOR_NOISE = 0.35
+COHORT_NOISE = 0.05
+EVENT_SALIENCE = 0.3
+
+
+def _target_endpoint(state: WorldState, favours: str | None) -> str:
+    if favours is not None:
+        return favours
+    scored = state.scored
+    return next((ep.id for ep in scored if ep.polarity == "yes"), scored[0].id)
+
+
+def _verb(direction: float) -> str:
+    if direction > 0.5:
+        return "pushes hard for"
+    if direction > 0.1:
+        return "leans toward"
+    if direction >= -0.1:
+        return "stays neutral on"
+    if direction >= -0.5:
+        return "leans against"
+    return "pushes hard against"
+
+
+@register_role("actor", phase="tick")
+class OfflineActor:
+    """An actor with stance, influence and activity: pushes its endpoint by stance plus noise."""
+
+    name = "actor"
+    phase = "tick"
+
+    async def act(self, ctx: TickContext) -> Sequence[Proposal]:
+        actor = ctx.state.actors[ctx.agent]
+        noise = float(ctx.rng.normal(0.0, ACTOR_NOISE))
+        vigour = float(ctx.rng.uniform(0.5, 1.0))
+        salience = 1.0 + EVENT_SALIENCE * len(ctx.observations)
+        direction = float(np.clip(actor.stance + noise, -1.0, 1.0))
+        magnitude = float(np.clip(actor.influence * vigour * salience, 0.0, 1.0))
+        endpoint = _target_endpoint(ctx.state, actor.favours)
+        title = ctx.state.endpoint(endpoint)
+        return [
+            Proposal(
+                agent=ctx.agent,
+                index=0,
+                kind="action",
+                endpoint=endpoint,
+                direction=direction,
+                magnitude=magnitude,
+                summary=f"{actor.name} {_verb(direction)} '{title.title if title else endpoint}'",
+            )
+        ]
+
+
+@lru_cache(maxsize=64)
+def _influence(
+    edges: tuple[Edge, ...], sources: tuple[str, ...], targets: tuple[str, ...]
+) -> npt.NDArray[np.float64]:
+    """Row-normalised influence matrix from ``sources`` (actors, cohorts) onto cohorts."""
+    col = {s: j for j, s in enumerate(sources)}
+    row = {t: i for i, t in enumerate(targets)}
+    w = np.zeros((len(targets), len(sources)))
+    for e in edges:
+        if e.target in row and e.source in col:
+            w[row[e.target], col[e.source]] += e.weight
+    totals = w.sum(axis=1, keepdims=True)
+    np.divide(w, totals, out=w, where=totals > 0)
+    w.setflags(write=False)
+    return w
+
+
+@register_role("cohort", phase="tick")
+class OfflineCohort:
+    """A population segment: sentiment drifts toward its influencers, scaled by attention·trust."""
+
+    name = "cohort"
+    phase = "tick"
+
+    async def act(self, ctx: TickContext) -> Sequence[Proposal]:
+        state = ctx.state
+        table = state.cohorts
+        i = table.index(ctx.agent)
+        actor_ids = tuple(sorted(state.actors.keys()))
+        sources = actor_ids + table.ids
+        source_stance = np.concatenate(
+            [np.array([state.actors[a].stance for a in actor_ids]), table.sentiment]
+        )
+        w = _influence(state.edges, sources, table.ids)
+        has_influence = bool(w[i].sum() > 0)
+        target = float(w[i] @ source_stance) if has_influence else float(table.sentiment[i])
+
+        noise = float(ctx.rng.normal(0.0, COHORT_NOISE))
+        attention = float(table.attention[i])
+        attention = float(
+            np.clip(
+                attention
+                + 0.1 * (0.5 - attention)
+                + EVENT_SALIENCE * len(ctx.observations) * (1.0 - attention),
+                0.0,
+                1.0,
+            )
+        )
+        trust = float(table.trust[i])
+        pull = 0.5 * attention * trust
+        sentiment = float(table.sentiment[i])
+        sentiment = float(np.clip(sentiment + pull * (target - sentiment) + noise, -1.0, 1.0))
+        weight = float(table.size[i] / table.size.max())
+        endpoint = _target_endpoint(state, None)
+        return [
+            Proposal(
+                agent=ctx.agent,
+                index=0,
+                kind="cohort_update",
+                endpoint=endpoint,
+                direction=sentiment,
+                magnitude=float(np.clip(attention * (0.25 + 0.75 * weight), 0.0, 1.0)),
+                summary=f"{table.names[i]}: sentiment {sentiment:+.2f}, attention {attention:.2f}",
+                deltas=(
+                    SetCohort(id=ctx.agent, attention=attention, trust=trust, sentiment=sentiment),
+                ),
+            )
+        ]

@@ -1,0 +1,158 @@
+"""The offline governance reviewer: proposals and events → pressure, hazard, ledger, forks."""
+
+from __future__ import annotations
+
+import math
+
+from worldsim.roles import (
+    BranchCandidate,
+    ProposalRef,
+    RejectedProposal,
+    Review,
+    ReviewContext,
+    register_role,
+)
+from worldsim.state import (
+    EvidenceIn,
+    LedgerUpdate,
+    SetHypothesis,
+    SetPressure,
+    ShiftPressure,
+    WorldState,
+)
+
+__all__ = ["OfflineGovernance", "branch_score"]
+
+#: Pressure moved by one proposal of full direction and magnitude.
+KAPPA = 0.35
+#: Smallest |direction × magnitude| that enters the ledger as evidence.
+EVIDENCE_FLOOR = 0.1
+
+
+def branch_score(probability: float, impact: float) -> float:
+    """How much a hypothesis deserves its own timeline: consequential and uncertain."""
+    return min(1.0, abs(impact)) * (0.5 + 2.0 * probability * (1.0 - probability))
+
+
+def _softmax(state: WorldState, pressure: dict[str, float]) -> dict[str, float]:
+    ids = [ep.id for ep in state.scored]
+    top = max(pressure[i] for i in ids)
+    weights = {i: math.exp(pressure[i] - top) for i in ids}
+    total = sum(weights.values())
+    return {i: w / total for i, w in weights.items()}
+
+
+@register_role("governance", phase="review")
+class OfflineGovernance:
+    """Accepts valid proposals, moves pressure, draws realization, proposes forks at hypotheses."""
+
+    name = "governance"
+    phase = "review"
+
+    async def review(self, ctx: ReviewContext) -> Review:
+        state = ctx.state
+        pressure = dict(state.pressure.items())
+        accepted: list[ProposalRef] = []
+        rejected: list[RejectedProposal] = []
+        deltas: list[SetPressure | ShiftPressure | SetHypothesis] = []
+        extra_deltas = []
+        ledger: list[LedgerUpdate] = []
+
+        for p in ctx.proposals:
+            ep = state.endpoint(p.endpoint) if p.endpoint is not None else None
+            if ep is None:
+                rejected.append(
+                    RejectedProposal(agent=p.agent, index=p.index, reason="no known endpoint")
+                )
+                continue
+            if state.ledger[ep.id].status != "open":
+                rejected.append(
+                    RejectedProposal(agent=p.agent, index=p.index, reason=f"'{ep.id}' is settled")
+                )
+                continue
+            accepted.append(ProposalRef(agent=p.agent, index=p.index))
+            extra_deltas.extend(p.deltas)
+            push = p.direction * p.magnitude
+            if ep.kind == "scored":
+                pressure[ep.id] += KAPPA * push
+            if abs(push) >= EVIDENCE_FLOOR:
+                ledger.append(
+                    LedgerUpdate(
+                        endpoint=ep.id,
+                        evidence=EvidenceIn(
+                            kind="supports" if push > 0 else "contradicts",
+                            ref=f"{ctx.timeline}/{ctx.tick}/{p.agent}/{p.index}",
+                            note=p.summary[:200],
+                        ),
+                    )
+                )
+        for ev in ctx.observations:
+            for endpoint, shift in ev.pressure:
+                pressure[endpoint] += shift
+
+        for ep in state.scored:
+            if pressure[ep.id] != state.pressure[ep.id]:
+                deltas.append(
+                    SetPressure(endpoint=ep.id, value=max(-50.0, min(50.0, pressure[ep.id])))
+                )
+
+        # One uniform per tick, whatever the state: realization of a scored endpoint.
+        probs = _softmax(state, pressure)
+        draw = float(ctx.rng.random())
+        realized: str | None = None
+        cumulative = 0.0
+        for ep in state.scored:
+            cumulative += state.hazard * probs[ep.id]
+            if draw < cumulative:
+                realized = ep.id
+                break
+
+        forced_p_yes: float | None = None
+        forced_probs: dict[str, float] | None = None
+        branches: list[BranchCandidate] = []
+        if realized is not None:
+            for ep in state.scored:
+                ledger.append(
+                    LedgerUpdate(
+                        endpoint=ep.id, status="realized" if ep.id == realized else "eliminated"
+                    )
+                )
+            reason = f"'{realized}' realized (draw {draw:.4f} under hazard {state.hazard:.3f})"
+        elif ctx.is_last_tick:
+            forced_probs = probs
+            yes = next((ep.id for ep in state.scored if ep.polarity == "yes"), None)
+            forced_p_yes = probs[yes] if yes is not None else None
+            reason = "deadline reached unresolved; forced value from the endpoint pressure"
+        else:
+            for hyp in sorted(state.hypotheses.values(), key=lambda h: h.id):
+                if hyp.status != "open" or not hyp.start_tick <= ctx.tick <= hyp.end_tick:
+                    continue
+                target = state.endpoint(hyp.endpoint)
+                if_true: list[SetHypothesis | ShiftPressure] = [
+                    SetHypothesis(id=hyp.id, status="fired")
+                ]
+                if target is not None and target.kind == "scored":
+                    if_true.append(ShiftPressure(endpoint=hyp.endpoint, by=hyp.impact))
+                branches.append(
+                    BranchCandidate(
+                        hypothesis=hyp.title,
+                        hypothesis_id=hyp.id,
+                        endpoint_id=hyp.endpoint,
+                        probability=hyp.probability,
+                        score=branch_score(hyp.probability, hyp.impact),
+                        if_true=tuple(if_true),
+                    )
+                )
+            reason = f"{len(accepted)} proposals accepted; {len(branches)} branch candidates"
+
+        return Review(
+            accepted=tuple(accepted),
+            rejected=tuple(rejected),
+            deltas=(*extra_deltas, *deltas),
+            ledger=tuple(ledger),
+            decision="fork" if branches else "continue",
+            reason=reason,
+            branches=tuple(branches),
+            forced_p_yes=forced_p_yes,
+            forced_probs=forced_probs,
+        )

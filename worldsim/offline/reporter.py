@@ -1,0 +1,48 @@
+"""The offline reporter: claims about the multiverse, each pointing at the trace."""
+
+from __future__ import annotations
+
+from worldsim.roles import Claim, ClaimRef, Report, ReportContext, register_role
+
+__all__ = ["OfflineReporter"]
+
+
+@register_role("reporter", phase="report")
+class OfflineReporter:
+    """States the extracted probability and grounds it in the heaviest timelines and the forks."""
+
+    name = "reporter"
+    phase = "report"
+
+    async def report(self, ctx: ReportContext) -> Report:
+        claims: list[Claim] = []
+        heaviest = sorted(ctx.timelines, key=lambda t: (-t.mass, t.id))[:3]
+        for tl in heaviest:
+            outcome = (
+                f"settled {tl.settlement}"
+                if tl.settlement != "unresolved"
+                else "reached the deadline unresolved"
+                + (f" (forced p_yes {tl.forced_p_yes:.3f})" if tl.forced_p_yes is not None else "")
+            )
+            claims.append(
+                Claim(
+                    text=f"Timeline {tl.id} (path mass {tl.mass:.3f}) {outcome} at tick {tl.end_tick}.",
+                    refs=(ClaimRef(timeline=tl.id, tick=tl.end_tick),),
+                )
+            )
+        for fork in ctx.forks[:5]:
+            claims.append(
+                Claim(
+                    text=(
+                        f"At tick {fork['tick']}, {fork['parent']} forked into {fork['child']} on "
+                        f"'{fork['hypothesis']}' with probability {fork['probability']:.2f}."
+                    ),
+                    refs=(ClaimRef(timeline=str(fork["child"]), tick=int(fork["tick"])),),
+                )
+            )
+        head = (
+            f"p_yes = {ctx.p_yes:.3f} over {len(ctx.timelines)} timelines."
+            if ctx.p_yes is not None
+            else f"{len(ctx.timelines)} timelines simulated."
+        )
+        return Report(summary=f"{ctx.card.question} {head}", claims=tuple(claims))

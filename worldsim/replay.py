@@ -1,0 +1,259 @@
+"""Replay: rebuild every timeline's state tick by tick from the trace alone, with no model call,
+check each committed digest and the invariants, and re-extract p_yes (DESIGN §4.8)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from worldsim.audit import MASS_TOLERANCE
+from worldsim.errors import StateError, TraceError
+from worldsim.extraction import Leaf, extract
+from worldsim.state import WorldState, apply_deltas, apply_review, state_digest
+from worldsim.trace.reader import Trace, TraceLine, read_trace
+from worldsim.trace.records import ExtractionData
+
+__all__ = ["ReplayResult", "TickStep", "replay", "replay_steps"]
+
+
+@dataclass(frozen=True, slots=True)
+class TickStep:
+    """One committed tick of one timeline, as rebuilt from the trace."""
+
+    timeline: str
+    tick: int
+    date: str | None
+    digest: str
+    mass: float
+    status: str
+    state: WorldState
+    proposals: tuple[Any, ...]
+    review: Any
+    forks: tuple[Any, ...]
+    rejected: tuple[Any, ...]
+    ledger_changes: tuple[tuple[str, str, str], ...]
+    observations: tuple[Any, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "timeline": self.timeline,
+            "tick": self.tick,
+            "date": self.date,
+            "digest": self.digest,
+            "mass": self.mass,
+            "status": self.status,
+            "observations": [o.id for o in self.observations],
+            "proposals": [
+                {"agent": p.agent, "index": p.index, "endpoint": p.endpoint,
+                 "direction": p.direction, "magnitude": p.magnitude, "summary": p.summary}
+                for p in self.proposals
+            ],
+            "accepted": [f"{r.agent}#{r.index}" for r in self.review.accepted] if self.review else [],
+            "rejected": [
+                {"proposal": f"{r.agent}#{r.index}", "reason": r.reason}
+                for r in self.review.rejected
+            ] if self.review else [],
+            "ledger_changes": [
+                {"endpoint": e, "from": a, "to": b} for e, a, b in self.ledger_changes
+            ],
+            "forks": [
+                {"child": f.child, "hypothesis": f.candidate.hypothesis,
+                 "probability": f.candidate.probability, "mass_child": f.mass_child}
+                for f in self.forks
+            ],
+            "fork_rejections": [
+                {"hypothesis": r.candidate.hypothesis, "reason": r.reason, "came_true": r.came_true}
+                for r in self.rejected
+            ],
+            "pressure": {k: self.state.pressure[k] for k in sorted(self.state.pressure.keys())},
+        }
+
+
+@dataclass(slots=True)
+class _Cursor:
+    state: WorldState
+    mass: float
+    date: str | None = None
+    observations: tuple[Any, ...] = ()
+    proposals: list[Any] = field(default_factory=list)
+    review: Any = None
+    forks: list[Any] = field(default_factory=list)
+    rejected: list[Any] = field(default_factory=list)
+    before: WorldState | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    trace: Trace
+    steps: tuple[TickStep, ...]
+    recorded: ExtractionData | None
+    recomputed: ExtractionData | None
+    mass_sum: float | None
+
+    @property
+    def matches(self) -> bool:
+        return self.recorded is not None and self.recorded == self.recomputed
+
+
+def _fail(line: TraceLine, trace: Trace, message: str) -> TraceError:
+    return TraceError(message, file=trace.path, line=line.number, timeline=line.record.tl,
+                      tick=line.record.tick)
+
+
+def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
+    """Yield each rebuilt tick in trace order, then ``("extraction", (recorded, leaves))``.
+
+    Raises :class:`TraceError` naming the line at the first inconsistency.
+    """
+    init = trace.first("world_initialized")
+    if init is None:
+        raise TraceError("trace has no world_initialized record", file=trace.path)
+    world = WorldState.from_json(init.data.state)
+    if state_digest(world) != init.data.digest:
+        raise _fail(init, trace, "initial state does not match its digest")
+
+    cursors: dict[str, _Cursor] = {}
+    pending_children: dict[str, tuple[WorldState, float]] = {}
+    ended: dict[str, Leaf] = {}
+    recorded: ExtractionData | None = None
+
+    for line in trace.lines:
+        rec = line.record
+        tl, tick = rec.tl, rec.tick
+        t = line.type
+        try:
+            if t == "timeline_started":
+                if rec.data.parent is None:
+                    cursor = _Cursor(world, 1.0)
+                else:
+                    if tl not in pending_children:
+                        raise _fail(line, trace, f"timeline {tl} starts without a fork record")
+                    state, mass = pending_children.pop(tl)
+                    cursor = _Cursor(state, mass)
+                if rec.data.mass != cursor.mass:
+                    raise _fail(line, trace, "timeline mass differs from its fork")
+                if state_digest(cursor.state) != rec.data.digest:
+                    raise _fail(line, trace, "timeline's starting state does not match its digest")
+                cursors[tl] = cursor
+            elif t in {"tick_started", "proposal", "review", "fork", "fork_rejected",
+                       "tick_committed", "timeline_ended"}:
+                cursor = cursors.get(tl) if tl is not None else None
+                if cursor is None:
+                    raise _fail(line, trace, f"record for unknown timeline {tl}")
+                if t == "tick_started":
+                    cursor.date = rec.data.date
+                    cursor.observations = tuple(rec.data.observations)
+                    cursor.before = cursor.state
+                elif t == "proposal":
+                    cursor.proposals.append(rec.data)
+                elif t == "review":
+                    cursor.review = rec.data
+                    try:
+                        cursor.state = apply_review(
+                            cursor.state, rec.data.deltas, rec.data.ledger, tick
+                        )
+                    except StateError:
+                        pass  # the engine terminated this timeline on the same error
+                elif t == "fork":
+                    d = rec.data
+                    if d.mass_before != cursor.mass:
+                        raise _fail(line, trace, "fork's mass_before differs from the timeline's")
+                    p = d.candidate.probability
+                    if d.mass_child != cursor.mass * p or d.mass_parent != cursor.mass * (1.0 - p):
+                        raise _fail(line, trace, "fork masses are not m·p and m·(1−p)")
+                    pending_children[d.child] = (
+                        apply_deltas(cursor.state, d.child_deltas),
+                        d.mass_child,
+                    )
+                    cursor.state = apply_deltas(cursor.state, d.parent_deltas)
+                    cursor.mass = d.mass_parent
+                    cursor.forks.append(d)
+                elif t == "fork_rejected":
+                    cursor.state = apply_deltas(cursor.state, rec.data.deltas)
+                    cursor.rejected.append(rec.data)
+                elif t == "tick_committed":
+                    digest = state_digest(cursor.state)
+                    if digest != rec.data.digest:
+                        raise _fail(line, trace, "rebuilt state does not match the committed digest")
+                    if rec.data.mass != cursor.mass:
+                        raise _fail(line, trace, "committed mass differs from the rebuilt mass")
+                    before = cursor.before or cursor.state
+                    changes = tuple(
+                        (key, before.ledger[key].status, row.status)
+                        for key, row in sorted(cursor.state.ledger.items())
+                        if key in before.ledger and before.ledger[key].status != row.status
+                    )
+                    yield TickStep(
+                        timeline=tl,
+                        tick=tick,
+                        date=cursor.date,
+                        digest=digest,
+                        mass=cursor.mass,
+                        status=rec.data.status,
+                        state=cursor.state,
+                        proposals=tuple(cursor.proposals),
+                        review=cursor.review,
+                        forks=tuple(cursor.forks),
+                        rejected=tuple(cursor.rejected),
+                        ledger_changes=changes,
+                        observations=cursor.observations,
+                    )
+                    cursor.proposals, cursor.forks, cursor.rejected = [], [], []
+                    cursor.review = None
+                else:  # timeline_ended
+                    d = rec.data
+                    if d.mass != cursor.mass:
+                        raise _fail(line, trace, "final mass differs from the rebuilt mass")
+                    outcome = cursor.state.outcome()
+                    if d.settlement != "unresolved" and d.settlement != outcome:
+                        raise _fail(line, trace, f"settlement '{d.settlement}' contradicts the ledger")
+                    if d.status == "settled" and not cursor.state.all_scored_settled():
+                        raise _fail(line, trace, "settled timeline with open scored endpoints")
+                    ended[tl] = Leaf(tl, d.mass, d.settlement, d.forced_p_yes, d.forced_probs)
+            elif t == "extraction":
+                recorded = rec.data
+        except TraceError:
+            raise
+        except StateError as exc:
+            raise _fail(line, trace, f"cannot apply: {exc.message}") from None
+    if pending_children:
+        raise TraceError(f"forked timelines never started: {', '.join(sorted(pending_children))}",
+                         file=trace.path)
+    yield ("extraction", (recorded, tuple(ended.values())))
+
+
+def replay(path_or_trace: str | Path | Trace) -> ReplayResult:
+    """Rebuild the whole multiverse and re-extract; raises TraceError at the first inconsistency."""
+    trace = path_or_trace if isinstance(path_or_trace, Trace) else read_trace(path_or_trace)
+    steps: list[TickStep] = []
+    recorded: ExtractionData | None = None
+    leaves: tuple[Leaf, ...] = ()
+    for item in replay_steps(trace):
+        if isinstance(item, TickStep):
+            steps.append(item)
+        else:
+            recorded, leaves = item[1]
+    recomputed: ExtractionData | None = None
+    mass_sum: float | None = None
+    if recorded is not None:
+        card = trace.started.card
+        options = (
+            None
+            if card.get("kind", "binary") == "binary"
+            else [ep["id"] for ep in card["endpoints"] if ep.get("kind", "scored") == "scored"]
+        )
+        recomputed = extract(list(leaves), recorded.rule, options)
+        mass_sum = recomputed.mass_sum
+        if abs(mass_sum - 1.0) > MASS_TOLERANCE:
+            raise TraceError(f"path mass sums to {mass_sum!r}, not 1", file=trace.path)
+        if recomputed != recorded:
+            line = trace.first("extraction")
+            raise TraceError(
+                f"recomputed extraction (p_yes {recomputed.p_yes!r}) differs from the recorded one "
+                f"(p_yes {recorded.p_yes!r})",
+                file=trace.path,
+                line=line.number if line else None,
+            )
+    return ReplayResult(trace, tuple(steps), recorded, recomputed, mass_sum)

@@ -1,0 +1,40 @@
+"""Timelines: one simulated future each, with its lineage, path mass and settlement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from worldsim.state import WorldState
+from worldsim.types import TimelineId, TimelineStatus
+
+__all__ = ["Timeline", "child_id", "timeline_sort_key"]
+
+
+def child_id(parent: TimelineId, n: int) -> TimelineId:
+    """The n-th child (1-based) of ``parent``: ``t0`` → ``t0.1``, ``t0.2``, ..."""
+    return f"{parent}.{n}"
+
+
+def timeline_sort_key(timeline: TimelineId) -> tuple[int, ...]:
+    return tuple(int(part) for part in timeline[1:].split("."))
+
+
+@dataclass(slots=True)
+class Timeline:
+    """A running timeline. Owned by its own task; only that task mutates it."""
+
+    id: TimelineId
+    parent: TimelineId | None
+    fork_tick: int | None
+    depth: int
+    mass: float
+    slots: int
+    state: WorldState
+    status: TimelineStatus = "running"
+    settlement: str = "unresolved"
+    forced_p_yes: float | None = None
+    forced_probs: dict[str, float] | None = None
+    end_tick: int = -1
+    reason: str = ""
+    children: int = 0
+    ticks_run: list[int] = field(default_factory=list)

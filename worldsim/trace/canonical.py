@@ -1,0 +1,70 @@
+"""The canonical hash of a trace: the result-determining content only, in a fixed order.
+
+Operational metadata — run id, wall-clock times, seq, prev, latency, attempts, retried errors,
+cache status, resume markers — is left out, so two runs with the same card, policy, seed, routes
+and replies hash the same whether they ran live, from the cache, or resumed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from worldsim.state import canonical_json
+from worldsim.trace.reader import Trace
+
+__all__ = ["canonical_hash"]
+
+_PHASE = {
+    "run_started": 0,
+    "world_initialized": 1,
+    "timeline_started": 2,
+    "tick_started": 3,
+    "retrieval": 4,
+    "llm_call": 5,
+    "proposal": 6,
+    "review": 7,
+    "fork": 8,
+    "fork_rejected": 8,
+    "tick_committed": 9,
+    "timeline_ended": 10,
+    "extraction": 11,
+    "report": 12,
+    "audit": 13,
+    "run_completed": 14,
+}
+
+_KEEP: dict[str, tuple[str, ...] | None] = {
+    "run_started": ("card_hash", "policy", "routes", "prompt_versions", "seed", "ticks",
+                    "extraction_rule"),
+    "world_initialized": ("digest",),
+    "llm_call": ("request_hash", "reply", "error"),
+    "run_completed": ("timelines", "forks", "forks_rejected", "p_yes"),
+    "retrieval": ("agent", "tool", "query", "doc_ids", "refused"),
+}
+
+
+def _content(type_: str, data: dict[str, Any]) -> dict[str, Any]:
+    keep = _KEEP.get(type_)
+    if keep is None:
+        return data
+    return {k: data[k] for k in keep if k in data}
+
+
+def canonical_hash(trace: Trace) -> str:
+    entries: list[tuple[tuple[Any, ...], list[Any]]] = []
+    for line in trace.lines:
+        t = line.type
+        if t not in _PHASE:
+            continue  # run_failed and other resume markers are operational
+        rec = line.record
+        data = rec.data.model_dump(mode="json")
+        tl = rec.tl
+        lineage = tuple(int(x) for x in tl[1:].split(".")) if tl else ()
+        group = 1 if tl else (0 if _PHASE[t] <= 1 else 2)
+        agent = str(data.get("agent", ""))
+        index = int(data.get("index", 0) or 0)
+        key = (group, lineage, rec.tick if rec.tick is not None else -1, _PHASE[t], agent, index)
+        entries.append((key, [t, tl, rec.tick, _content(t, data)]))
+    entries.sort(key=lambda e: e[0])
+    return hashlib.sha256(canonical_json([entry for _, entry in entries])).hexdigest()

@@ -1,0 +1,338 @@
+"""Trace records (DESIGN §4.8): one pydantic model per record type, one discriminated union.
+
+Every line of a trace is an envelope ``{"v", "seq", "ts", "run", "type", "tl", "tick", "prev",
+"data"}``; ``type`` selects the model of ``data``. docs/trace-format.md is generated from these
+models (``python -m worldsim.trace.schema``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from worldsim.roles import BranchCandidate, Claim, Proposal, Review
+from worldsim.state import Delta
+
+__all__ = [
+    "RECORD_TYPES",
+    "TRACE_ADAPTER",
+    "AuditData",
+    "ExtractionData",
+    "ForkData",
+    "ForkRejectedData",
+    "LeafData",
+    "ReportData",
+    "RetrievalData",
+    "ReviewData",
+    "RunCompletedData",
+    "RunFailedData",
+    "RunStartedData",
+    "TickCommittedData",
+    "TickStartedData",
+    "TimelineEndedData",
+    "TimelineStartedData",
+    "TraceRecord",
+    "WorldInitializedData",
+]
+
+SCHEMA_VERSION = 1
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunStartedData(_Data):
+    worldsim_version: str
+    git_revision: str | None
+    card_hash: str
+    card: dict[str, Any]
+    method: str
+    model: str
+    policy: dict[str, Any]
+    routes: dict[str, str]
+    prompt_versions: dict[str, str]
+    seed: int
+    ticks: int
+    extraction_rule: str
+    resumed_from: str | None = None
+
+
+class WorldInitializedData(_Data):
+    state: dict[str, Any]
+    digest: str
+    problems: list[str] = Field(default_factory=list)
+
+
+class TimelineStartedData(_Data):
+    parent: str | None
+    fork_tick: int | None
+    depth: int
+    mass: float
+    slots: int
+    digest: str
+
+
+class Observation(_Data):
+    id: str
+    title: str
+    description: str = ""
+
+
+class TickStartedData(_Data):
+    date: str
+    observations: list[Observation]
+    active: list[str]
+
+
+class ProposalData(Proposal):
+    role: str
+
+
+class ReviewData(Review):
+    agent: str = "governance"
+
+
+class ForkData(_Data):
+    child: str
+    parent: str
+    index: int
+    candidate: BranchCandidate
+    mass_before: float
+    mass_child: float
+    mass_parent: float
+    depth: int
+    slots_child: int
+    child_deltas: list[Delta]
+    parent_deltas: list[Delta]
+
+
+class ForkRejectedData(_Data):
+    index: int
+    candidate: BranchCandidate
+    reason: str
+    sampled: bool
+    came_true: bool | None
+    deltas: list[Delta]
+
+
+class TickCommittedData(_Data):
+    digest: str
+    mass: float
+    status: str
+    ledger: dict[str, str]
+    pressure: dict[str, float]
+    p_yes_now: float | None
+
+
+class TimelineEndedData(_Data):
+    status: Literal["settled", "terminated", "deadline"]
+    settlement: str
+    forced_p_yes: float | None
+    forced_probs: dict[str, float] | None
+    mass: float
+    end_tick: int
+    reason: str = ""
+
+
+class LeafData(_Data):
+    timeline: str
+    mass: float
+    settlement: str
+    value: float | None
+
+
+class ExtractionData(_Data):
+    rule: str
+    p_yes: float | None
+    p_options: dict[str, float] | None
+    unresolved_mass: float
+    yes_mass: float
+    no_mass: float
+    max_mass: float
+    effective_paths: float
+    mass_sum: float
+    leaves: list[LeafData]
+
+
+class ReportData(_Data):
+    agent: str = "reporter"
+    summary: str
+    claims: list[Claim]
+
+
+class AuditData(_Data):
+    initialization_valid: bool
+    initialization_problems: list[str]
+    endpoint_hygiene: bool
+    endpoint_problems: list[str]
+    mass_sum: float
+    mass_conserved: bool
+    unresolved_mass: float
+    extraction_rule: str
+    report_grounding: Literal["grounded", "ungrounded", "not-checked"]
+    ungrounded_refs: list[str]
+    leakage: Literal["clean", "findings", "not-checked"]
+    leakage_findings: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class RetrievalData(_Data):
+    agent: str
+    tool: str
+    query: str | None = None
+    cutoff: str
+    doc_ids: list[str]
+    refused: list[str] = Field(default_factory=list)
+    reason: str | None = None
+
+
+class RunCompletedData(_Data):
+    status: Literal["complete"] = "complete"
+    timelines: int
+    forks: int
+    forks_rejected: int
+    p_yes: float | None
+    seal: str = ""
+
+
+class RunFailedData(_Data):
+    error: str
+    kind: str
+    resumable: bool
+    seal: str = ""
+
+
+class _Envelope(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    v: Literal[1]
+    seq: int = Field(ge=0)
+    ts: str
+    run: str
+    tl: str | None
+    tick: int | None
+    prev: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class RunStartedRecord(_Envelope):
+    type: Literal["run_started"]
+    data: RunStartedData
+
+
+class WorldInitializedRecord(_Envelope):
+    type: Literal["world_initialized"]
+    data: WorldInitializedData
+
+
+class TimelineStartedRecord(_Envelope):
+    type: Literal["timeline_started"]
+    data: TimelineStartedData
+
+
+class TickStartedRecord(_Envelope):
+    type: Literal["tick_started"]
+    data: TickStartedData
+
+
+class ProposalRecord(_Envelope):
+    type: Literal["proposal"]
+    data: ProposalData
+
+
+class ReviewRecord(_Envelope):
+    type: Literal["review"]
+    data: ReviewData
+
+
+class ForkRecord(_Envelope):
+    type: Literal["fork"]
+    data: ForkData
+
+
+class ForkRejectedRecord(_Envelope):
+    type: Literal["fork_rejected"]
+    data: ForkRejectedData
+
+
+class TickCommittedRecord(_Envelope):
+    type: Literal["tick_committed"]
+    data: TickCommittedData
+
+
+class TimelineEndedRecord(_Envelope):
+    type: Literal["timeline_ended"]
+    data: TimelineEndedData
+
+
+class RetrievalRecord(_Envelope):
+    type: Literal["retrieval"]
+    data: RetrievalData
+
+
+class ExtractionRecord(_Envelope):
+    type: Literal["extraction"]
+    data: ExtractionData
+
+
+class ReportRecord(_Envelope):
+    type: Literal["report"]
+    data: ReportData
+
+
+class AuditRecord(_Envelope):
+    type: Literal["audit"]
+    data: AuditData
+
+
+class RunCompletedRecord(_Envelope):
+    type: Literal["run_completed"]
+    data: RunCompletedData
+
+
+class RunFailedRecord(_Envelope):
+    type: Literal["run_failed"]
+    data: RunFailedData
+
+
+RECORD_TYPES: dict[str, type[BaseModel]] = {
+    "run_started": RunStartedData,
+    "world_initialized": WorldInitializedData,
+    "timeline_started": TimelineStartedData,
+    "tick_started": TickStartedData,
+    "proposal": ProposalData,
+    "review": ReviewData,
+    "fork": ForkData,
+    "fork_rejected": ForkRejectedData,
+    "tick_committed": TickCommittedData,
+    "timeline_ended": TimelineEndedData,
+    "retrieval": RetrievalData,
+    "extraction": ExtractionData,
+    "report": ReportData,
+    "audit": AuditData,
+    "run_completed": RunCompletedData,
+    "run_failed": RunFailedData,
+}
+
+TraceRecord = Annotated[
+    RunStartedRecord
+    | WorldInitializedRecord
+    | TimelineStartedRecord
+    | TickStartedRecord
+    | ProposalRecord
+    | ReviewRecord
+    | ForkRecord
+    | ForkRejectedRecord
+    | TickCommittedRecord
+    | TimelineEndedRecord
+    | RetrievalRecord
+    | ExtractionRecord
+    | ReportRecord
+    | AuditRecord
+    | RunCompletedRecord
+    | RunFailedRecord,
+    Field(discriminator="type"),
+]
+
+TRACE_ADAPTER: TypeAdapter[Any] = TypeAdapter(TraceRecord)
+"""The one adapter that validates any trace line."""
