@@ -195,7 +195,7 @@ class Engine:
         if role is None:
             role = get_role(self.config.roles.get(name, name), "tick")
             self.roles[f"tick:{name}"] = role
-        return role  # type: ignore[no-any-return]
+        return role  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ the run
 
@@ -249,7 +249,13 @@ class Engine:
         reporter: ReportRole = self.roles["reporter"]
         summaries = tuple(
             TimelineSummary(
-                tl.id, tl.parent, tl.fork_tick, tl.mass, tl.status, tl.settlement, tl.end_tick,
+                tl.id,
+                tl.parent,
+                tl.fork_tick,
+                tl.mass,
+                tl.status,
+                tl.settlement,
+                tl.end_tick,
                 tl.forced_p_yes,
             )
             for tl in sorted(self.timelines.values(), key=lambda t: timeline_sort_key(t.id))
@@ -332,7 +338,7 @@ class Engine:
         await self.writer.emit(
             "timeline_ended",
             TimelineEndedData(
-                status=tl.status,  # type: ignore[arg-type]
+                status=tl.status,
                 settlement=tl.settlement,
                 forced_p_yes=tl.forced_p_yes if tl.settlement == "unresolved" else None,
                 forced_probs=tl.forced_probs if tl.settlement == "unresolved" else None,
@@ -487,8 +493,9 @@ class Engine:
 
     # ------------------------------------------------------------------ forks
 
-    def _admission(self, tl: Timeline, cand: BranchCandidate, k: int, made: int,
-                   state: WorldState) -> str | None:
+    def _admission(
+        self, tl: Timeline, cand: BranchCandidate, k: int, made: int, state: WorldState
+    ) -> str | None:
         """Why the policy refuses this candidate, or None when it is admitted (DESIGN §4.5)."""
         policy = self.policy
         if cand.score < policy.branch_threshold:
@@ -563,8 +570,13 @@ class Engine:
                 )
                 await self.writer.emit("fork", fork, tl=tl.id, tick=k)
                 self.forks.append(
-                    {"parent": tl.id, "child": cid, "tick": k, "hypothesis": cand.hypothesis,
-                     "probability": cand.probability}
+                    {
+                        "parent": tl.id,
+                        "child": cid,
+                        "tick": k,
+                        "hypothesis": cand.hypothesis,
+                        "probability": cand.probability,
+                    }
                 )
                 self._notify("fork", parent=tl.id, child=cid, tick=k)
                 child = Timeline(cid, tl.id, k, tl.depth + 1, mass_child, slots_child, child_state)
@@ -608,9 +620,12 @@ def support_margin(state: WorldState) -> float:
 
 def _check_refs(review: Review, proposals: Sequence[Proposal]) -> None:
     known = {(p.agent, p.index) for p in proposals}
-    for ref in (*review.accepted, *review.rejected):
-        if (ref.agent, ref.index) not in known:
-            raise StateError(f"review refers to unknown proposal {ref.agent}#{ref.index}")
+    refs = [(r.agent, r.index) for r in review.accepted] + [
+        (r.agent, r.index) for r in review.rejected
+    ]
+    for agent, index in refs:
+        if (agent, index) not in known:
+            raise StateError(f"review refers to unknown proposal {agent}#{index}")
 
 
 def _git_revision() -> str | None:
@@ -648,8 +663,10 @@ async def run_card(
     leaves nothing behind. A failure during the run ends the trace with ``run_failed``.
     """
     roles = resolve_roles(config)
-    path = Path(trace_path) if trace_path else Path(out) / trace_name(
-        config.card.id, config.method_label, config.seed
+    path = (
+        Path(trace_path)
+        if trace_path
+        else Path(out) / trace_name(config.card.id, config.method_label, config.seed)
     )
     run_id = uuid.uuid4().hex[:16]
     writer = await TraceWriter.create(path, run_id, fsync=fsync, overwrite=overwrite)

@@ -46,21 +46,35 @@ class TickStep:
             "status": self.status,
             "observations": [o.id for o in self.observations],
             "proposals": [
-                {"agent": p.agent, "index": p.index, "endpoint": p.endpoint,
-                 "direction": p.direction, "magnitude": p.magnitude, "summary": p.summary}
+                {
+                    "agent": p.agent,
+                    "index": p.index,
+                    "endpoint": p.endpoint,
+                    "direction": p.direction,
+                    "magnitude": p.magnitude,
+                    "summary": p.summary,
+                }
                 for p in self.proposals
             ],
-            "accepted": [f"{r.agent}#{r.index}" for r in self.review.accepted] if self.review else [],
+            "accepted": [f"{r.agent}#{r.index}" for r in self.review.accepted]
+            if self.review
+            else [],
             "rejected": [
                 {"proposal": f"{r.agent}#{r.index}", "reason": r.reason}
                 for r in self.review.rejected
-            ] if self.review else [],
+            ]
+            if self.review
+            else [],
             "ledger_changes": [
                 {"endpoint": e, "from": a, "to": b} for e, a, b in self.ledger_changes
             ],
             "forks": [
-                {"child": f.child, "hypothesis": f.candidate.hypothesis,
-                 "probability": f.candidate.probability, "mass_child": f.mass_child}
+                {
+                    "child": f.child,
+                    "hypothesis": f.candidate.hypothesis,
+                    "probability": f.candidate.probability,
+                    "mass_child": f.mass_child,
+                }
                 for f in self.forks
             ],
             "fork_rejections": [
@@ -98,8 +112,9 @@ class ReplayResult:
 
 
 def _fail(line: TraceLine, trace: Trace, message: str) -> TraceError:
-    return TraceError(message, file=trace.path, line=line.number, timeline=line.record.tl,
-                      tick=line.record.tick)
+    return TraceError(
+        message, file=trace.path, line=line.number, timeline=line.record.tl, tick=line.record.tick
+    )
 
 
 def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
@@ -137,11 +152,19 @@ def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
                 if state_digest(cursor.state) != rec.data.digest:
                     raise _fail(line, trace, "timeline's starting state does not match its digest")
                 cursors[tl] = cursor
-            elif t in {"tick_started", "proposal", "review", "fork", "fork_rejected",
-                       "tick_committed", "timeline_ended"}:
-                cursor = cursors.get(tl) if tl is not None else None
-                if cursor is None:
+            elif t in {
+                "tick_started",
+                "proposal",
+                "review",
+                "fork",
+                "fork_rejected",
+                "tick_committed",
+                "timeline_ended",
+            }:
+                found = cursors.get(tl) if tl is not None else None
+                if found is None:
                     raise _fail(line, trace, f"record for unknown timeline {tl}")
+                cursor = found
                 if t == "tick_started":
                     cursor.date = rec.data.date
                     cursor.observations = tuple(rec.data.observations)
@@ -155,7 +178,9 @@ def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
                             cursor.state, rec.data.deltas, rec.data.ledger, tick
                         )
                     except StateError:
-                        pass  # the engine terminated this timeline on the same error
+                        # the engine terminated this timeline on the same error; the
+                        # committed digest below checks that nothing was applied
+                        cursor.state = cursor.state
                 elif t == "fork":
                     d = rec.data
                     if d.mass_before != cursor.mass:
@@ -176,7 +201,9 @@ def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
                 elif t == "tick_committed":
                     digest = state_digest(cursor.state)
                     if digest != rec.data.digest:
-                        raise _fail(line, trace, "rebuilt state does not match the committed digest")
+                        raise _fail(
+                            line, trace, "rebuilt state does not match the committed digest"
+                        )
                     if rec.data.mass != cursor.mass:
                         raise _fail(line, trace, "committed mass differs from the rebuilt mass")
                     before = cursor.before or cursor.state
@@ -208,7 +235,9 @@ def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
                         raise _fail(line, trace, "final mass differs from the rebuilt mass")
                     outcome = cursor.state.outcome()
                     if d.settlement != "unresolved" and d.settlement != outcome:
-                        raise _fail(line, trace, f"settlement '{d.settlement}' contradicts the ledger")
+                        raise _fail(
+                            line, trace, f"settlement '{d.settlement}' contradicts the ledger"
+                        )
                     if d.status == "settled" and not cursor.state.all_scored_settled():
                         raise _fail(line, trace, "settled timeline with open scored endpoints")
                     ended[tl] = Leaf(tl, d.mass, d.settlement, d.forced_p_yes, d.forced_probs)
@@ -219,8 +248,10 @@ def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
         except StateError as exc:
             raise _fail(line, trace, f"cannot apply: {exc.message}") from None
     if pending_children:
-        raise TraceError(f"forked timelines never started: {', '.join(sorted(pending_children))}",
-                         file=trace.path)
+        raise TraceError(
+            f"forked timelines never started: {', '.join(sorted(pending_children))}",
+            file=trace.path,
+        )
     yield ("extraction", (recorded, tuple(ended.values())))
 
 

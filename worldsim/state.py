@@ -117,7 +117,7 @@ class LedgerRow:
 
 
 def _frozen(values: Iterable[float], dtype: type = np.float64) -> FloatArray:
-    arr = np.array(list(values), dtype=dtype)
+    arr: FloatArray = np.array(list(values), dtype=dtype)
     arr.setflags(write=False)
     return arr
 
@@ -470,7 +470,13 @@ def apply_deltas(state: WorldState, deltas: Iterable[BaseModel]) -> WorldState:
             lo = -1.0 if delta.field == "stance" else 0.0
             if not lo <= value <= 1.0:
                 raise StateError(f"actor '{delta.id}' {delta.field} {value} out of range")
-            actors = actors.set(delta.id, replace(actor, **{delta.field: value}))
+            if delta.field == "stance":
+                actor = replace(actor, stance=value)
+            elif delta.field == "influence":
+                actor = replace(actor, influence=value)
+            else:
+                actor = replace(actor, activity=value)
+            actors = actors.set(delta.id, actor)
         elif isinstance(delta, SetCohort):
             i = cohorts.index(delta.id)
             cohorts = cohorts.with_row(i, delta.attention, delta.trust, delta.sentiment)
@@ -505,7 +511,8 @@ def apply_ledger(state: WorldState, updates: Iterable[LedgerUpdate], tick: int) 
         if upd.status is not None:
             if row.status != "open":
                 raise StateError(
-                    f"endpoint '{upd.endpoint}' is already {row.status}; cannot mark it {upd.status}"
+                    f"endpoint '{upd.endpoint}' is already {row.status}; "
+                    f"cannot mark it {upd.status}"
                 )
             row = replace(row, status=upd.status, settled_tick=tick)
         if upd.evidence is not None:

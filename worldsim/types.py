@@ -5,7 +5,7 @@ This module imports nothing of worldsim's, so anything may import it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
@@ -23,12 +23,13 @@ __all__ = [
     "Settlement",
     "TimelineId",
     "TimelineStatus",
+    "lineage",
 ]
 
 TimelineId: TypeAlias = str
 """Lineage id: the root is ``t0``, its children ``t0.1``, ``t0.2``, ... in fork order."""
 
-JSONValue: TypeAlias = "None | bool | int | float | str | list[JSONValue] | dict[str, JSONValue]"
+JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
 
 Phase = Literal["init", "tick", "review", "report"]
 """When a role runs: world initialization, each tick (actors, cohorts), review, final report."""
@@ -86,6 +87,6 @@ class Model(Protocol):
     async def request(self, request: ModelRequest) -> ModelResponse: ...
 
 
-def lineage(timeline: TimelineId) -> Sequence[int]:
+def lineage(timeline: TimelineId) -> tuple[int, ...]:
     """``"t0.2.1"`` → ``(0, 2, 1)``: the integers that name a timeline's place in the tree."""
     return tuple(int(part) for part in timeline[1:].split("."))

@@ -68,8 +68,14 @@ def _summary_table(results: list[RunResult]) -> Table:
     for r in results:
         p = f"{r.p_yes:.4f}" if r.p_yes is not None else json.dumps(r.p_options)
         table.add_row(
-            str(r.seed), p, f"{r.unresolved_mass:.4f}", str(r.timelines), str(r.forks),
-            str(r.forks_rejected), f"{r.wall_s:.2f}", str(r.trace),
+            str(r.seed),
+            p,
+            f"{r.unresolved_mass:.4f}",
+            str(r.timelines),
+            str(r.forks),
+            str(r.forks_rejected),
+            f"{r.wall_s:.2f}",
+            str(r.trace),
         )
     return table
 
@@ -81,12 +87,20 @@ def run(
     model: Annotated[str, typer.Option(help="Model route for every role.")] = "offline",
     seed: Annotated[int, typer.Option(min=0, help="Seed of the first run.")] = 0,
     replicates: Annotated[int, typer.Option(min=1, help="Runs with seeds SEED..SEED+N-1.")] = 1,
-    ticks: Annotated[int | None, typer.Option(min=1, max=10_000, help="Ticks (default: policy, else 8).")] = None,
+    ticks: Annotated[
+        int | None, typer.Option(min=1, max=10_000, help="Ticks (default: policy, else 8).")
+    ] = None,
     out: Annotated[Path, typer.Option(help="Folder for the traces.")] = Path("traces"),
-    extraction: Annotated[str, typer.Option(help=f"Extraction rule: {', '.join(EXTRACTION_RULES)}.")] = "path-ledger/1",
-    method_label: Annotated[str | None, typer.Option(help="Method label (default: the policy name).")] = None,
+    extraction: Annotated[
+        str, typer.Option(help=f"Extraction rule: {', '.join(EXTRACTION_RULES)}.")
+    ] = "path-ledger/1",
+    method_label: Annotated[
+        str | None, typer.Option(help="Method label (default: the policy name).")
+    ] = None,
     force: Annotated[bool, typer.Option(help="Replace existing traces of the same name.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per trace, nothing else.")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object per trace, nothing else.")
+    ] = False,
 ) -> None:
     """Run a scenario card as a branching multiverse and write one trace per seed."""
     card_obj = load_card(card)
@@ -103,8 +117,13 @@ def run(
         )
     configs = [
         RunConfig(
-            card=card_obj, policy=policy_obj, seed=s, ticks=ticks, extraction_rule=extraction,
-            method=method_label, model=model,
+            card=card_obj,
+            policy=policy_obj,
+            seed=s,
+            ticks=ticks,
+            extraction_rule=extraction,
+            method=method_label,
+            model=model,
         )
         for s in range(seed, seed + replicates)
     ]
@@ -130,7 +149,9 @@ def run(
             transient=True,
         ) as progress:
             for cfg in configs:
-                observer = _Progress(progress, f"{cfg.card.id} seed {cfg.seed}", cfg.effective_ticks)
+                observer = _Progress(
+                    progress, f"{cfg.card.id} seed {cfg.seed}", cfg.effective_ticks
+                )
                 result = await run_card(cfg, out, overwrite=force, observer=observer)
                 results.append(result)
                 if json_out:
@@ -155,7 +176,9 @@ def replay(
     trace: Annotated[Path, typer.Argument(help="Trace file (JSONL).")],
     tick: Annotated[int | None, typer.Option(help="Only this tick.")] = None,
     timeline: Annotated[str | None, typer.Option(help="Only this timeline id (e.g. t0.1).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="One JSON object per timeline-tick.")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="One JSON object per timeline-tick.")
+    ] = False,
 ) -> None:
     """Rebuild a run tick by tick from its trace alone, with no model call."""
     tr = read_trace(trace)
@@ -173,7 +196,7 @@ def replay(
             else:
                 _print_step(item)
         else:
-            recorded, leaves = item[1]
+            recorded = item[1][0]
             if recorded is not None:
                 from worldsim.replay import replay as full_replay
 
@@ -189,9 +212,14 @@ def replay(
     if json_out:
         sys.stdout.write(
             json.dumps(
-                {"extraction": {"rule": recorded.rule, "recorded_p_yes": recorded.p_yes,
-                                "replayed_p_yes": recomputed.p_yes if recomputed else None,
-                                "matches": same}}
+                {
+                    "extraction": {
+                        "rule": recorded.rule,
+                        "recorded_p_yes": recorded.p_yes,
+                        "replayed_p_yes": recomputed.p_yes if recomputed else None,
+                        "matches": same,
+                    }
+                }
             )
             + "\n"
         )
@@ -219,7 +247,9 @@ def _print_step(step: TickStep) -> None:
     if step.review is not None:
         for r in step.review.rejected:
             out_console.print(f"    rejected {r.agent}#{r.index}: {r.reason}", highlight=False)
-        out_console.print(f"  review: {step.review.decision} — {step.review.reason}", highlight=False)
+        out_console.print(
+            f"  review: {step.review.decision} — {step.review.reason}", highlight=False
+        )
     for endpoint, old, new in step.ledger_changes:
         out_console.print(f"  ledger {endpoint}: {old} → {new}", highlight=False)
     for f in step.forks:
@@ -229,11 +259,16 @@ def _print_step(step: TickStep) -> None:
             highlight=False,
         )
     for r in step.rejected:
-        outcome = "" if r.came_true is None else f" (sampled: {'came true' if r.came_true else 'did not'})"
+        outcome = (
+            ""
+            if r.came_true is None
+            else f" (sampled: {'came true' if r.came_true else 'did not'})"
+        )
         out_console.print(f"  fork rejected: {r.reason}{outcome}", highlight=False)
     pressure = ", ".join(f"{k}={v:+.3f}" for k, v in sorted(step.state.pressure.items()))
-    out_console.print(f"  pressure {pressure} · status {step.status} · digest {step.digest[:12]}",
-                      highlight=False)
+    out_console.print(
+        f"  pressure {pressure} · status {step.status} · digest {step.digest[:12]}", highlight=False
+    )
 
 
 @app.command()
@@ -261,9 +296,7 @@ def verify(
     if result.torn_line is not None:
         lines.append(f"torn final line {result.torn_line} ignored")
     if not result.complete:
-        lines.append(
-            f"incomplete: ends with {result.terminal or 'no terminal record'}"
-        )
+        lines.append(f"incomplete: ends with {result.terminal or 'no terminal record'}")
     status = "[bold green]OK[/]" if result.exit_code == 0 else "[bold yellow]INCOMPLETE[/]"
     err_console.print(f"{status} {trace}: " + "; ".join(lines), highlight=False)
     if result.exit_code:

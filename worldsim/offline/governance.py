@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from worldsim.roles import (
     BranchCandidate,
@@ -55,7 +56,7 @@ class OfflineGovernance:
         accepted: list[ProposalRef] = []
         rejected: list[RejectedProposal] = []
         deltas: list[SetPressure | ShiftPressure | SetHypothesis] = []
-        extra_deltas = []
+        extra_deltas: list[Any] = []
         ledger: list[LedgerUpdate] = []
 
         for p in ctx.proposals:

@@ -26,7 +26,10 @@ class OfflineReporter:
             )
             claims.append(
                 Claim(
-                    text=f"Timeline {tl.id} (path mass {tl.mass:.3f}) {outcome} at tick {tl.end_tick}.",
+                    text=(
+                        f"Timeline {tl.id} (path mass {tl.mass:.3f}) {outcome} "
+                        f"at tick {tl.end_tick}."
+                    ),
                     refs=(ClaimRef(timeline=tl.id, tick=tl.end_tick),),
                 )
             )

@@ -35,8 +35,15 @@ _PHASE = {
 }
 
 _KEEP: dict[str, tuple[str, ...] | None] = {
-    "run_started": ("card_hash", "policy", "routes", "prompt_versions", "seed", "ticks",
-                    "extraction_rule"),
+    "run_started": (
+        "card_hash",
+        "policy",
+        "routes",
+        "prompt_versions",
+        "seed",
+        "ticks",
+        "extraction_rule",
+    ),
     "world_initialized": ("digest",),
     "llm_call": ("request_hash", "reply", "error"),
     "run_completed": ("timelines", "forks", "forks_rejected", "p_yes"),

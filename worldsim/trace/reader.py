@@ -80,7 +80,7 @@ def _check_seal(raw: bytes) -> bool:
     if len(found) != 1:
         return False
     unsealed = _SEAL.sub(b'"seal":""', raw)
-    return hashlib.sha256(unsealed).hexdigest() == found[0].decode()
+    return bool(hashlib.sha256(unsealed).hexdigest() == found[0].decode())
 
 
 def read_trace(path: str | Path) -> Trace:
@@ -125,8 +125,9 @@ def read_trace(path: str | Path) -> Trace:
         if record.seq != i:
             raise TraceError(f"seq {record.seq} where {i} was expected", file=p, line=number)
         if record.prev != prev_hash:
-            raise TraceError("hash chain broken: prev does not match the line before", file=p,
-                             line=number)
+            raise TraceError(
+                "hash chain broken: prev does not match the line before", file=p, line=number
+            )
         if record.type in SEALED_TYPES:
             if not _check_seal(raw):
                 raise TraceError("seal does not match the record", file=p, line=number)

@@ -52,8 +52,16 @@ def encode_line(envelope: dict[str, Any]) -> bytes:
 class TraceWriter:
     """Appends records to one trace file; safe to share between the tasks of one event loop."""
 
-    def __init__(self, fh: IO[bytes], path: Path, run_id: str, *, fsync: bool = True,
-                 seq: int = 0, prev: str | None = None) -> None:
+    def __init__(
+        self,
+        fh: IO[bytes],
+        path: Path,
+        run_id: str,
+        *,
+        fsync: bool = True,
+        seq: int = 0,
+        prev: str | None = None,
+    ) -> None:
         self._fh = fh
         self.path = path
         self.run_id = run_id
@@ -78,7 +86,13 @@ class TraceWriter:
 
     @classmethod
     async def append_to(
-        cls, path: str | Path, run_id: str, *, seq: int, prev: str, keep_bytes: int,
+        cls,
+        path: str | Path,
+        run_id: str,
+        *,
+        seq: int,
+        prev: str,
+        keep_bytes: int,
         fsync: bool = True,
     ) -> TraceWriter:
         """Reopen an existing trace to continue it after ``keep_bytes`` (dropping a torn tail)."""
@@ -101,8 +115,9 @@ class TraceWriter:
     def seq(self) -> int:
         return self._seq
 
-    def _line(self, type_: str, data: BaseModel | dict[str, Any], tl: str | None,
-              tick: int | None) -> bytes:
+    def _line(
+        self, type_: str, data: BaseModel | dict[str, Any], tl: str | None, tick: int | None
+    ) -> bytes:
         payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
         envelope = {
             "v": 1,
