@@ -1,0 +1,43 @@
+"""Shared fixtures: the demo card, and a helper that runs a card into a temporary folder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from worldsim.cards import Card, load_card
+from worldsim.engine import RunConfig, RunResult, run_card
+from worldsim.policy import BranchPolicy, load_policy
+
+from tests.support import DEMO_CARD
+
+RunFn = Callable[..., RunResult]
+
+
+@pytest.fixture(scope="session")
+def demo_card() -> Card:
+    return load_card(DEMO_CARD)
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> RunFn:
+    """Run a card synchronously: ``run(card, policy="branching", seed=0, **config)``."""
+    counter = iter(range(1_000_000))
+
+    def _run(
+        card: Card, policy: str | BranchPolicy = "branching", seed: int = 0, **kwargs: Any
+    ) -> RunResult:
+        out = tmp_path / f"run{next(counter)}"
+        chosen = load_policy(policy) if isinstance(policy, str) else policy
+        config = RunConfig(card=card, policy=chosen, seed=seed, **kwargs)
+
+        async def go() -> RunResult:
+            return await run_card(config, out, fsync=False)
+
+        return anyio.run(go)
+
+    return _run

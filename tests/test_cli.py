@@ -1,0 +1,151 @@
+"""The command line as a user meets it: exit codes, one-line errors, --json output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import DEMO_CARD
+
+WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*WORLDSIM, *args], capture_output=True, text=True, cwd=cwd, timeout=120, check=False
+    )
+
+
+def test_run_json_prints_only_json_lines_in_seed_order(tmp_path: Path) -> None:
+    proc = cli(
+        "run", str(DEMO_CARD), "--seed", "3", "--replicates", "3", "--out", str(tmp_path), "--json"
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [r["seed"] for r in rows] == [3, 4, 5]
+    for r in rows:
+        assert {
+            "card_id",
+            "seed",
+            "method",
+            "p_yes",
+            "unresolved_mass",
+            "timelines",
+            "forks",
+            "trace",
+        } <= set(r)
+        assert r["method"] == "branching" and Path(r["trace"]).is_file()
+
+
+def test_run_prints_a_summary_and_verify_and_replay_agree(tmp_path: Path) -> None:
+    proc = cli("run", str(DEMO_CARD), "--seed", "0", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "p_yes" in proc.stdout and "timelines" in proc.stdout
+    trace = tmp_path / "merger-review__branching__s0.jsonl"
+    ver = cli("verify", str(trace), "--canonical")
+    assert ver.returncode == 0, ver.stderr
+    assert len(ver.stdout.strip()) == 64
+    again = cli("run", str(DEMO_CARD), "--seed", "0", "--out", str(tmp_path / "b"))
+    ver2 = cli("verify", str(tmp_path / "b" / trace.name), "--canonical")
+    assert ver2.stdout == ver.stdout
+    assert again.returncode == 0
+    rep = cli("replay", str(trace), "--json")
+    assert rep.returncode == 0, rep.stderr
+    objs = [json.loads(line) for line in rep.stdout.splitlines()]
+    ticks = [o for o in objs if "digest" in o]
+    assert ticks and all(len(o["digest"]) == 64 for o in ticks)
+    assert objs[-1]["extraction"]["matches"] is True
+    assert objs[-1]["extraction"]["recorded_p_yes"] == objs[-1]["extraction"]["replayed_p_yes"]
+    one = cli("replay", str(trace), "--timeline", "t0", "--tick", "1")
+    assert one.returncode == 0 and "t0 · tick 1" in one.stdout and "matches" in one.stdout
+
+
+def test_existing_trace_is_not_replaced_without_force(tmp_path: Path) -> None:
+    assert cli("run", str(DEMO_CARD), "--out", str(tmp_path)).returncode == 0
+    again = cli("run", str(DEMO_CARD), "--out", str(tmp_path))
+    assert again.returncode == 2 and "--force" in again.stderr
+    assert cli("run", str(DEMO_CARD), "--out", str(tmp_path), "--force").returncode == 0
+
+
+BAD_CARDS = {
+    "malformed.yaml": ("id: x\nquestion: [oops\n", "malformed YAML"),
+    "missing.yaml": ("id: x\nas_of: 2027-01-01\ndeadline: 2027-02-01\n", "field 'question'"),
+    "order.yaml": (
+        "id: x\nquestion: q\nas_of: 2027-03-01\ndeadline: 2027-02-01\nendpoints:\n"
+        "  - {id: y, title: Y, polarity: 'yes'}\n  - {id: n, title: N, polarity: 'no'}\n",
+        "as_of must be before deadline",
+    ),
+    "outcome.yaml": (
+        "id: x\nquestion: q\noutcome: 'yes'\nas_of: 2027-01-01\ndeadline: 2027-02-01\n"
+        "endpoints:\n  - {id: y, title: Y, polarity: 'yes'}\n  - {id: n, title: N, polarity: 'no'}\n",
+        "resolution field 'outcome'",
+    ),
+    "naive.yaml": (
+        "id: x\nquestion: q\nas_of: '2027-01-01T10:00:00'\ndeadline: 2027-02-01\nendpoints:\n"
+        "  - {id: y, title: Y, polarity: 'yes'}\n  - {id: n, title: N, polarity: 'no'}\n",
+        "field 'as_of'",
+    ),
+    "three.yaml": (
+        "id: x\nquestion: q\nas_of: 2027-01-01\ndeadline: 2027-02-01\nendpoints:\n"
+        "  - {id: y, title: Y, polarity: 'yes'}\n  - {id: n, title: N, polarity: 'no'}\n"
+        "  - {id: m, title: M, polarity: 'no'}\n",
+        "exactly two scored endpoints",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_CARDS))
+def test_bad_input_is_one_line_exit_2_and_no_trace(tmp_path: Path, name: str) -> None:
+    text, expected = BAD_CARDS[name]
+    card = tmp_path / name
+    card.write_text(text)
+    out = tmp_path / "out"
+    proc = cli("run", str(card), "--out", str(out))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert str(card) in proc.stderr and expected in proc.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--policy", "nope"], "unknown policy 'nope'"),
+        (["--extraction", "magic/9"], "unknown extraction rule"),
+    ],
+)
+def test_bad_flags_are_config_errors(tmp_path: Path, args: list[str], expected: str) -> None:
+    proc = cli("run", str(DEMO_CARD), "--out", str(tmp_path / "o"), *args)
+    assert proc.returncode == 2 and expected in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_missing_card_file(tmp_path: Path) -> None:
+    proc = cli("run", str(tmp_path / "nowhere.yaml"))
+    assert proc.returncode == 2 and "card not found" in proc.stderr
+
+
+def test_verify_exit_codes(tmp_path: Path) -> None:
+    assert cli("run", str(DEMO_CARD), "--out", str(tmp_path), "--ticks", "4").returncode == 0
+    trace = tmp_path / "merger-review__branching__s0.jsonl"
+    blob = trace.read_bytes()
+    torn = tmp_path / "torn.jsonl"
+    torn.write_bytes(blob[: len(blob) - 30])
+    proc = cli("verify", str(torn))
+    assert proc.returncode == 3 and "torn final line" in proc.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(blob.replace(b'"seq":3,', b'"seq":4,', 1))
+    proc = cli("verify", str(bad))
+    assert proc.returncode == 1 and ":4:" in proc.stderr
+    assert cli("verify", str(tmp_path / "absent.jsonl")).returncode == 1
+
+
+def test_roles_lists_the_builtins() -> None:
+    proc = cli("roles")
+    assert proc.returncode == 0
+    for name in ("initializer", "actor", "cohort", "governance", "reporter"):
+        assert name in proc.stdout
