@@ -9,11 +9,10 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.support import DEMO_CARD
 from worldsim.cards import Card, load_card
 from worldsim.engine import RunConfig, RunResult, run_card
 from worldsim.policy import BranchPolicy, load_policy
-
-from tests.support import DEMO_CARD
 
 RunFn = Callable[..., RunResult]
 

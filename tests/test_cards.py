@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support import DEMO_CARD
 from worldsim.cards import load_card, load_label, parse_utc
 from worldsim.errors import CardError, PolicyError
 from worldsim.policy import known_policies, load_policy
-
-from tests.support import DEMO_CARD
 
 BASE = {
     "id": "c1",
@@ -97,7 +96,7 @@ def test_missing_file_is_a_card_error(tmp_path: Path) -> None:
 
 def test_endpoint_with_resolution_is_refused(tmp_path: Path) -> None:
     eps = [{"id": "y", "title": "Yes", "polarity": "yes", "resolved": True}, BASE["endpoints"][1]]  # type: ignore[index]
-    with pytest.raises(CardError, match="endpoints.0 carries resolution field 'resolved'"):
+    with pytest.raises(CardError, match=r"endpoints\.0 carries resolution field 'resolved'"):
         load_card(write(tmp_path, {**BASE, "endpoints": eps}))
 
 

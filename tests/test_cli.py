@@ -81,7 +81,8 @@ BAD_CARDS = {
     ),
     "outcome.yaml": (
         "id: x\nquestion: q\noutcome: 'yes'\nas_of: 2027-01-01\ndeadline: 2027-02-01\n"
-        "endpoints:\n  - {id: y, title: Y, polarity: 'yes'}\n  - {id: n, title: N, polarity: 'no'}\n",
+        "endpoints:\n  - {id: y, title: Y, polarity: 'yes'}\n"
+        "  - {id: n, title: N, polarity: 'no'}\n",
         "resolution field 'outcome'",
     ),
     "naive.yaml": (
