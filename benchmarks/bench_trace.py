@@ -1,0 +1,178 @@
+"""Trace throughput beside plain JSON serialization of the same records (DESIGN §4.8).
+
+The records are real ones: the offline engine runs a demo-derived card with enough actors to
+produce about N records, and their ``(type, tl, tick, data)`` are replayed through a fresh
+:class:`TraceWriter`, so the file written is itself a valid, complete trace. Measured on it:
+
+* append: ``TraceWriter.emit`` (``fsync=False``) against ``json.dumps`` of the same envelopes
+  plus a buffered write to a file;
+* read: ``read_trace`` (parse, validate each record, check the chain, seal and canonical form)
+  against ``json.loads`` of the same lines, and against ``json.loads`` plus one SHA-256 per line
+  (the irreducible part of a chain check);
+* verify: ``verify_trace`` (read, replay every tick, canonical hash) against the same baseline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks._common import gc_paused, ratio, run_async
+from benchmarks.bench_engine import make_card
+from worldsim.engine import RunConfig, run_card
+from worldsim.policy import load_policy
+from worldsim.trace.reader import read_trace
+from worldsim.trace.writer import SEALED_TYPES, TraceWriter, utc_stamp
+from worldsim.verify import verify_trace
+
+__all__ = ["rows", "run"]
+
+TICKS = 8
+#: Proposals per actor per tick: the demo cards' activity.
+ACTIVITY = 0.8
+
+Record = tuple[str, str | None, int | None, dict[str, Any]]
+
+
+def make_records(target: int, workdir: Path) -> list[Record]:
+    """About ``target`` records of a real offline run (one proposal per active actor per tick)."""
+    actors = max(10, math.ceil(target / (TICKS * ACTIVITY)))
+    config = RunConfig(card=make_card(actors), policy=load_policy("no_branch"), seed=11, ticks=TICKS)
+
+    async def go() -> Path:
+        result = await run_card(config, workdir / "source", overwrite=True, fsync=False)
+        return result.trace
+
+    source = run_async(go)
+    records: list[Record] = []
+    for raw in source.read_bytes().splitlines():
+        env = json.loads(raw)
+        data = env["data"]
+        if env["type"] in SEALED_TYPES:
+            data["seal"] = ""  # the writer seals terminal records again
+        records.append((env["type"], env["tl"], env["tick"], data))
+    return records
+
+
+def _baseline_write(records: list[Record], path: Path, run_id: str) -> None:
+    """Plain serialization: the same envelopes, ``json.dumps`` to bytes, buffered file writes."""
+    prev = "0" * 64
+    with path.open("wb") as fh:
+        for seq, (type_, tl, tick, data) in enumerate(records):
+            envelope = {
+                "v": 1,
+                "seq": seq,
+                "ts": utc_stamp(),
+                "run": run_id,
+                "type": type_,
+                "tl": tl,
+                "tick": tick,
+                "prev": prev,
+                "data": data,
+            }
+            fh.write(json.dumps(envelope, separators=(",", ":"), ensure_ascii=False).encode())
+            fh.write(b"\n")
+
+
+def _writer_append(records: list[Record], path: Path, run_id: str) -> None:
+    async def go() -> None:
+        writer = await TraceWriter.create(path, run_id, fsync=False, overwrite=True)
+        try:
+            for type_, tl, tick, data in records:
+                await writer.emit(type_, data, tl=tl, tick=tick)
+        finally:
+            await writer.aclose()
+
+    run_async(go)
+
+
+def _loads(path: Path) -> None:
+    for raw in path.read_bytes().splitlines():
+        json.loads(raw)
+
+
+def _loads_and_hash(path: Path) -> None:
+    for raw in path.read_bytes().splitlines():
+        json.loads(raw)
+        hashlib.sha256(raw).hexdigest()
+
+
+def _median_s(fn: Any, repeats: int) -> float:
+    samples: list[float] = []
+    for _ in range(repeats):
+        with gc_paused():
+            start = time.perf_counter_ns()
+            fn()
+            samples.append((time.perf_counter_ns() - start) / 1e9)
+    return statistics.median(samples)
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    target = 2_000 if quick else 20_000
+    repeats = 3 if quick else 5
+    with tempfile.TemporaryDirectory(prefix="worldsim-bench-") as tmp:
+        work = Path(tmp)
+        records = make_records(target, work)
+        n = len(records)
+        run_id = "benchtrace000001"
+        plain, trace = work / "plain.jsonl", work / "trace.jsonl"
+
+        seconds = {
+            "json_dumps_write": _median_s(lambda: _baseline_write(records, plain, run_id), repeats),
+            "writer_emit": _median_s(lambda: _writer_append(records, trace, run_id), repeats),
+            "json_loads": _median_s(lambda: _loads(trace), repeats),
+            "json_loads_sha256": _median_s(lambda: _loads_and_hash(trace), repeats),
+            "read_trace": _median_s(lambda: read_trace(trace), repeats),
+            "verify_trace": _median_s(lambda: verify_trace(trace), max(1, repeats - 2)),
+        }
+        if not read_trace(trace).complete:
+            raise RuntimeError("the re-emitted trace is not a complete trace")
+        trace_bytes = trace.stat().st_size
+
+    per_s = {name: n / s for name, s in seconds.items()}
+    ops = [
+        ("append", "TraceWriter.emit", "writer_emit", "json_dumps_write"),
+        ("read", "json.loads + sha256", "json_loads_sha256", "json_loads"),
+        ("read", "read_trace", "read_trace", "json_loads"),
+        ("verify", "verify_trace (replay)", "verify_trace", "json_loads"),
+    ]
+    return {
+        "what": "trace append / read-and-verify throughput vs plain json on the same records",
+        "records": n,
+        "trace_bytes": trace_bytes,
+        "mean_record_bytes": trace_bytes / n,
+        "repeats": repeats,
+        "seconds": seconds,
+        "records_per_s": per_s,
+        "comparisons": [
+            {
+                "op": op,
+                "measured": label,
+                "baseline": base,
+                "slowdown": ratio(seconds[key], seconds[base]),
+                "throughput_share": ratio(per_s[key], per_s[base]),
+            }
+            for op, label, key, base in ops
+        ],
+    }
+
+
+def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    names = {"json_dumps_write": "json.dumps + write", "json_loads": "json.loads"}
+    return [
+        {
+            "op": c["op"],
+            "measured": c["measured"],
+            "baseline": names[c["baseline"]],
+            "records": result["records"],
+            "time ÷ baseline": c["slowdown"],
+            "throughput ÷ baseline": c["throughput_share"],
+        }
+        for c in result["comparisons"]
+    ]

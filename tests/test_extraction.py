@@ -1,0 +1,74 @@
+"""Extraction rules (DESIGN §4.6): hand-worked values and invariants."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from worldsim.errors import ConfigError
+from worldsim.extraction import Leaf, extract
+
+LEAVES = [
+    Leaf("t0", 0.42, "yes"),
+    Leaf("t0.1", 0.18, "no"),
+    Leaf("t0.2", 0.28, "unresolved", forced_p_yes=0.8),
+    Leaf("t0.1.1", 0.12, "unresolved"),
+]
+
+
+def test_path_ledger_by_hand() -> None:
+    e = extract(LEAVES, "path-ledger/1")
+    # 0.42·1 + 0.18·0 + 0.28·0.8 + 0.12·0.5 = 0.42 + 0.224 + 0.06
+    assert e.p_yes == pytest.approx(0.704, abs=1e-12)
+    assert e.unresolved_mass == pytest.approx(0.40)
+    assert e.max_mass == pytest.approx(0.42)
+    # 1 / (0.42² + 0.18² + 0.28² + 0.12²) = 1 / (0.1764 + 0.0324 + 0.0784 + 0.0144) = 1 / 0.3016
+    assert e.effective_paths == pytest.approx(1 / 0.3016)
+    assert [leaf.timeline for leaf in e.leaves] == ["t0", "t0.1", "t0.1.1", "t0.2"]
+
+
+def test_candidate_status_mass_by_hand() -> None:
+    e = extract(LEAVES, "candidate-status-mass/1")
+    # (M_yes + 0.5·M_unres) / total = (0.42 + 0.5·0.40) / 1
+    assert e.p_yes == pytest.approx(0.62)
+    assert extract([Leaf("t0", 1.0, "unresolved")], "candidate-status-mass/1").p_yes == 0.5
+
+
+def test_multiple_choice_spreads_unresolved_mass() -> None:
+    leaves = [
+        Leaf("t0", 0.5, "a"),
+        Leaf("t0.1", 0.5, "unresolved", forced_probs={"a": 0.2, "b": 0.3, "c": 0.5}),
+    ]
+    e = extract(leaves, "path-ledger/1", ["a", "b", "c"])
+    assert e.p_yes is None and e.p_options == pytest.approx({"a": 0.6, "b": 0.15, "c": 0.25})
+    flat = extract(leaves, "candidate-status-mass/1", ["a", "b", "c"])
+    assert flat.p_options == pytest.approx({"a": 0.5 + 0.5 / 3, "b": 0.5 / 3, "c": 0.5 / 3})
+
+
+def test_unknown_rule_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="unknown extraction rule"):
+        extract(LEAVES, "oracle/1")
+
+
+_settle = st.sampled_from(["yes", "no", "unresolved"])
+
+
+@given(
+    st.lists(
+        st.tuples(st.floats(1e-6, 1.0), _settle, st.none() | st.floats(0, 1)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.sampled_from(["path-ledger/1", "candidate-status-mass/1"]),
+)
+def test_p_yes_is_a_probability_bounded_by_the_settled_mass(
+    rows: list[tuple[float, str, float | None]], rule: str
+) -> None:
+    total = sum(m for m, _, _ in rows)
+    leaves = [Leaf(f"t0.{i}" if i else "t0", m / total, s, f) for i, (m, s, f) in enumerate(rows)]
+    e = extract(leaves, rule)
+    assert e.p_yes is not None and 0.0 <= e.p_yes <= 1.0
+    assert e.yes_mass - 1e-9 <= e.p_yes <= e.yes_mass + e.unresolved_mass + 1e-9
+    assert e.yes_mass + e.no_mass + e.unresolved_mass == pytest.approx(1.0)
+    assert 1.0 - 1e-9 <= e.effective_paths <= len(leaves) + 1e-9
