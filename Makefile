@@ -14,8 +14,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/worldsim run $(DEMO_CARD) --policy branching --seed 7 --out traces/demo --force
-	$(BIN)/worldsim verify traces/demo/merger-review__branching__s7.jsonl
+	$(BIN)/worldsim run $(DEMO_CARD) --policy branching --seed 6 --out traces/demo --force
+	$(BIN)/worldsim verify traces/demo/merger-review__branching__s6.jsonl
+	$(BIN)/worldsim replay traces/demo/merger-review__branching__s6.jsonl --timeline t0 --tick 3
 
 test: $(STAMP)
 	$(BIN)/ruff check worldsim tests benchmarks

@@ -73,7 +73,9 @@ def _bare_agents(card: Card) -> tuple[float, int]:
     """Every actor and cohort's ``act`` for every tick in a plain loop, on the initial state."""
     state, _ = build_world(card, TICKS)
     dates = tick_dates(card, TICKS)
-    agents = [(a, OfflineActor()) for a in sorted(state.actors.keys())]
+    agents: list[tuple[str, OfflineActor | OfflineCohort]] = [
+        (a, OfflineActor()) for a in sorted(state.actors.keys())
+    ]
     agents += [(c, OfflineCohort()) for c in state.cohorts.ids]
     contexts = [
         TickContext(

@@ -92,8 +92,6 @@ def measure(n: int, *, quick: bool) -> dict[str, Any]:
 
     digest_repeats = 1 if big else (2 if quick else 3)
     digest_samples = _time_once_ns(lambda: state_digest(state), digest_repeats)
-    del plain, parent, state
-    gc.collect()
 
     fork_bytes = fork_bytes_total / MEMORY_FORKS
     deepcopy_ns = sorted(deep_samples)[len(deep_samples) // 2]
@@ -115,7 +113,10 @@ def measure(n: int, *, quick: bool) -> dict[str, Any]:
 
 def run(quick: bool = False) -> dict[str, Any]:
     """Measure every size; ratios are taken against the smallest state and against the fork."""
-    points = [measure(n, quick=quick) for n in SIZES]
+    points: list[dict[str, Any]] = []
+    for n in SIZES:
+        points.append(measure(n, quick=quick))
+        gc.collect()  # the previous size's state is garbage now; keep it out of the next one
     base = points[0]
     for p in points:
         p["fork_vs_smallest"] = ratio(p["fork_ns"], base["fork_ns"])

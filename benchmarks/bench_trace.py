@@ -43,7 +43,9 @@ Record = tuple[str, str | None, int | None, dict[str, Any]]
 def make_records(target: int, workdir: Path) -> list[Record]:
     """About ``target`` records of a real offline run (one proposal per active actor per tick)."""
     actors = max(10, math.ceil(target / (TICKS * ACTIVITY)))
-    config = RunConfig(card=make_card(actors), policy=load_policy("no_branch"), seed=11, ticks=TICKS)
+    config = RunConfig(
+        card=make_card(actors), policy=load_policy("no_branch"), seed=11, ticks=TICKS
+    )
 
     async def go() -> Path:
         result = await run_card(config, workdir / "source", overwrite=True, fsync=False)
@@ -115,7 +117,7 @@ def _median_s(fn: Any, repeats: int) -> float:
 
 def run(quick: bool = False) -> dict[str, Any]:
     target = 2_000 if quick else 20_000
-    repeats = 3 if quick else 5
+    repeats = 5 if quick else 7
     with tempfile.TemporaryDirectory(prefix="worldsim-bench-") as tmp:
         work = Path(tmp)
         records = make_records(target, work)
