@@ -96,6 +96,6 @@ def search(
     for rank, hit in enumerate(results, start=1):
         out_console.print(
             f"{rank:>2}. {escape(str(hit['id']))}  {hit['published_at']}  "
-            f"{escape(str(hit['title']))}  (bm25 {float(str(hit["score"])):.4g})",
+            f"{escape(str(hit['title']))}  (bm25 {float(str(hit['score'])):.4g})",
             highlight=False,
         )
