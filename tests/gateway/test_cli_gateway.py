@@ -53,10 +53,13 @@ def test_one_bad_line_aborts_the_ingest_and_writes_nothing(tmp_path: Path) -> No
     for bad, message in [
         (_article("x", "2026-01-05T10:00:00"), "line_3:field 'published_at': datetime"),
         (_article("x", None), "line_3:field 'published_at': missing publication date"),
+        (_article("x", "2026-01-05"), "line_3:field 'published_at': datetime 2026-01-05 has no"),
+        (_article("x", 20260105), "line_3:field 'published_at': expected an ISO datetime"),
         ("{not json", "line_3:malformed JSON"),
     ]:
         articles = _write(tmp_path / "a.jsonl", [
-            _article("ok1", "2026-01-01T00:00:00Z"), _article("ok2", "2026-01-02"), bad,
+            _article("ok1", "2026-01-01T00:00:00Z"), _article("ok2", "2026-01-02T08:00:00+08:00"),
+            bad,
         ])
         result = runner.invoke(app, ["gateway", "ingest", str(articles), "--db", str(db)])
         assert result.exit_code == 2

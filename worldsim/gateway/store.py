@@ -123,6 +123,25 @@ class IngestReport:
         return len(self.duplicate_ids)
 
 
+def _date_problem(value: object) -> str | None:
+    """Why an article's raw ``published_at`` is unusable, or ``None`` if it has a timezone.
+
+    A bare date is refused too: it has no timezone, and a same-day document could fall on
+    either side of an intra-day cutoff.
+    """
+    if value is None or value == "":
+        return "missing publication date"
+    if not isinstance(value, str):
+        return f"expected an ISO datetime string, got {type(value).__name__}"
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return f"not an ISO datetime: {value!r}"
+    if len(value.strip()) <= 10 or parsed.tzinfo is None or parsed.utcoffset() is None:
+        return f"datetime {value!s} has no timezone; add a time with 'Z' or an offset"
+    return None
+
+
 def read_articles(path: str | Path) -> list[EvidenceDoc]:
     """Read and validate an articles JSONL file completely before anything is written.
 
@@ -147,10 +166,9 @@ def read_articles(path: str | Path) -> list[EvidenceDoc]:
             raise CardError(f"malformed JSON: {exc.msg}", file=p, line=number) from None
         if not isinstance(data, dict):
             raise CardError("each line must hold a JSON object", file=p, line=number)
-        if data.get("published_at") in (None, ""):
-            raise CardError(
-                "missing publication date", file=p, line=number, field="published_at"
-            )
+        problem = _date_problem(data.get("published_at"))
+        if problem is not None:
+            raise CardError(problem, file=p, line=number, field="published_at")
         try:
             docs.append(EvidenceDoc.model_validate(data))
         except ValidationError as exc:
