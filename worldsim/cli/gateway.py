@@ -14,7 +14,7 @@ from rich.markup import escape
 from worldsim.cards import parse_utc
 from worldsim.cli._app import app, fail, out_console
 from worldsim.errors import ConfigError, WorldsimError
-from worldsim.gateway.gateway import Gateway
+from worldsim.gateway.gateway import Gateway, SearchResult
 from worldsim.gateway.store import IngestReport, open_store, read_articles
 
 __all__ = ["gateway_app"]
@@ -78,24 +78,23 @@ def search(
     try:
         cutoff = _cutoff(before)
 
-        async def _run() -> list[dict[str, object]]:
+        async def _run() -> list[SearchResult]:
             async with open_store(db) as store:
-                gateway = Gateway(store, cutoff=cutoff)
-                hits = await gateway.search(query, k)
-                return [h.model_dump(mode="json") for h in hits]
+                return await Gateway(store, cutoff=cutoff).search(query, k)
 
         results = anyio.run(_run)
     except WorldsimError as exc:
         fail(str(exc), code=exc.exit_code)
     if as_json:
-        typer.echo(json.dumps(results, ensure_ascii=False, indent=2))
+        payload = [hit.model_dump(mode="json") for hit in results]
+        typer.echo(json.dumps(payload, ensure_ascii=False, indent=2))
         return
     if not results:
         out_console.print("no documents match before the cutoff", highlight=False)
         return
     for rank, hit in enumerate(results, start=1):
         out_console.print(
-            f"{rank:>2}. {escape(str(hit['id']))}  {hit['published_at']}  "
-            f"{escape(str(hit['title']))}  (bm25 {float(str(hit['score'])):.4g})",
+            f"{rank:>2}. {escape(hit.id)}  {hit.published_at}  {escape(hit.title)}  "
+            f"(bm25 {hit.score:.4g})",
             highlight=False,
         )

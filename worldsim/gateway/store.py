@@ -16,9 +16,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 import anyio
+import structlog
 from pydantic import ValidationError
 
 from worldsim._io import first_error
@@ -36,6 +38,8 @@ __all__ = [
     "read_articles",
     "to_epoch_us",
 ]
+
+log = structlog.get_logger(__name__)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SCHEMA_VERSION = 1
@@ -177,16 +181,20 @@ def read_articles(path: str | Path) -> list[EvidenceDoc]:
     return docs
 
 
-def _row_to_document(row: Sequence[object]) -> StoredDocument:
+def _from_iso(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _row_to_document(row: Sequence[Any]) -> StoredDocument:
     doc_id, published_at, title, text, url, source, stance = row
     return StoredDocument(
-        id=str(doc_id),
-        published_at=datetime.fromisoformat(str(published_at).replace("Z", "+00:00")),
-        title=str(title),
-        text=str(text),
-        url=None if url is None else str(url),
-        source=None if source is None else str(source),
-        stance=None if stance is None else float(str(stance)),
+        id=doc_id,
+        published_at=_from_iso(published_at),
+        title=title,
+        text=text,
+        url=url,
+        source=source,
+        stance=None if stance is None else float(stance),
     )
 
 
@@ -260,13 +268,13 @@ class EvidenceStore:
             rows = await cursor.fetchall()
         return [
             SearchHit(
-                id=str(r[0]),
-                published_at=datetime.fromisoformat(str(r[1]).replace("Z", "+00:00")),
-                title=str(r[2]),
-                source=None if r[3] is None else str(r[3]),
-                url=None if r[4] is None else str(r[4]),
+                id=r[0],
+                published_at=_from_iso(r[1]),
+                title=r[2],
+                source=r[3],
+                url=r[4],
                 score=float(r[5]),
-                snippet=str(r[6]),
+                snippet=r[6],
             )
             for r in rows
         ]
@@ -338,7 +346,9 @@ async def memory_store(docs: Iterable[EvidenceDoc] = ()) -> AsyncIterator[Eviden
     try:
         await _prepare(db, create=True, location=":memory:")
         store = EvidenceStore(db, location=":memory:")
-        await store.add(docs)
+        report = await store.add(docs)
+        if report.duplicate_ids:
+            log.warning("evidence_duplicates_skipped", ids=list(report.duplicate_ids))
         yield store
     finally:
         await db.close()

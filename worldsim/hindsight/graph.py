@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -118,12 +118,6 @@ class ValidationReport:
         return not self.errors
 
 
-@dataclass(slots=True)
-class _Collector:
-    errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-
 def graph_depth(event_ids: list[str], edges: list[tuple[str, str]]) -> int | None:
     """Events on the longest directed path; ``None`` when the edges contain a cycle.
 
@@ -157,24 +151,24 @@ def validate_graph(
 ) -> ValidationReport:
     """Check structure (errors) and quality thresholds (warnings, errors when ``strict``)."""
     t = thresholds or Thresholds()
-    out = _Collector()
+    errors: list[str] = []
     ids = [ev.id for ev in graph.events]
     known = set(ids)
     seen: set[str] = set()
     for ev in graph.events:
         if ev.id in seen:
-            out.errors.append(f"events: duplicate event id '{ev.id}'")
+            errors.append(f"events: duplicate event id '{ev.id}'")
         seen.add(ev.id)
     for i, edge in enumerate(graph.edges):
         for end in ("source", "target"):
             name = getattr(edge, end)
             if name not in known:
-                out.errors.append(f"edges.{i}.{end}: unknown event '{name}'")
+                errors.append(f"edges.{i}.{end}: unknown event '{name}'")
         if edge.source == edge.target:
-            out.errors.append(f"edges.{i}: an event cannot cause itself ('{edge.source}')")
+            errors.append(f"edges.{i}: an event cannot cause itself ('{edge.source}')")
     for i, impact in enumerate(graph.impacts):
         if impact.event not in known:
-            out.errors.append(f"impacts.{i}.event: unknown event '{impact.event}'")
+            errors.append(f"impacts.{i}.event: unknown event '{impact.event}'")
     valid_edges = [
         (e.source, e.target)
         for e in graph.edges
@@ -182,7 +176,7 @@ def validate_graph(
     ]
     depth = graph_depth(list(dict.fromkeys(ids)), valid_edges)
     if depth is None:
-        out.errors.append("edges: the causal graph contains a cycle")
+        errors.append("edges: the causal graph contains a cycle")
         depth = 0
 
     quality: list[str] = []
@@ -205,8 +199,9 @@ def validate_graph(
                 f"impacts.{i}.magnitude: neutral impact {impact.magnitude} exceeds "
                 f"{t.max_neutral_magnitude}"
             )
-    (out.errors if strict else out.warnings).extend(quality)
-    return ValidationReport(errors=tuple(out.errors), warnings=tuple(out.warnings), depth=depth)
+    if strict:
+        return ValidationReport(errors=(*errors, *quality), depth=depth)
+    return ValidationReport(errors=tuple(errors), warnings=tuple(quality), depth=depth)
 
 
 def load_hindsight(path: str | Path) -> HindsightGraph:
