@@ -188,6 +188,9 @@ def render_pressure(
         handles.append(line)
     if handles:
         left.legend(handles=handles, loc="upper left")
+    if not simulated:
+        right.text(0.5, 0.5, "no simulated series (give --trace)", transform=right.transAxes,
+                   ha="center", va="center", color="grey")
     if simulated:
         right.step([p.date for p in simulated], [p.value for p in simulated], where="post",
                    color="tab:green", label="simulated p(yes), mass-weighted")
