@@ -66,7 +66,7 @@ class RetrievalRecord(_Frozen):
     refused: bool = False
     reason: Literal["unknown", "after_cutoff"] | None = None
 
-    @field_serializer("cutoff")
+    @field_serializer("cutoff", when_used="json")
     def _utc(self, value: datetime) -> str:
         return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
