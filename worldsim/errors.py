@@ -9,7 +9,8 @@
         ├── ModelError         a model call failed for good
         ├── BudgetExhausted    the run reached its cost budget
         ├── StateError         a state delta or ledger move is invalid
-        └── TraceError         a trace is corrupt or inconsistent
+        ├── TraceError         a trace is corrupt or inconsistent
+        └── GatewayRefusal     the Temporal Gateway refused a document (at/after cutoff, unknown)
 
 Every error carries the file, field, timeline and tick it concerns, where known, and renders
 them into a one-line message.
@@ -23,6 +24,7 @@ __all__ = [
     "BudgetExhausted",
     "CardError",
     "ConfigError",
+    "GatewayRefusal",
     "ModelError",
     "PolicyError",
     "RoleError",
@@ -107,3 +109,23 @@ class StateError(WorldsimRuntimeError):
 
 class TraceError(WorldsimRuntimeError):
     """A trace is corrupt, inconsistent or unreadable."""
+
+
+class GatewayRefusal(WorldsimRuntimeError):
+    """The Temporal Gateway refused to open a document: unknown, or dated at or after its cutoff.
+
+    ``doc_id`` names the document and ``reason`` is one of ``"unknown"`` or ``"after_cutoff"``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        doc_id: str,
+        reason: str,
+        timeline: str | None = None,
+        tick: int | None = None,
+    ) -> None:
+        super().__init__(message, timeline=timeline, tick=tick)
+        self.doc_id = doc_id
+        self.reason = reason

@@ -1,0 +1,127 @@
+"""A small synthetic trace in the engine's envelope, and a hindsight graph that fits it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CARD = {"id": "merger-review", "as_of": "2026-03-01T00:00:00Z",
+        "deadline": "2026-04-01T00:00:00Z",
+        "endpoints": [{"id": "approve", "title": "approved", "polarity": "yes"},
+                      {"id": "block", "title": "blocked", "polarity": "no"}]}
+
+RECORDS: list[tuple[str, str | None, int | None, dict[str, Any]]] = [
+    ("run_started", None, None, {"card": CARD, "ticks": 2}),
+    ("timeline_started", "t0", None, {"parent": None, "fork_tick": None, "depth": 0,
+                                      "mass": 1.0}),
+    ("tick_started", "t0", 0, {"date": "2026-03-01T00:00:00Z", "active": ["company-a"],
+                               "observations": [{"id": "ev1",
+                                                 "title": "Regulator R opens phase two review",
+                                                 "description": "An in-depth probe begins."}]}),
+    ("retrieval", "t0", 0, {"agent": "company-a", "timeline": "t0", "tick": 0,
+                            "tool": "search_evidence", "query": "remedies",
+                            "cutoff": "2026-03-01T00:00:00Z", "doc_ids": ["d1", "d2"],
+                            "refused": False, "reason": None}),
+    ("retrieval", "t0", 0, {"agent": "company-a", "timeline": "t0", "tick": 0,
+                            "tool": "open_document", "doc_id": "late",
+                            "cutoff": "2026-03-01T00:00:00Z", "doc_ids": [],
+                            "refused": True, "reason": "after_cutoff"}),
+    ("proposal", "t0", 0, {"agent": "company-a", "role": "actor", "index": 0,
+                           "kind": "action", "endpoint": "approve", "direction": 1,
+                           "magnitude": 0.4, "summary": "Company A offers divestment remedies",
+                           "deltas": {}, "cites": ["d2", "d9"]}),
+    ("proposal", "t0", 0, {"agent": "regulator", "role": "actor", "index": 0,
+                           "kind": "action", "endpoint": "block", "direction": -1,
+                           "magnitude": 0.2, "summary": "Regulator R rejects the remedies",
+                           "deltas": {}, "cites": ["d3"]}),
+    ("review", "t0", 0, {"agent": "governance", "accepted": [{"agent": "company-a", "index": 0}],
+                         "rejected": [{"agent": "regulator", "index": 0, "reason": "early"}],
+                         "deltas": {}, "ledger": {}, "decision": "fork", "reason": "",
+                         "branches": [], "forced_p_yes": None}),
+    ("fork", "t0", 0, {"child": "t0.1", "parent": "t0", "probability": 0.4,
+                       "mass_before": 1.0, "mass_child": 0.4, "mass_parent": 0.6,
+                       "hypothesis": "Regulator R blocks the merger", "hypothesis_id": "h1",
+                       "endpoint_id": "block"}),
+    ("tick_committed", "t0", 0, {"digest": "x", "mass": 0.6, "ledger": {}, "pressure": {},
+                                 "p_yes_now": 0.7}),
+    ("timeline_started", "t0.1", None, {"parent": "t0", "fork_tick": 0, "depth": 1,
+                                        "mass": 0.4}),
+    ("tick_started", "t0", 1, {"date": "2026-03-16T00:00:00Z", "observations": [],
+                               "active": []}),
+    ("tick_started", "t0.1", 1, {"date": "2026-03-16T00:00:00Z", "observations": [],
+                                 "active": ["regulator"]}),
+    ("proposal", "t0.1", 1, {"agent": "regulator", "role": "actor", "index": 0,
+                             "kind": "action", "endpoint": "block", "direction": -1,
+                             "magnitude": 0.8, "summary": "Regulator R sues to block the deal",
+                             "deltas": {}, "cites": []}),
+    ("review", "t0.1", 1, {"agent": "governance",
+                           "accepted": [{"agent": "regulator", "index": 0}], "rejected": [],
+                           "deltas": {}, "ledger": {}, "decision": "continue", "reason": "",
+                           "branches": [], "forced_p_yes": None}),
+    ("tick_committed", "t0", 1, {"digest": "y", "mass": 0.6, "ledger": {}, "pressure": {},
+                                 "p_yes_now": 0.8}),
+    ("tick_committed", "t0.1", 1, {"digest": "z", "mass": 0.4, "ledger": {}, "pressure": {},
+                                   "p_yes_now": 0.1}),
+    ("timeline_ended", "t0", None, {"status": "deadline", "settlement": "yes",
+                                    "forced_p_yes": None, "mass": 0.6, "end_tick": 1}),
+    ("timeline_ended", "t0.1", None, {"status": "deadline", "settlement": "no",
+                                      "forced_p_yes": None, "mass": 0.4, "end_tick": 1}),
+]
+
+
+def write_trace(path: Path, records: list[tuple[str, str | None, int | None, dict[str, Any]]],
+                *, torn: bool = True) -> Path:
+    prev = hashlib.sha256(b"run-1").hexdigest()
+    lines: list[str] = []
+    for seq, (kind, tl, tick, data) in enumerate(records):
+        line = json.dumps({"v": 1, "seq": seq, "ts": "2026-11-01T00:00:00Z", "run": "run-1",
+                           "type": kind, "tl": tl, "tick": tick, "prev": prev, "data": data})
+        prev = hashlib.sha256(line.encode()).hexdigest()
+        lines.append(line + "\n")
+    if torn:
+        lines.append('{"v": 1, "seq": 99, "type": "run_compl')
+    path.write_text("".join(lines), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def trace_path(tmp_path: Path) -> Path:
+    return write_trace(tmp_path / "run.jsonl", RECORDS)
+
+
+HINDSIGHT: dict[str, Any] = {
+    "card_id": "merger-review",
+    "events": [
+        {"id": "h1", "title": "Regulator R opens a phase two review",
+         "description": "In-depth probe of the merger", "date": "2026-03-02",
+         "type": "regulatory", "source_ids": ["d2"]},
+        {"id": "h2", "title": "Company A offers divestment remedies",
+         "description": "Company A proposes to sell a unit", "date": "2026-03-05",
+         "type": "corporate", "source_ids": ["d3", "d7"]},
+        {"id": "h3", "title": "Regulator R approves the merger with conditions",
+         "date": "2026-03-30", "type": "outcome", "is_outcome": True},
+    ],
+    "edges": [
+        {"source": "h1", "target": "h2", "relation": "triggers", "strength": 0.7,
+         "confidence": 0.8},
+        {"source": "h2", "target": "h3", "relation": "enables", "strength": 0.8,
+         "confidence": 0.7},
+    ],
+    "impacts": [
+        {"event": "h1", "direction": "negative", "magnitude": 0.4, "confidence": 0.5},
+        {"event": "h2", "direction": "positive", "magnitude": 0.6, "confidence": 0.5},
+        {"event": "h2", "direction": "mixed", "magnitude": 0.9, "confidence": 0.9},
+        {"event": "h3", "direction": "positive", "magnitude": 1.0, "confidence": 1.0},
+    ],
+}
+
+
+@pytest.fixture
+def hindsight_path(tmp_path: Path) -> Path:
+    path = tmp_path / "merger-review.json"
+    path.write_text(json.dumps(HINDSIGHT), encoding="utf-8")
+    return path

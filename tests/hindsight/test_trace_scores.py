@@ -1,0 +1,84 @@
+"""Forecast extraction, source precision and simulated pressure on a synthetic trace."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from worldsim.errors import CardError
+from worldsim.hindsight import (
+    HindsightGraph,
+    causal_pressure,
+    extract_forecast,
+    read_trace,
+    simulated_pressure,
+    source_precision,
+)
+from worldsim.hindsight.forecast import load_forecast_events
+
+from .conftest import HINDSIGHT
+
+
+def test_torn_last_line_is_ignored_and_other_damage_is_refused(trace_path: Path) -> None:
+    records = read_trace(trace_path)
+    assert records[-1].type == "timeline_ended" and len(records) == 19
+    broken = trace_path.with_name("broken.jsonl")
+    lines = trace_path.read_text().split("\n")
+    lines[3] = lines[3][:20]
+    broken.write_text("\n".join(lines))
+    with pytest.raises(CardError, match=r"broken\.jsonl:4: malformed trace line"):
+        read_trace(broken)
+
+
+def test_forecast_events_cover_observations_accepted_proposals_and_branches(
+    trace_path: Path,
+) -> None:
+    graph = extract_forecast(read_trace(trace_path))
+    assert graph.card_id == "merger-review" and graph.run == "run-1"
+    got = [(e.id, e.title, e.timeline, e.tick, e.mass, e.kind) for e in graph.events]
+    assert got == [
+        ("t0/0/obs/ev1", "Regulator R opens phase two review", "t0", 0, 0.6, "observation"),
+        ("t0.1/0/branch", "Regulator R blocks the merger", "t0.1", 0, 0.4, "branch"),
+        ("t0/0/company-a/0", "Company A offers divestment remedies", "t0", 0, 0.6,
+         "proposal"),
+        ("t0.1/1/regulator/0", "Regulator R sues to block the deal", "t0.1", 1, 0.4,
+         "proposal"),
+    ]
+    # The rejected proposal ("rejects the remedies") is not an event.
+    assert [e.date for e in graph.events][-1] == datetime(2026, 3, 16, tzinfo=UTC)
+    assert [(link.source, link.target, link.relation) for link in graph.links] == [
+        ("t0/0/company-a/0", "d2", "cites"),
+        ("t0/0/company-a/0", "d9", "cites"),
+        ("t0/0/obs/ev1", "t0/0/company-a/0", "informs"),
+    ]
+    assert [e.id for e in load_forecast_events(trace_path)] == [e.id for e in graph.events]
+
+
+def test_source_precision_counts_retrievals_and_citations_but_not_refusals(
+    trace_path: Path,
+) -> None:
+    result = source_precision(read_trace(trace_path), HindsightGraph.model_validate(HINDSIGHT))
+    # accessed: d1, d2 (search) + d2, d9 (accepted cites) + d3 (rejected cites); "late" was
+    # refused. Hindsight sources {d2, d3, d7}: 2 relevant of 4 accessed.
+    assert result.accessed == ["d1", "d2", "d3", "d9"]
+    assert result.relevant == ["d2", "d3"]
+    assert result.precision == pytest.approx(0.5)
+    empty = source_precision([], HindsightGraph.model_validate(HINDSIGHT))
+    assert empty.precision is None
+
+
+def test_simulated_pressure_is_mass_weighted_over_live_timelines(trace_path: Path) -> None:
+    points = simulated_pressure(read_trace(trace_path))
+    # tick 0: only t0 committed: 0.6·0.7 / 0.6 = 0.7
+    # tick 1: (0.6·0.8 + 0.4·0.1) / (0.6 + 0.4) = 0.52
+    assert [(p.date.day, p.value) for p in points] == [(1, pytest.approx(0.7)),
+                                                       (16, pytest.approx(0.52))]
+
+
+def test_causal_pressure_is_a_running_sum_with_mixed_and_neutral_at_zero() -> None:
+    points = causal_pressure(HindsightGraph.model_validate(HINDSIGHT))
+    # h1: −0.4·0.5 = −0.2; h2: +0.6·0.5 + 0 (mixed) = +0.3 → 0.1; h3: +1 → 1.1
+    assert [p.value for p in points] == pytest.approx([-0.2, 0.1, 1.1])
+    assert [p.date.day for p in points] == [2, 5, 30]

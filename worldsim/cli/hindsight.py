@@ -1,0 +1,218 @@
+"""``worldsim hindsight``: validate hindsight graphs and score runs against them."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from rich.markup import escape
+
+from worldsim.cli._app import app, err_console, fail, out_console
+from worldsim.errors import ConfigError, WorldsimError
+from worldsim.hindsight.evidence import source_precision
+from worldsim.hindsight.forecast import extract_forecast, load_forecast_events, read_trace
+from worldsim.hindsight.graph import (
+    HindsightGraph,
+    Thresholds,
+    ValidationReport,
+    load_hindsight,
+    validate_graph,
+)
+from worldsim.hindsight.ker import DEFAULT_DATE_WINDOW_DAYS, key_event_recall
+from worldsim.hindsight.pressure import read_market, require_matplotlib, write_pressure
+
+__all__ = ["hindsight_app"]
+
+hindsight_app = typer.Typer(
+    help="Hindsight evaluation: causal graphs, key-event recall, source precision, pressure.",
+    no_args_is_help=True,
+)
+app.add_typer(hindsight_app, name="hindsight")
+
+
+def _load_checked(path: Path) -> tuple[HindsightGraph, ValidationReport]:
+    """Load a graph and refuse it on structural errors; quality warnings go to stderr."""
+    graph = load_hindsight(path)
+    report = validate_graph(graph)
+    if report.errors:
+        raise ConfigError(report.errors[0], file=path)
+    return graph, report
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _window(text: str) -> float | None:
+    if text.strip().lower() == "none":
+        return None
+    try:
+        days = float(text)
+    except ValueError:
+        raise ConfigError(f"expected a number of days or 'none', got {text!r}",
+                          field="--date-window") from None
+    if not days >= 0:
+        raise ConfigError("the date window must be zero or more days", field="--date-window")
+    return days
+
+
+@hindsight_app.command("validate")
+def validate(
+    graph_path: Annotated[Path, typer.Argument(help="Hindsight graph JSON.", metavar="HINDSIGHT")],
+    strict: Annotated[bool, typer.Option("--strict", help="Thresholds fail too.")] = False,
+    min_events: Annotated[int, typer.Option(help="Fewest events.")] = 10,
+    min_edges: Annotated[int, typer.Option(help="Fewest edges.")] = 1,
+    min_depth: Annotated[int, typer.Option(help="Fewest events on the longest path.")] = 3,
+    min_edge_confidence: Annotated[float, typer.Option(help="Lowest edge confidence.")] = 0.6,
+    min_edge_strength: Annotated[float, typer.Option(help="Lowest edge strength.")] = 0.3,
+    max_neutral_magnitude: Annotated[
+        float, typer.Option(help="Largest magnitude of a neutral impact.")
+    ] = 0.3,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Check a hindsight graph: structure always, quality thresholds as warnings or errors."""
+    thresholds = Thresholds(
+        min_events=min_events, min_edges=min_edges, min_depth=min_depth,
+        min_edge_confidence=min_edge_confidence, min_edge_strength=min_edge_strength,
+        max_neutral_magnitude=max_neutral_magnitude,
+    )
+    try:
+        graph = load_hindsight(graph_path)
+    except WorldsimError as exc:
+        fail(str(exc), code=exc.exit_code)
+    report = validate_graph(graph, thresholds, strict=strict)
+    if as_json:
+        typer.echo(json.dumps({"ok": report.ok, "errors": list(report.errors),
+                               "warnings": list(report.warnings), "depth": report.depth,
+                               "events": len(graph.events), "edges": len(graph.edges)}))
+    else:
+        for warning in report.warnings:
+            err_console.print(f"warning: {escape(str(graph_path))}: {escape(warning)}",
+                              highlight=False)
+        for error in report.errors:
+            err_console.print(f"error: {escape(str(graph_path))}: {escape(error)}",
+                              highlight=False)
+        if report.ok:
+            out_console.print(
+                f"{escape(str(graph_path))}: ok ({len(graph.events)} events, "
+                f"{len(graph.edges)} edges, depth {report.depth}, "
+                f"{len(report.warnings)} warning(s))",
+                highlight=False,
+            )
+    if not report.ok:
+        raise typer.Exit(2)
+
+
+def _write_json(path: Path, payload: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(payload)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@hindsight_app.command("forecast-graph")
+def forecast_graph(
+    trace: Annotated[Path, typer.Argument(help="Run trace (JSONL).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Forecast graph JSON to write.")],
+) -> None:
+    """Extract the simulated events of every timeline, and their causal links, from a trace."""
+    try:
+        graph = extract_forecast(read_trace(trace))
+    except WorldsimError as exc:
+        fail(str(exc), code=exc.exit_code)
+    _write_json(output, graph.model_dump_json(indent=2) + "\n")
+    timelines = len({e.timeline for e in graph.events})
+    out_console.print(
+        f"wrote {escape(str(output))}: {len(graph.events)} event(s) in {timelines} "
+        f"timeline(s), {len(graph.links)} link(s)",
+        highlight=False,
+    )
+
+
+@hindsight_app.command("ker")
+def ker(
+    forecast: Annotated[Path, typer.Option("--forecast", help="Trace (.jsonl) or events JSON.")],
+    hindsight: Annotated[Path, typer.Option("--hindsight", help="Hindsight graph JSON.")],
+    date_window: Annotated[
+        str, typer.Option("--date-window", help="Days between matched dates, or 'none'.")
+    ] = str(int(DEFAULT_DATE_WINDOW_DAYS)),
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Key-event recall of simulated events against a hindsight graph."""
+    try:
+        window = _window(date_window)
+        graph, _ = _load_checked(hindsight)
+        events = load_forecast_events(forecast)
+    except WorldsimError as exc:
+        fail(str(exc), code=exc.exit_code)
+    report = key_event_recall(graph, events, date_window_days=window)
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+        return
+    out_console.print(
+        f"KER {_fmt(report.ker)} ({len(report.matched_key_events)}/{len(report.key_events)} "
+        f"key events)  mass-weighted {_fmt(report.mass_weighted_recall)}  "
+        f"event P/R/F1 {_fmt(report.event_precision)}/{_fmt(report.event_recall)}/"
+        f"{_fmt(report.event_f1)}",
+        highlight=False,
+    )
+    for match in report.matches:
+        out_console.print(
+            f"  {escape(match.hindsight)} ↔ {escape(match.forecast)}  {match.score:.3f}",
+            highlight=False,
+        )
+
+
+@hindsight_app.command("sources")
+def sources(
+    trace: Annotated[Path, typer.Argument(help="Run trace (JSONL).")],
+    hindsight: Annotated[Path, typer.Option("--hindsight", help="Hindsight graph JSON.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Source precision of the documents the run's agents retrieved or cited."""
+    try:
+        graph, _ = _load_checked(hindsight)
+        result = source_precision(read_trace(trace), graph)
+    except WorldsimError as exc:
+        fail(str(exc), code=exc.exit_code)
+    if as_json:
+        typer.echo(result.model_dump_json(indent=2))
+        return
+    out_console.print(
+        f"source precision {_fmt(result.precision)} ({len(result.relevant)} of "
+        f"{len(result.accessed)} accessed document(s) are hindsight sources)",
+        highlight=False,
+    )
+
+
+@hindsight_app.command("pressure")
+def pressure(
+    hindsight: Annotated[Path, typer.Argument(help="Hindsight graph JSON.", metavar="HINDSIGHT")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Folder for chart and CSV.")],
+    trace: Annotated[Path | None, typer.Option("--trace", help="Run trace (JSONL).")] = None,
+    market: Annotated[Path | None, typer.Option("--market", help="CSV 'date,price'.")] = None,
+    image_format: Annotated[
+        Literal["png", "svg"], typer.Option("--format", help="Image format.")
+    ] = "png",
+) -> None:
+    """Chart cumulative causal pressure, market price and the simulated probability."""
+    try:
+        require_matplotlib()
+        graph, _ = _load_checked(hindsight)
+        records = read_trace(trace) if trace is not None else None
+        prices = read_market(market) if market is not None else None
+        written = write_pressure(output, graph, records=records, market=prices,
+                                 image_format=image_format)
+    except WorldsimError as exc:
+        fail(str(exc), code=exc.exit_code)
+    for path in written:
+        out_console.print(f"wrote {escape(str(path))}", highlight=False)

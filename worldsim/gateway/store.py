@@ -1,0 +1,354 @@
+"""The evidence store: dated documents in SQLite, searched with FTS5 and ranked by BM25.
+
+Every document carries a timezone-aware ``published_at``. It is kept twice: as ISO text for
+display and as integer microseconds since the Unix epoch (UTC) for comparison, so that the
+cutoff test ``published_at < before`` is exact integer arithmetic and never depends on string
+formats or offsets. All SQLite work goes through aiosqlite, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import anyio
+import structlog
+from pydantic import ValidationError
+
+from worldsim._io import first_error
+from worldsim.cards import EvidenceDoc
+from worldsim.errors import CardError, ConfigError
+
+__all__ = [
+    "EvidenceStore",
+    "IngestReport",
+    "SearchHit",
+    "StoredDocument",
+    "fts_query",
+    "memory_store",
+    "open_store",
+    "read_articles",
+    "to_epoch_us",
+]
+
+log = structlog.get_logger(__name__)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SCHEMA_VERSION = 1
+_MAX_QUERY_TERMS = 64
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    published_us INTEGER NOT NULL,
+    published_at TEXT NOT NULL,
+    title TEXT NOT NULL,
+    text TEXT NOT NULL,
+    url TEXT,
+    source TEXT,
+    stance REAL
+);
+CREATE INDEX IF NOT EXISTS documents_published ON documents (published_us);
+CREATE VIRTUAL TABLE IF NOT EXISTS documents_fts USING fts5(
+    title, text, content='documents', content_rowid='rowid', tokenize='porter unicode61'
+);
+"""
+
+
+def to_epoch_us(moment: datetime) -> int:
+    """Microseconds since the Unix epoch of an aware datetime; naive datetimes are refused."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ConfigError("datetime has no timezone; add 'Z' or an offset", field="cutoff")
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def fts_query(query: str) -> str | None:
+    """Turn free text into a safe FTS5 expression: every word quoted, joined with OR.
+
+    Agents write free text; FTS5 syntax (quotes, ``NEAR``, ``-``, ``:``) must never turn a query
+    into a syntax error or an unintended operator. BM25 still rewards documents matching more
+    terms. ``None`` when the text holds no word at all.
+    """
+    terms = list(dict.fromkeys(t.lower() for t in _TOKEN.findall(query)))[:_MAX_QUERY_TERMS]
+    if not terms:
+        return None
+    return " OR ".join(f'"{t}"' for t in terms)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDocument:
+    """A document as kept in the store."""
+
+    id: str
+    published_at: datetime
+    title: str
+    text: str
+    url: str | None
+    source: str | None
+    stance: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One search result; ``score`` is SQLite's ``bm25()`` (lower is a better match)."""
+
+    id: str
+    published_at: datetime
+    title: str
+    source: str | None
+    url: str | None
+    score: float
+    snippet: str
+
+
+@dataclass(frozen=True, slots=True)
+class IngestReport:
+    """What an ingest did: documents added and ids skipped as duplicates."""
+
+    added: int
+    duplicate_ids: tuple[str, ...]
+
+    @property
+    def duplicates(self) -> int:
+        return len(self.duplicate_ids)
+
+
+def _date_problem(value: object) -> str | None:
+    """Why an article's raw ``published_at`` is unusable, or ``None`` if it has a timezone.
+
+    A bare date is refused too: it has no timezone, and a same-day document could fall on
+    either side of an intra-day cutoff.
+    """
+    if value is None or value == "":
+        return "missing publication date"
+    if not isinstance(value, str):
+        return f"expected an ISO datetime string, got {type(value).__name__}"
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return f"not an ISO datetime: {value!r}"
+    if len(value.strip()) <= 10 or parsed.tzinfo is None or parsed.utcoffset() is None:
+        return f"datetime {value!s} has no timezone; add a time with 'Z' or an offset"
+    return None
+
+
+def read_articles(path: str | Path) -> list[EvidenceDoc]:
+    """Read and validate an articles JSONL file completely before anything is written.
+
+    Each non-blank line is one object with ``id, published_at, title, text, url, source`` and
+    an optional ``stance`` in [-1, 1]. The first bad line raises :class:`CardError` naming the
+    file, the line and the field.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise CardError("articles file not found", file=p)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CardError(f"cannot read articles: {exc}", file=p) from None
+    docs: list[EvidenceDoc] = []
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise CardError(f"malformed JSON: {exc.msg}", file=p, line=number) from None
+        if not isinstance(data, dict):
+            raise CardError("each line must hold a JSON object", file=p, line=number)
+        problem = _date_problem(data.get("published_at"))
+        if problem is not None:
+            raise CardError(problem, file=p, line=number, field="published_at")
+        try:
+            docs.append(EvidenceDoc.model_validate(data))
+        except ValidationError as exc:
+            field, message = first_error(exc)
+            raise CardError(message, file=p, line=number, field=field) from None
+    return docs
+
+
+def _from_iso(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _row_to_document(row: Sequence[Any]) -> StoredDocument:
+    doc_id, published_at, title, text, url, source, stance = row
+    return StoredDocument(
+        id=doc_id,
+        published_at=_from_iso(published_at),
+        title=title,
+        text=text,
+        url=url,
+        source=source,
+        stance=None if stance is None else float(stance),
+    )
+
+
+class EvidenceStore:
+    """An open evidence database. Create one with :func:`open_store` or :func:`memory_store`."""
+
+    def __init__(self, connection: aiosqlite.Connection, *, location: str) -> None:
+        self._db = connection
+        self.location = location
+
+    async def add(self, docs: Iterable[EvidenceDoc]) -> IngestReport:
+        """Insert documents in one transaction; an id already present (or repeated) is skipped."""
+        seen: set[str] = set()
+        duplicates: list[str] = []
+        added = 0
+        try:
+            for doc in docs:
+                if doc.id in seen:
+                    duplicates.append(doc.id)
+                    continue
+                seen.add(doc.id)
+                cursor = await self._db.execute(
+                    "INSERT OR IGNORE INTO documents "
+                    "(id, published_us, published_at, title, text, url, source, stance) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        doc.id,
+                        to_epoch_us(doc.published_at),
+                        _iso(doc.published_at),
+                        doc.title,
+                        doc.text,
+                        doc.url,
+                        doc.source,
+                        doc.stance,
+                    ),
+                )
+                if cursor.rowcount == 0:
+                    duplicates.append(doc.id)
+                    continue
+                await self._db.execute(
+                    "INSERT INTO documents_fts (rowid, title, text) VALUES (?, ?, ?)",
+                    (cursor.lastrowid, doc.title, doc.text),
+                )
+                added += 1
+            await self._db.commit()
+        except BaseException:
+            await self._db.rollback()
+            raise
+        return IngestReport(added=added, duplicate_ids=tuple(duplicates))
+
+    async def search(self, query: str, *, before: datetime, k: int = 5) -> list[SearchHit]:
+        """The ``k`` best BM25 matches published strictly before ``before`` (aware datetime).
+
+        Ties in score are broken by publication time (newest first), then by id.
+        """
+        limit = to_epoch_us(before)
+        if k < 1:
+            return []
+        expression = fts_query(query)
+        if expression is None:
+            return []
+        sql = (
+            "SELECT d.id, d.published_at, d.title, d.source, d.url, "
+            "bm25(documents_fts) AS score, "
+            "snippet(documents_fts, 1, '[', ']', '…', 16) "
+            "FROM documents_fts JOIN documents AS d ON d.rowid = documents_fts.rowid "
+            "WHERE documents_fts MATCH ? AND d.published_us < ? "
+            "ORDER BY score ASC, d.published_us DESC, d.id ASC LIMIT ?"
+        )
+        async with self._db.execute(sql, (expression, limit, k)) as cursor:
+            rows = await cursor.fetchall()
+        return [
+            SearchHit(
+                id=r[0],
+                published_at=_from_iso(r[1]),
+                title=r[2],
+                source=r[3],
+                url=r[4],
+                score=float(r[5]),
+                snippet=r[6],
+            )
+            for r in rows
+        ]
+
+    async def get(self, doc_id: str) -> StoredDocument | None:
+        """The document with this id, whatever its date; ``None`` when unknown."""
+        async with self._db.execute(
+            "SELECT id, published_at, title, text, url, source, stance "
+            "FROM documents WHERE id = ?",
+            (doc_id,),
+        ) as cursor:
+            row = await cursor.fetchone()
+        return None if row is None else _row_to_document(tuple(row))
+
+    async def count(self) -> int:
+        """How many documents the store holds."""
+        async with self._db.execute("SELECT count(*) FROM documents") as cursor:
+            row = await cursor.fetchone()
+        return 0 if row is None else int(row[0])
+
+
+async def _prepare(db: aiosqlite.Connection, *, create: bool, location: str) -> None:
+    async with db.execute(
+        "SELECT name FROM sqlite_master WHERE name IN ('documents', 'documents_fts')"
+    ) as cursor:
+        names = {str(r[0]) for r in await cursor.fetchall()}
+    if names == {"documents", "documents_fts"}:
+        async with db.execute("PRAGMA user_version") as cursor:
+            row = await cursor.fetchone()
+        version = 0 if row is None else int(row[0])
+        if version != _SCHEMA_VERSION:
+            raise ConfigError(
+                f"evidence database has schema version {version}, expected {_SCHEMA_VERSION}",
+                file=location,
+            )
+        return
+    if names or not create:
+        raise ConfigError("not a worldsim evidence database", file=location)
+    await db.executescript(_SCHEMA + f"PRAGMA user_version = {_SCHEMA_VERSION};")
+    await db.commit()
+
+
+@asynccontextmanager
+async def open_store(path: str | Path, *, create: bool = False) -> AsyncIterator[EvidenceStore]:
+    """Open an evidence database file; with ``create`` a missing file is created empty."""
+    p = Path(path)
+    if not create and not await anyio.Path(p).is_file():
+        raise ConfigError("evidence database not found", file=p)
+    if create:
+        await anyio.Path(p.parent).mkdir(parents=True, exist_ok=True)
+    try:
+        db = await aiosqlite.connect(p)
+    except sqlite3.Error as exc:
+        raise ConfigError(f"cannot open evidence database: {exc}", file=p) from None
+    try:
+        try:
+            await _prepare(db, create=create, location=str(p))
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"cannot read evidence database: {exc}", file=p) from None
+        yield EvidenceStore(db, location=str(p))
+    finally:
+        await db.close()
+
+
+@asynccontextmanager
+async def memory_store(docs: Iterable[EvidenceDoc] = ()) -> AsyncIterator[EvidenceStore]:
+    """A private in-memory store holding ``docs`` (a card's inline evidence), gone on exit."""
+    db = await aiosqlite.connect(":memory:")
+    try:
+        await _prepare(db, create=True, location=":memory:")
+        store = EvidenceStore(db, location=":memory:")
+        report = await store.add(docs)
+        if report.duplicate_ids:
+            log.warning("evidence_duplicates_skipped", ids=list(report.duplicate_ids))
+        yield store
+    finally:
+        await db.close()
