@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import demo_card_data, ratio, run_async
+from benchmarks._common import demo_card_data, run_async
 from worldsim.cards import Card
 from worldsim.engine import RunConfig, run_card
 from worldsim.offline.agents import OfflineActor, OfflineCohort
@@ -103,42 +103,57 @@ def _bare_agents(card: Card) -> tuple[float, int]:
     return run_async(go), len(contexts)
 
 
-def measure(actors: int, *, quick: bool) -> dict[str, Any]:
-    card = make_card(actors)
-    repeats = {10: 7, 100: 5, 1000: 3}.get(actors, 3)
-    if quick:
-        repeats = 3 if actors < 1000 else 1
-    samples: list[float] = []
-    steps = 0
-    with tempfile.TemporaryDirectory(prefix="worldsim-bench-") as tmp:
-        for _ in range(repeats):
-            seconds, steps = _engine_run(card, Path(tmp))
-            samples.append(seconds)
-    bare = [_bare_agents(card) for _ in range(repeats)]
-    wall = statistics.median(samples)
-    bare_per_step = statistics.median(s / n for s, n in bare)
-    return {
-        "actors": actors,
-        "agents": actors + len(card.seeds.cohorts if card.seeds else ()),
-        "repeats": repeats,
-        "agent_steps": steps,
-        "wall_s": wall,
-        "wall_samples_s": samples,
-        "steps_per_s": steps / wall,
-        "per_step_s": wall / steps,
-        "bare_act_per_step_s": bare_per_step,
-    }
+#: Engine runs per round at each size; a round's sample is their median (small runs are short).
+RUNS_PER_ROUND = {10: 5, 100: 3, 1000: 1}
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    points = [measure(n, quick=quick) for n in AGENT_COUNTS]
-    base = points[0]
-    for p in points:
-        p["per_step_vs_smallest"] = ratio(p["per_step_s"], base["per_step_s"])
-        p["engine_over_bare_act"] = ratio(p["per_step_s"], p["bare_act_per_step_s"])
+    """Round-robin over the sizes, so a noisy neighbour slows every size alike; ratios are the
+    median of the per-round ratios."""
+    rounds = 2 if quick else 5
+    cards = {n: make_card(n) for n in AGENT_COUNTS}
+    per_step: dict[int, list[float]] = {n: [] for n in AGENT_COUNTS}
+    bare: dict[int, list[float]] = {n: [] for n in AGENT_COUNTS}
+    walls: dict[int, list[float]] = {n: [] for n in AGENT_COUNTS}
+    steps: dict[int, int] = {}
+    with tempfile.TemporaryDirectory(prefix="worldsim-bench-") as tmp:
+        for _ in range(rounds):
+            for n, card in cards.items():
+                runs = [_engine_run(card, Path(tmp)) for _ in range(RUNS_PER_ROUND.get(n, 1))]
+                wall = statistics.median(seconds for seconds, _ in runs)
+                steps[n] = runs[0][1]
+                walls[n].append(wall)
+                per_step[n].append(wall / steps[n])
+                seconds, count = _bare_agents(card)
+                bare[n].append(seconds / count)
+
+    smallest = AGENT_COUNTS[0]
+    points: list[dict[str, Any]] = []
+    for n, card in cards.items():
+        wall = statistics.median(walls[n])
+        points.append(
+            {
+                "actors": n,
+                "agents": n + len(card.seeds.cohorts if card.seeds else ()),
+                "agent_steps": steps[n],
+                "wall_s": wall,
+                "wall_samples_s": walls[n],
+                "steps_per_s": steps[n] / wall,
+                "per_step_s": statistics.median(per_step[n]),
+                "bare_act_per_step_s": statistics.median(bare[n]),
+                "per_step_vs_smallest": statistics.median(
+                    a / b for a, b in zip(per_step[n], per_step[smallest], strict=True)
+                ),
+                "engine_over_bare_act": statistics.median(
+                    a / b for a, b in zip(per_step[n], bare[n], strict=True)
+                ),
+            }
+        )
     return {
         "what": "no_branch, 8 ticks, offline model: agent-steps per second and per-step cost",
         "ticks": TICKS,
+        "rounds": rounds,
+        "runs_per_round": RUNS_PER_ROUND,
         "points": points,
     }
 

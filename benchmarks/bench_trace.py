@@ -20,10 +20,11 @@ import math
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import gc_paused, ratio, run_async
+from benchmarks._common import gc_paused, run_async
 from benchmarks.bench_engine import make_card
 from worldsim.engine import RunConfig, run_card
 from worldsim.policy import load_policy
@@ -105,63 +106,75 @@ def _loads_and_hash(path: Path) -> None:
         hashlib.sha256(raw).hexdigest()
 
 
-def _median_s(fn: Any, repeats: int) -> float:
-    samples: list[float] = []
-    for _ in range(repeats):
-        with gc_paused():
-            start = time.perf_counter_ns()
-            fn()
-            samples.append((time.perf_counter_ns() - start) / 1e9)
-    return statistics.median(samples)
+def _timed_s(fn: Callable[[], object]) -> float:
+    with gc_paused():
+        start = time.perf_counter_ns()
+        fn()
+        return (time.perf_counter_ns() - start) / 1e9
 
 
 def run(quick: bool = False) -> dict[str, Any]:
+    """Time every operation once per round, round-robin, so that a noisy neighbour slows all of
+    them alike; ratios are the median of the per-round ratios."""
     target = 2_000 if quick else 20_000
-    repeats = 5 if quick else 7
+    rounds = 5 if quick else 7
     with tempfile.TemporaryDirectory(prefix="worldsim-bench-") as tmp:
         work = Path(tmp)
         records = make_records(target, work)
         n = len(records)
         run_id = "benchtrace000001"
         plain, trace = work / "plain.jsonl", work / "trace.jsonl"
-
-        seconds = {
-            "json_dumps_write": _median_s(lambda: _baseline_write(records, plain, run_id), repeats),
-            "writer_emit": _median_s(lambda: _writer_append(records, trace, run_id), repeats),
-            "json_loads": _median_s(lambda: _loads(trace), repeats),
-            "json_loads_sha256": _median_s(lambda: _loads_and_hash(trace), repeats),
-            "read_trace": _median_s(lambda: read_trace(trace), repeats),
-            "verify_trace": _median_s(lambda: verify_trace(trace), max(1, repeats - 2)),
+        ops: dict[str, Callable[[], object]] = {
+            "json_dumps_write": lambda: _baseline_write(records, plain, run_id),
+            "writer_emit": lambda: _writer_append(records, trace, run_id),
+            "json_loads": lambda: _loads(trace),
+            "json_loads_sha256": lambda: _loads_and_hash(trace),
+            "read_trace": lambda: read_trace(trace),
+            "verify_trace": lambda: verify_trace(trace),
         }
+        samples: dict[str, list[float]] = {name: [] for name in ops}
+        for _ in range(rounds):
+            for name, op in ops.items():
+                samples[name].append(_timed_s(op))
         if not read_trace(trace).complete:
             raise RuntimeError("the re-emitted trace is not a complete trace")
         trace_bytes = trace.stat().st_size
 
+    seconds = {name: statistics.median(values) for name, values in samples.items()}
     per_s = {name: n / s for name, s in seconds.items()}
-    ops = [
+
+    def paired(key: str, base: str) -> float:
+        return statistics.median(a / b for a, b in zip(samples[key], samples[base], strict=True))
+
+    ops_compared = [
         ("append", "TraceWriter.emit", "writer_emit", "json_dumps_write"),
         ("read", "json.loads + sha256", "json_loads_sha256", "json_loads"),
         ("read", "read_trace", "read_trace", "json_loads"),
         ("verify", "verify_trace (replay)", "verify_trace", "json_loads"),
     ]
+    comparisons = []
+    for kind, label, key, base in ops_compared:
+        slowdown = paired(key, base)
+        comparisons.append(
+            {
+                "op": kind,
+                "measured": label,
+                "key": key,
+                "baseline": base,
+                "slowdown": slowdown,
+                "throughput_share": 1.0 / slowdown,
+            }
+        )
     return {
         "what": "trace append / read-and-verify throughput vs plain json on the same records",
         "records": n,
         "trace_bytes": trace_bytes,
         "mean_record_bytes": trace_bytes / n,
-        "repeats": repeats,
+        "rounds": rounds,
         "seconds": seconds,
+        "samples_s": samples,
         "records_per_s": per_s,
-        "comparisons": [
-            {
-                "op": op,
-                "measured": label,
-                "baseline": base,
-                "slowdown": ratio(seconds[key], seconds[base]),
-                "throughput_share": ratio(per_s[key], per_s[base]),
-            }
-            for op, label, key, base in ops
-        ],
+        "comparisons": comparisons,
     }
 
 

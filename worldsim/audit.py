@@ -93,12 +93,15 @@ def audit_run(
     extraction: ExtractionData,
     claims: Sequence[Claim],
     proposals: set[tuple[str, int, str]],
+    documents: set[str] | None = None,
 ) -> AuditData:
     endpoint_bad = endpoint_problems(card, timelines)
     mass_sum = 0.0
     for tl in sorted(timelines, key=lambda t: tuple(int(x) for x in t.id[1:].split("."))):
         mass_sum += tl.mass
-    ungrounded = ground_claims(claims, timelines, proposals, {ep.id for ep in card.endpoints})
+    ungrounded = ground_claims(
+        claims, timelines, proposals, {ep.id for ep in card.endpoints}, documents
+    )
     return AuditData(
         initialization_valid=not init_problems,
         initialization_problems=init_problems,

@@ -8,6 +8,7 @@ proposals are sorted canonically (agent id, proposal index), never by arrival, b
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +25,7 @@ from worldsim.audit import audit_run, check_world
 from worldsim.cards import Card, card_hash
 from worldsim.errors import ConfigError, RoleError, StateError
 from worldsim.extraction import EXTRACTION_RULES, Leaf, extract
+from worldsim.gateway import AgentTools, Gateway, gateway_for_card, unretrieved_citations
 from worldsim.offline.world import tick_dates
 from worldsim.policy import BranchPolicy
 from worldsim.rng import rng_for
@@ -83,6 +85,7 @@ class RunConfig:
     method: str | None = None
     model: str = "offline"
     roles: Mapping[str, str] = field(default_factory=dict)
+    card_path: Path | None = None
 
     @property
     def effective_ticks(self) -> int:
@@ -180,6 +183,7 @@ class Engine:
         self.forks_rejected = 0
         self.proposals_seen: set[tuple[str, int, str]] = set()
         self.init_problems: list[str] = []
+        self.gateway: Gateway | None = None
         self.options = (
             None if config.card.kind == "binary" else [ep.id for ep in config.card.scored_endpoints]
         )
@@ -236,8 +240,13 @@ class Engine:
             durable=True,
         )
         root = Timeline("t0", None, None, 0, 1.0, policy.max_active, state)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._run_timeline, root, 0, tg)
+        async with contextlib.AsyncExitStack() as stack:
+            if card.evidence is not None:
+                self.gateway = await stack.enter_async_context(
+                    gateway_for_card(card, card_path=self.config.card_path)
+                )
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._run_timeline, root, 0, tg)
 
         leaves = [
             Leaf(tl.id, tl.mass, tl.settlement, tl.forced_p_yes, tl.forced_probs)
@@ -279,6 +288,11 @@ class Engine:
             extraction=extraction,
             claims=report.claims,
             proposals=self.proposals_seen,
+            documents=(
+                {doc for rec in self.gateway.access_log for doc in rec.doc_ids}
+                if self.gateway is not None
+                else None
+            ),
         )
         await self.writer.emit("audit", audit)
         await self.writer.emit(
@@ -400,12 +414,16 @@ class Engine:
                 state=snapshot,
                 observations=observations,
                 rng=rng_for(seed, "agent", tl.id, k, agent),
+                tools=(
+                    AgentTools(self.gateway, agent, tl.id, k) if self.gateway is not None else None
+                ),
             )
             results[agent] = await role.act(ctx)
 
         async with anyio.create_task_group() as agents:
             for agent, role_name in active:
                 agents.start_soon(act, agent, role_name)
+        await self._trace_retrievals()
 
         # (4) canonical order: agent id, then proposal index — never arrival
         proposals: list[Proposal] = []
@@ -415,9 +433,16 @@ class Engine:
                 proposals.append(p.model_copy(update={"agent": agent, "index": i}))
         for p in proposals:
             self.proposals_seen.add((tl.id, k, p.agent))
+            unretrieved = (
+                unretrieved_citations(p.cites, self.gateway.access_log, p.agent, timeline=tl.id)
+                if self.gateway is not None
+                else list(p.cites)
+            )
             await self.writer.emit(
                 "proposal",
-                ProposalData(role=roles_of[p.agent], **p.model_dump()),
+                ProposalData(
+                    role=roles_of[p.agent], unretrieved_citations=unretrieved, **p.model_dump()
+                ),
                 tl=tl.id,
                 tick=k,
             )
@@ -469,6 +494,13 @@ class Engine:
             tl.end_tick = k
             tl.reason = review.reason or "terminated by the reviewer"
         await self._commit(tl, k, state)
+
+    async def _trace_retrievals(self) -> None:
+        """Write the gateway accesses made since the last call (the tool logs, not the agent)."""
+        if self.gateway is None:
+            return
+        for record in self.gateway.drain():
+            await self.writer.emit("retrieval", record, tl=record.timeline, tick=record.tick)
 
     async def _commit(self, tl: Timeline, k: int, state: WorldState) -> None:
         tl.state = state

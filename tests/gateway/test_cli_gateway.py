@@ -13,8 +13,13 @@ runner = CliRunner()
 
 
 def _article(doc_id: str, published_at: str | None, title: str = "merger news") -> str:
-    data: dict[str, object] = {"id": doc_id, "title": title, "text": f"{title} body",
-                               "url": None, "source": "Wire"}
+    data: dict[str, object] = {
+        "id": doc_id,
+        "title": title,
+        "text": f"{title} body",
+        "url": None,
+        "source": "Wire",
+    }
     if published_at is not None:
         data["published_at"] = published_at
     return json.dumps(data)
@@ -26,13 +31,16 @@ def _write(path: Path, lines: list[str]) -> Path:
 
 
 def test_ingest_reports_duplicates_and_search_respects_before(tmp_path: Path) -> None:
-    articles = _write(tmp_path / "a.jsonl", [
-        _article("d1", "2026-01-01T12:00:00Z"),
-        _article("d2", "2026-02-01T00:00:00+02:00"),
-        _article("d1", "2026-01-01T12:00:00Z"),
-        "",
-        _article("d3", "2026-03-01T00:00:00Z"),
-    ])
+    articles = _write(
+        tmp_path / "a.jsonl",
+        [
+            _article("d1", "2026-01-01T12:00:00Z"),
+            _article("d2", "2026-02-01T00:00:00+02:00"),
+            _article("d1", "2026-01-01T12:00:00Z"),
+            "",
+            _article("d3", "2026-03-01T00:00:00Z"),
+        ],
+    )
     db = tmp_path / "ev.db"
     first = runner.invoke(app, ["gateway", "ingest", str(articles), "--db", str(db)])
     assert first.exit_code == 0, first.output
@@ -40,8 +48,21 @@ def test_ingest_reports_duplicates_and_search_respects_before(tmp_path: Path) ->
     again = runner.invoke(app, ["gateway", "ingest", str(articles), "--db", str(db)])
     assert "added 0 document(s)" in again.output and "4 duplicate(s)" in again.output
 
-    found = runner.invoke(app, ["gateway", "search", "merger", "--db", str(db),
-                                "--before", "2026-03-01T00:00:00Z", "-k", "10", "--json"])
+    found = runner.invoke(
+        app,
+        [
+            "gateway",
+            "search",
+            "merger",
+            "--db",
+            str(db),
+            "--before",
+            "2026-03-01T00:00:00Z",
+            "-k",
+            "10",
+            "--json",
+        ],
+    )
     assert found.exit_code == 0, found.output
     hits = json.loads(found.output)
     assert sorted(h["id"] for h in hits) == ["d1", "d2"]
@@ -57,10 +78,14 @@ def test_one_bad_line_aborts_the_ingest_and_writes_nothing(tmp_path: Path) -> No
         (_article("x", 20260105), "line_3:field 'published_at': expected an ISO datetime"),
         ("{not json", "line_3:malformed JSON"),
     ]:
-        articles = _write(tmp_path / "a.jsonl", [
-            _article("ok1", "2026-01-01T00:00:00Z"), _article("ok2", "2026-01-02T08:00:00+08:00"),
-            bad,
-        ])
+        articles = _write(
+            tmp_path / "a.jsonl",
+            [
+                _article("ok1", "2026-01-01T00:00:00Z"),
+                _article("ok2", "2026-01-02T08:00:00+08:00"),
+                bad,
+            ],
+        )
         result = runner.invoke(app, ["gateway", "ingest", str(articles), "--db", str(db)])
         assert result.exit_code == 2
         expected = message.replace("line_3:", f"{articles}:3: ")
@@ -69,9 +94,20 @@ def test_one_bad_line_aborts_the_ingest_and_writes_nothing(tmp_path: Path) -> No
 
 
 def test_search_refuses_a_naive_cutoff_and_a_missing_database(tmp_path: Path) -> None:
-    naive = runner.invoke(app, ["gateway", "search", "x", "--db", str(tmp_path / "none.db"),
-                                "--before", "2026-03-01T00:00:00"])
+    naive = runner.invoke(
+        app,
+        [
+            "gateway",
+            "search",
+            "x",
+            "--db",
+            str(tmp_path / "none.db"),
+            "--before",
+            "2026-03-01T00:00:00",
+        ],
+    )
     assert naive.exit_code == 2 and "field '--before'" in naive.output
-    missing = runner.invoke(app, ["gateway", "search", "x", "--db", str(tmp_path / "none.db"),
-                                  "--before", "2026-03-01"])
+    missing = runner.invoke(
+        app, ["gateway", "search", "x", "--db", str(tmp_path / "none.db"), "--before", "2026-03-01"]
+    )
     assert missing.exit_code == 2 and "evidence database not found" in missing.output

@@ -16,13 +16,14 @@ from worldsim.gateway import Gateway, memory_store
 
 BASE = datetime(2026, 3, 1, tzinfo=UTC)
 
-offsets = st.sampled_from([UTC, timezone(timedelta(hours=5, minutes=30)),
-                           timezone(timedelta(hours=-8))])
+offsets = st.sampled_from(
+    [UTC, timezone(timedelta(hours=5, minutes=30)), timezone(timedelta(hours=-8))]
+)
 # Offsets in microseconds around the base instant, with the cutoff itself drawn often.
 moments = st.one_of(
     st.just(0),
     st.integers(min_value=-3, max_value=3),
-    st.integers(min_value=-10**11, max_value=10**11),
+    st.integers(min_value=-(10**11), max_value=10**11),
 )
 
 
@@ -41,8 +42,9 @@ def test_no_search_or_open_returns_a_document_at_or_after_the_cutoff(
 ) -> None:
     cutoff = _at(*cutoff_moment)
     docs = [
-        EvidenceDoc(id=f"d{i}", published_at=_at(us, tz), title=f"alpha report {i}",
-                    text="alpha beta gamma")
+        EvidenceDoc(
+            id=f"d{i}", published_at=_at(us, tz), title=f"alpha report {i}", text="alpha beta gamma"
+        )
         for i, (us, tz) in enumerate(doc_moments)
     ]
     visible = {d.id for d in docs if d.published_at < cutoff}

@@ -25,25 +25,47 @@ from worldsim.gateway.store import fts_query
 CUTOFF = datetime(2026, 3, 1, tzinfo=UTC)
 
 DOCS = [
-    EvidenceDoc(id="a", published_at="2026-01-10T00:00:00Z", title="Merger review opened",
-                text="Regulator R opened a merger review of Company A and Company B."),
-    EvidenceDoc(id="b", published_at="2026-01-20T00:00:00Z", title="Weather report",
-                text="Rain is expected across the region."),
-    EvidenceDoc(id="c", published_at="2026-02-10T00:00:00Z", title="Merger remedies merger",
-                text="Company A proposes merger remedies; merger approval hinges on divestment."),
-    EvidenceDoc(id="late", published_at="2026-03-02T00:00:00Z", title="Merger approved",
-                text="Regulator R approved the merger merger merger."),
+    EvidenceDoc(
+        id="a",
+        published_at="2026-01-10T00:00:00Z",
+        title="Merger review opened",
+        text="Regulator R opened a merger review of Company A and Company B.",
+    ),
+    EvidenceDoc(
+        id="b",
+        published_at="2026-01-20T00:00:00Z",
+        title="Weather report",
+        text="Rain is expected across the region.",
+    ),
+    EvidenceDoc(
+        id="c",
+        published_at="2026-02-10T00:00:00Z",
+        title="Merger remedies merger",
+        text="Company A proposes merger remedies; merger approval hinges on divestment.",
+    ),
+    EvidenceDoc(
+        id="late",
+        published_at="2026-03-02T00:00:00Z",
+        title="Merger approved",
+        text="Regulator R approved the merger merger merger.",
+    ),
 ]
 
 
 def _card(evidence: object) -> Card:
-    return Card.model_validate({
-        "id": "merger-review", "question": "Will Regulator R approve the merger?",
-        "as_of": "2026-03-01", "deadline": "2026-04-01",
-        "endpoints": [{"id": "yes", "title": "approved", "polarity": "yes"},
-                      {"id": "no", "title": "not approved", "polarity": "no"}],
-        "evidence": evidence,
-    })
+    return Card.model_validate(
+        {
+            "id": "merger-review",
+            "question": "Will Regulator R approve the merger?",
+            "as_of": "2026-03-01",
+            "deadline": "2026-04-01",
+            "endpoints": [
+                {"id": "yes", "title": "approved", "polarity": "yes"},
+                {"id": "no", "title": "not approved", "polarity": "no"},
+            ],
+            "evidence": evidence,
+        }
+    )
 
 
 @pytest.mark.asyncio
@@ -82,9 +104,16 @@ async def test_access_log_records_searches_opens_and_refusals() -> None:
         assert len(gateway.drain()) == 1
     assert len(first) == 4 and len(gateway.access_log) == 5
     search, opened, refused, missing = first
-    assert search == RetrievalRecord(agent="regulator", timeline="t0", tick=2,
-                                     tool="search_evidence", query="merger", k=1,
-                                     cutoff=CUTOFF, doc_ids=("c",))
+    assert search == RetrievalRecord(
+        agent="regulator",
+        timeline="t0",
+        tick=2,
+        tool="search_evidence",
+        query="merger",
+        k=1,
+        cutoff=CUTOFF,
+        doc_ids=("c",),
+    )
     assert opened.doc_ids == ("a",) and not opened.refused
     assert refused.refused and refused.reason == "after_cutoff" and refused.doc_ids == ()
     assert missing.reason == "unknown"
@@ -94,14 +123,43 @@ async def test_access_log_records_searches_opens_and_refusals() -> None:
 
 def test_citations_of_documents_never_retrieved_are_flagged() -> None:
     log = [
-        RetrievalRecord(agent="x", timeline="t0", tick=1, tool="search_evidence",
-                        query="q", cutoff=CUTOFF, doc_ids=("a", "b")),
-        RetrievalRecord(agent="x", timeline="t0.2", tick=4, tool="open_document",
-                        doc_id="c", cutoff=CUTOFF, doc_ids=("c",)),
-        RetrievalRecord(agent="x", timeline="t0", tick=2, tool="open_document", doc_id="late",
-                        cutoff=CUTOFF, refused=True, reason="after_cutoff"),
-        RetrievalRecord(agent="y", timeline="t0", tick=1, tool="open_document", doc_id="d",
-                        cutoff=CUTOFF, doc_ids=("d",)),
+        RetrievalRecord(
+            agent="x",
+            timeline="t0",
+            tick=1,
+            tool="search_evidence",
+            query="q",
+            cutoff=CUTOFF,
+            doc_ids=("a", "b"),
+        ),
+        RetrievalRecord(
+            agent="x",
+            timeline="t0.2",
+            tick=4,
+            tool="open_document",
+            doc_id="c",
+            cutoff=CUTOFF,
+            doc_ids=("c",),
+        ),
+        RetrievalRecord(
+            agent="x",
+            timeline="t0",
+            tick=2,
+            tool="open_document",
+            doc_id="late",
+            cutoff=CUTOFF,
+            refused=True,
+            reason="after_cutoff",
+        ),
+        RetrievalRecord(
+            agent="y",
+            timeline="t0",
+            tick=1,
+            tool="open_document",
+            doc_id="d",
+            cutoff=CUTOFF,
+            doc_ids=("d",),
+        ),
     ]
     cited = ["a", "d", "late", "c", "a", "zz"]
     assert unretrieved_citations(cited, log, "x") == ["d", "late", "zz"]
@@ -157,8 +215,9 @@ async def test_gateway_for_card_opens_a_database_relative_to_the_card(tmp_path: 
     async with gateway_for_card(card, card_path=tmp_path / "card.yaml") as gateway:
         assert [h.id for h in await gateway.search("rain", 5)] == ["b"]
     with pytest.raises(ConfigError, match="evidence database not found"):
-        async with gateway_for_card(_card({"database": "missing.db"}),
-                                    card_path=tmp_path / "card.yaml"):
+        async with gateway_for_card(
+            _card({"database": "missing.db"}), card_path=tmp_path / "card.yaml"
+        ):
             pass
 
 

@@ -16,8 +16,18 @@ runner = CliRunner()
 
 
 def test_ker_json_contract_on_a_trace(trace_path: Path, hindsight_path: Path) -> None:
-    result = runner.invoke(app, ["hindsight", "ker", "--forecast", str(trace_path),
-                                 "--hindsight", str(hindsight_path), "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "hindsight",
+            "ker",
+            "--forecast",
+            str(trace_path),
+            "--hindsight",
+            str(hindsight_path),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     # Key events: h2 max(0.6·0.5, 0.9·0.9) = 0.81, h1 0.4·0.5 = 0.2; h3 is the outcome.
@@ -29,14 +39,26 @@ def test_ker_json_contract_on_a_trace(trace_path: Path, hindsight_path: Path) ->
     assert data["date_window_days"] == 7.0
 
 
-def test_ker_date_window_none_and_plain_event_lists(tmp_path: Path,
-                                                    hindsight_path: Path) -> None:
-    events = [{"id": "f1", "title": "Company A offers divestment remedies",
-               "description": "", "date": "2026-04-30"}]
+def test_ker_date_window_none_and_plain_event_lists(tmp_path: Path, hindsight_path: Path) -> None:
+    events = [
+        {
+            "id": "f1",
+            "title": "Company A offers divestment remedies",
+            "description": "",
+            "date": "2026-04-30",
+        }
+    ]
     path = tmp_path / "events.json"
     path.write_text(json.dumps(events))
-    args = ["hindsight", "ker", "--forecast", str(path), "--hindsight", str(hindsight_path),
-            "--json"]
+    args = [
+        "hindsight",
+        "ker",
+        "--forecast",
+        str(path),
+        "--hindsight",
+        str(hindsight_path),
+        "--json",
+    ]
     windowed = json.loads(runner.invoke(app, args).stdout)
     assert windowed["matches"] == [] and windowed["ker"] == 0.0
     unbounded = json.loads(runner.invoke(app, [*args, "--date-window", "none"]).stdout)
@@ -46,30 +68,49 @@ def test_ker_date_window_none_and_plain_event_lists(tmp_path: Path,
     assert bad.exit_code == 2 and "field '--date-window'" in bad.output
 
 
-def test_forecast_graph_and_sources_commands(tmp_path: Path, trace_path: Path,
-                                             hindsight_path: Path) -> None:
+def test_forecast_graph_and_sources_commands(
+    tmp_path: Path, trace_path: Path, hindsight_path: Path
+) -> None:
     out = tmp_path / "out" / "forecast.json"
     result = runner.invoke(app, ["hindsight", "forecast-graph", str(trace_path), "-o", str(out)])
     assert result.exit_code == 0, result.output
     graph = json.loads(out.read_text())
     assert len(graph["events"]) == 4 and len(graph["links"]) == 3
     assert graph["events"][0]["date"] == "2026-03-01T00:00:00Z"
-    sources = runner.invoke(app, ["hindsight", "sources", str(trace_path), "--hindsight",
-                                  str(hindsight_path), "--json"])
+    sources = runner.invoke(
+        app, ["hindsight", "sources", str(trace_path), "--hindsight", str(hindsight_path), "--json"]
+    )
     assert json.loads(sources.stdout)["precision"] == 0.5
 
 
 def test_bad_inputs_exit_2_with_one_line(tmp_path: Path, hindsight_path: Path) -> None:
-    missing = runner.invoke(app, ["hindsight", "forecast-graph", str(tmp_path / "no.jsonl"),
-                                  "-o", str(tmp_path / "f.json")])
+    missing = runner.invoke(
+        app,
+        ["hindsight", "forecast-graph", str(tmp_path / "no.jsonl"), "-o", str(tmp_path / "f.json")],
+    )
     assert missing.exit_code == 2 and "trace not found" in missing.output
     assert not (tmp_path / "f.json").exists()
     broken = tmp_path / "g.json"
-    broken.write_text(json.dumps({"events": [{"id": "a", "title": "A"}],
-                                  "edges": [{"source": "a", "target": "b", "relation": "causes",
-                                             "strength": 1, "confidence": 1}]}))
-    result = runner.invoke(app, ["hindsight", "ker", "--forecast", str(tmp_path / "x.json"),
-                                 "--hindsight", str(broken)])
+    broken.write_text(
+        json.dumps(
+            {
+                "events": [{"id": "a", "title": "A"}],
+                "edges": [
+                    {
+                        "source": "a",
+                        "target": "b",
+                        "relation": "causes",
+                        "strength": 1,
+                        "confidence": 1,
+                    }
+                ],
+            }
+        )
+    )
+    result = runner.invoke(
+        app,
+        ["hindsight", "ker", "--forecast", str(tmp_path / "x.json"), "--hindsight", str(broken)],
+    )
     assert result.exit_code == 2 and "edges.0.target: unknown event 'b'" in result.output
 
 
@@ -80,21 +121,39 @@ def test_validate_command_reports_warnings_and_strict_failures(hindsight_path: P
     assert strict.exit_code == 2 and "fewer than 10" in strict.output
 
 
-def test_pressure_writes_chart_and_csv(tmp_path: Path, trace_path: Path,
-                                       hindsight_path: Path) -> None:
+def test_pressure_writes_chart_and_csv(
+    tmp_path: Path, trace_path: Path, hindsight_path: Path
+) -> None:
     market = tmp_path / "market.csv"
     market.write_text("date,price\n2026-03-01,0.55\n2026-03-20,0.62\n")
     out = tmp_path / "chart"
-    result = runner.invoke(app, ["hindsight", "pressure", str(hindsight_path), "--trace",
-                                 str(trace_path), "--market", str(market), "-o", str(out),
-                                 "--format", "svg"])
+    result = runner.invoke(
+        app,
+        [
+            "hindsight",
+            "pressure",
+            str(hindsight_path),
+            "--trace",
+            str(trace_path),
+            "--market",
+            str(market),
+            "-o",
+            str(out),
+            "--format",
+            "svg",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert (out / "pressure.svg").read_text().lstrip().startswith("<?xml")
     rows = list(csv.DictReader((out / "pressure.csv").open()))
     assert [(r["series"], float(r["value"])) for r in rows] == [
-        ("causal", pytest.approx(-0.2)), ("causal", pytest.approx(0.1)),
-        ("causal", pytest.approx(1.1)), ("market", 0.55), ("market", 0.62),
-        ("simulated", pytest.approx(0.7)), ("simulated", pytest.approx(0.52)),
+        ("causal", pytest.approx(-0.2)),
+        ("causal", pytest.approx(0.1)),
+        ("causal", pytest.approx(1.1)),
+        ("market", 0.55),
+        ("market", 0.62),
+        ("simulated", pytest.approx(0.7)),
+        ("simulated", pytest.approx(0.52)),
     ]
     png = runner.invoke(app, ["hindsight", "pressure", str(hindsight_path), "-o", str(out)])
     assert png.exit_code == 0 and (out / "pressure.png").read_bytes()[:4] == b"\x89PNG"
@@ -114,7 +173,17 @@ def test_pressure_without_matplotlib_fails_cleanly_and_writes_nothing(
 def test_pressure_rejects_a_bad_market_file(tmp_path: Path, hindsight_path: Path) -> None:
     market = tmp_path / "market.csv"
     market.write_text("date,price\n2026-03-01,0.55\n2026-03-02T10:00:00,0.6\n")
-    result = runner.invoke(app, ["hindsight", "pressure", str(hindsight_path), "--market",
-                                 str(market), "-o", str(tmp_path / "chart")])
+    result = runner.invoke(
+        app,
+        [
+            "hindsight",
+            "pressure",
+            str(hindsight_path),
+            "--market",
+            str(market),
+            "-o",
+            str(tmp_path / "chart"),
+        ],
+    )
     assert result.exit_code == 2 and "market.csv:3: field 'date'" in result.output
     assert not (tmp_path / "chart").exists()

@@ -9,8 +9,14 @@ import pytest
 from worldsim.hindsight import key_events, load_hindsight, validate_graph
 
 DEMO = Path(__file__).resolve().parents[2] / "scenarios" / "hindsight"
-CARDS = ["merger-review", "central-bank-march", "award-best-picture", "product-launch",
-         "election-runoff", "space-launch"]
+CARDS = [
+    "merger-review",
+    "central-bank-march",
+    "award-best-picture",
+    "product-launch",
+    "election-runoff",
+    "space-launch",
+]
 
 
 @pytest.mark.parametrize("card_id", CARDS)

@@ -39,10 +39,12 @@ def test_thresholds_are_warnings_unless_strict() -> None:
 
 def test_each_quality_threshold_is_checked() -> None:
     data = copy.deepcopy(HINDSIGHT)
-    data["edges"] = [{"source": "h1", "target": "h2", "relation": "causes",
-                      "strength": 0.2, "confidence": 0.5}]
-    data["impacts"].append({"event": "h1", "direction": "neutral", "magnitude": 0.4,
-                            "confidence": 1.0})
+    data["edges"] = [
+        {"source": "h1", "target": "h2", "relation": "causes", "strength": 0.2, "confidence": 0.5}
+    ]
+    data["impacts"].append(
+        {"event": "h1", "direction": "neutral", "magnitude": 0.4, "confidence": 1.0}
+    )
     warnings = validate_graph(_graph(data), Thresholds(min_events=1)).warnings
     assert warnings == (
         "depth 2 (events on the longest path) is below 3",
@@ -57,12 +59,21 @@ def test_each_quality_threshold_is_checked() -> None:
 def test_structural_problems_are_errors_even_when_not_strict() -> None:
     data = copy.deepcopy(HINDSIGHT)
     data["events"].append(dict(data["events"][0]))
-    data["edges"].append({"source": "h3", "target": "h1", "relation": "causes",
-                          "strength": 0.5, "confidence": 0.9})
-    data["edges"].append({"source": "h1", "target": "ghost", "relation": "causes",
-                          "strength": 0.5, "confidence": 0.9})
-    data["impacts"].append({"event": "nowhere", "direction": "positive", "magnitude": 0.1,
-                            "confidence": 0.1})
+    data["edges"].append(
+        {"source": "h3", "target": "h1", "relation": "causes", "strength": 0.5, "confidence": 0.9}
+    )
+    data["edges"].append(
+        {
+            "source": "h1",
+            "target": "ghost",
+            "relation": "causes",
+            "strength": 0.5,
+            "confidence": 0.9,
+        }
+    )
+    data["impacts"].append(
+        {"event": "nowhere", "direction": "positive", "magnitude": 0.1, "confidence": 0.1}
+    )
     errors = validate_graph(_graph(data)).errors
     assert errors == (
         "events: duplicate event id 'h1'",

@@ -101,8 +101,10 @@ GRAPH_B = _graph(
         {"id": "H1", "title": "kappa lambda"},
         {"id": "H2", "title": "sigma tau", "date": "2026-01-10"},
     ],
-    [{"event": e, "direction": "positive", "magnitude": 1.0, "confidence": 0.5}
-     for e in ("H0", "H1", "H2")],
+    [
+        {"event": e, "direction": "positive", "magnitude": 1.0, "confidence": 0.5}
+        for e in ("H0", "H1", "H2")
+    ],
 )
 FORECAST_B = [
     *(_f(f"F{j}", "kappa lambda") for j in range(6)),
@@ -140,8 +142,10 @@ def test_key_events_are_the_top_five_by_score_then_index_descending() -> None:
     graph = _graph(
         [{"id": f"E{i}", "title": f"event {i}"} for i in range(len(scores))]
         + [{"id": "OUT", "title": "outcome", "is_outcome": True}],
-        [{"event": f"E{i}", "direction": "mixed", "magnitude": 1.0, "confidence": s}
-         for i, s in enumerate(scores)]
+        [
+            {"event": f"E{i}", "direction": "mixed", "magnitude": 1.0, "confidence": s}
+            for i, s in enumerate(scores)
+        ]
         + [{"event": "OUT", "direction": "positive", "magnitude": 1.0, "confidence": 1.0}],
     )
     # Eligible (≥ 0.2, not outcome): E0 .3, E1 .3, E2 .5, E3 .2, E4 .25, E5 .3 (E6 .19 is not).

@@ -20,16 +20,34 @@ def scenarios(draw: st.DrawFn) -> tuple[HindsightGraph, list[ForecastEvent]]:
     impacts = []
     for i in range(n):
         day = draw(days)
-        events.append({"id": f"h{i}", "title": draw(titles) or "x", "is_outcome": draw(
-            st.booleans()), "date": None if day is None else f"2026-03-{day:02d}"})
-        impacts.append({"event": f"h{i}", "direction": "positive",
-                        "magnitude": draw(st.floats(0, 1)), "confidence": draw(st.floats(0, 1))})
+        events.append(
+            {
+                "id": f"h{i}",
+                "title": draw(titles) or "x",
+                "is_outcome": draw(st.booleans()),
+                "date": None if day is None else f"2026-03-{day:02d}",
+            }
+        )
+        impacts.append(
+            {
+                "event": f"h{i}",
+                "direction": "positive",
+                "magnitude": draw(st.floats(0, 1)),
+                "confidence": draw(st.floats(0, 1)),
+            }
+        )
     forecast = []
     for j in range(draw(st.integers(min_value=0, max_value=10))):
         day = draw(days)
-        forecast.append(ForecastEvent.model_validate({
-            "id": f"f{j}", "title": draw(titles),
-            "date": None if day is None else f"2026-03-{day:02d}T12:00:00Z"}))
+        forecast.append(
+            ForecastEvent.model_validate(
+                {
+                    "id": f"f{j}",
+                    "title": draw(titles),
+                    "date": None if day is None else f"2026-03-{day:02d}T12:00:00Z",
+                }
+            )
+        )
     graph = HindsightGraph.model_validate({"events": events, "impacts": impacts})
     return graph, forecast
 

@@ -41,10 +41,8 @@ def test_forecast_events_cover_observations_accepted_proposals_and_branches(
     assert got == [
         ("t0/0/obs/ev1", "Regulator R opens phase two review", "t0", 0, 0.6, "observation"),
         ("t0.1/0/branch", "Regulator R blocks the merger", "t0.1", 0, 0.4, "branch"),
-        ("t0/0/company-a/0", "Company A offers divestment remedies", "t0", 0, 0.6,
-         "proposal"),
-        ("t0.1/1/regulator/0", "Regulator R sues to block the deal", "t0.1", 1, 0.4,
-         "proposal"),
+        ("t0/0/company-a/0", "Company A offers divestment remedies", "t0", 0, 0.6, "proposal"),
+        ("t0.1/1/regulator/0", "Regulator R sues to block the deal", "t0.1", 1, 0.4, "proposal"),
     ]
     # The rejected proposal ("rejects the remedies") is not an event.
     assert [e.date for e in graph.events][-1] == datetime(2026, 3, 16, tzinfo=UTC)
@@ -73,8 +71,10 @@ def test_simulated_pressure_is_mass_weighted_over_live_timelines(trace_path: Pat
     points = simulated_pressure(read_trace(trace_path))
     # tick 0: only t0 committed: 0.6·0.7 / 0.6 = 0.7
     # tick 1: (0.6·0.8 + 0.4·0.1) / (0.6 + 0.4) = 0.52
-    assert [(p.date.day, p.value) for p in points] == [(1, pytest.approx(0.7)),
-                                                       (16, pytest.approx(0.52))]
+    assert [(p.date.day, p.value) for p in points] == [
+        (1, pytest.approx(0.7)),
+        (16, pytest.approx(0.52)),
+    ]
 
 
 def test_causal_pressure_is_a_running_sum_with_mixed_and_neutral_at_zero() -> None:

@@ -53,8 +53,9 @@ def _window(text: str) -> float | None:
     try:
         days = float(text)
     except ValueError:
-        raise ConfigError(f"expected a number of days or 'none', got {text!r}",
-                          field="--date-window") from None
+        raise ConfigError(
+            f"expected a number of days or 'none', got {text!r}", field="--date-window"
+        ) from None
     if not days >= 0:
         raise ConfigError("the date window must be zero or more days", field="--date-window")
     return days
@@ -76,8 +77,11 @@ def validate(
 ) -> None:
     """Check a hindsight graph: structure always, quality thresholds as warnings or errors."""
     thresholds = Thresholds(
-        min_events=min_events, min_edges=min_edges, min_depth=min_depth,
-        min_edge_confidence=min_edge_confidence, min_edge_strength=min_edge_strength,
+        min_events=min_events,
+        min_edges=min_edges,
+        min_depth=min_depth,
+        min_edge_confidence=min_edge_confidence,
+        min_edge_strength=min_edge_strength,
         max_neutral_magnitude=max_neutral_magnitude,
     )
     try:
@@ -86,16 +90,25 @@ def validate(
         fail(str(exc), code=exc.exit_code)
     report = validate_graph(graph, thresholds, strict=strict)
     if as_json:
-        typer.echo(json.dumps({"ok": report.ok, "errors": list(report.errors),
-                               "warnings": list(report.warnings), "depth": report.depth,
-                               "events": len(graph.events), "edges": len(graph.edges)}))
+        typer.echo(
+            json.dumps(
+                {
+                    "ok": report.ok,
+                    "errors": list(report.errors),
+                    "warnings": list(report.warnings),
+                    "depth": report.depth,
+                    "events": len(graph.events),
+                    "edges": len(graph.edges),
+                }
+            )
+        )
     else:
         for warning in report.warnings:
-            err_console.print(f"warning: {escape(str(graph_path))}: {escape(warning)}",
-                              highlight=False)
+            err_console.print(
+                f"warning: {escape(str(graph_path))}: {escape(warning)}", highlight=False
+            )
         for error in report.errors:
-            err_console.print(f"error: {escape(str(graph_path))}: {escape(error)}",
-                              highlight=False)
+            err_console.print(f"error: {escape(str(graph_path))}: {escape(error)}", highlight=False)
         if report.ok:
             out_console.print(
                 f"{escape(str(graph_path))}: ok ({len(graph.events)} events, "
@@ -210,8 +223,9 @@ def pressure(
         graph, _ = _load_checked(hindsight)
         records = read_trace(trace) if trace is not None else None
         prices = read_market(market) if market is not None else None
-        written = write_pressure(output, graph, records=records, market=prices,
-                                 image_format=image_format)
+        written = write_pressure(
+            output, graph, records=records, market=prices, image_format=image_format
+        )
     except WorldsimError as exc:
         fail(str(exc), code=exc.exit_code)
     for path in written:

@@ -124,6 +124,7 @@ def run(
             extraction_rule=extraction,
             method=method_label,
             model=model,
+            card_path=card,
         )
         for s in range(seed, seed + replicates)
     ]

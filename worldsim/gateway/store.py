@@ -282,8 +282,7 @@ class EvidenceStore:
     async def get(self, doc_id: str) -> StoredDocument | None:
         """The document with this id, whatever its date; ``None`` when unknown."""
         async with self._db.execute(
-            "SELECT id, published_at, title, text, url, source, stance "
-            "FROM documents WHERE id = ?",
+            "SELECT id, published_at, title, text, url, source, stance FROM documents WHERE id = ?",
             (doc_id,),
         ) as cursor:
             row = await cursor.fetchone()

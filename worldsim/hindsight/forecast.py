@@ -136,8 +136,11 @@ def _timeline_masses(records: Iterable[TraceRecord]) -> dict[str, float]:
         mass = r.data.get("mass")
         if not isinstance(mass, int | float) or isinstance(mass, bool):
             continue
-        target = {"timeline_started": started, "tick_committed": committed,
-                  "timeline_ended": ended}.get(r.type)
+        target = {
+            "timeline_started": started,
+            "tick_committed": committed,
+            "timeline_ended": ended,
+        }.get(r.type)
         if target is not None:
             target[r.tl] = float(mass)
     return {**started, **committed, **ended}
@@ -178,11 +181,20 @@ def extract_forecast(records: list[TraceRecord]) -> ForecastGraph:
     links: list[ForecastLink] = []
 
     def add(event_id: str, title: str, description: str, tl: str, tick: int, kind: str) -> None:
-        events.append(ForecastEvent.model_validate({
-            "id": event_id, "title": title, "description": description,
-            "date": tick_dates.get(tick), "timeline": tl, "tick": tick,
-            "mass": masses.get(tl), "kind": kind,
-        }))
+        events.append(
+            ForecastEvent.model_validate(
+                {
+                    "id": event_id,
+                    "title": title,
+                    "description": description,
+                    "date": tick_dates.get(tick),
+                    "timeline": tl,
+                    "tick": tick,
+                    "mass": masses.get(tl),
+                    "kind": kind,
+                }
+            )
+        )
 
     for r in records:
         if r.tl is None or r.tick is None:
@@ -192,8 +204,14 @@ def extract_forecast(records: list[TraceRecord]) -> ForecastGraph:
                 if not isinstance(obs, dict):
                     continue
                 event_id = f"{r.tl}/{r.tick}/obs/{obs.get('id', len(events))}"
-                add(event_id, str(obs.get("title", "")), str(obs.get("description", "")),
-                    r.tl, r.tick, "observation")
+                add(
+                    event_id,
+                    str(obs.get("title", "")),
+                    str(obs.get("description", "")),
+                    r.tl,
+                    r.tick,
+                    "observation",
+                )
                 observations.setdefault((r.tl, r.tick), []).append(event_id)
         elif r.type == "proposal":
             key = (r.tl, r.tick, str(r.data.get("agent", "")), _index(r.data.get("index")))

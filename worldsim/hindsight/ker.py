@@ -55,9 +55,7 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 def tokens(text: str) -> frozenset[str]:
     """The matcher's token set of a text."""
-    return frozenset(
-        t for t in _WORD.findall(text.lower()) if len(t) > 2 and t not in STOPWORDS
-    )
+    return frozenset(t for t in _WORD.findall(text.lower()) if len(t) > 2 and t not in STOPWORDS)
 
 
 def _text(title: str, description: str) -> str:

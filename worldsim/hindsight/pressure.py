@@ -174,29 +174,55 @@ def render_pressure(
     fig = Figure(figsize=(12, 4.5), layout="constrained")
     left, right = fig.subplots(1, 2)
     if causal:
-        left.step([p.date for p in causal], [p.value for p in causal], where="post",
-                  color="tab:blue", label="causal pressure")
+        left.step(
+            [p.date for p in causal],
+            [p.value for p in causal],
+            where="post",
+            color="tab:blue",
+            label="causal pressure",
+        )
     left.axhline(0.0, color="grey", linewidth=0.6)
     left.set_title("Hindsight causal pressure")
     left.set_ylabel("cumulative direction × magnitude × confidence")
     handles: list[Any] = list(left.get_legend_handles_labels()[0])
     if market:
         twin = left.twinx()
-        (line,) = twin.plot([p.date for p in market], [p.value for p in market],
-                            color="tab:orange", label="market price")
+        (line,) = twin.plot(
+            [p.date for p in market],
+            [p.value for p in market],
+            color="tab:orange",
+            label="market price",
+        )
         twin.set_ylabel("market price")
         handles.append(line)
     if handles:
         left.legend(handles=handles, loc="upper left")
     if not simulated:
-        right.text(0.5, 0.5, "no simulated series (give --trace)", transform=right.transAxes,
-                   ha="center", va="center", color="grey")
+        right.text(
+            0.5,
+            0.5,
+            "no simulated series (give --trace)",
+            transform=right.transAxes,
+            ha="center",
+            va="center",
+            color="grey",
+        )
     if simulated:
-        right.step([p.date for p in simulated], [p.value for p in simulated], where="post",
-                   color="tab:green", label="simulated p(yes), mass-weighted")
+        right.step(
+            [p.date for p in simulated],
+            [p.value for p in simulated],
+            where="post",
+            color="tab:green",
+            label="simulated p(yes), mass-weighted",
+        )
     if market:
-        right.plot([p.date for p in market], [p.value for p in market], color="tab:orange",
-                   alpha=0.5, label="market price")
+        right.plot(
+            [p.date for p in market],
+            [p.value for p in market],
+            color="tab:orange",
+            alpha=0.5,
+            label="market price",
+        )
     if not market or max(p.value for p in market) <= 1.0:
         right.set_ylim(0.0, 1.0)
     right.set_title("Simulated pressure")

@@ -21,6 +21,9 @@ __all__ = ["OfflineActor", "OfflineCohort"]
 ACTOR_NOISE = 0.35
 COHORT_NOISE = 0.05
 EVENT_SALIENCE = 0.3
+#: How far the mean stance hint of the documents an actor reads moves its direction.
+EVIDENCE_WEIGHT = 0.3
+EVIDENCE_K = 3
 
 
 def _target_endpoint(state: WorldState, favours: str | None) -> str:
@@ -54,10 +57,11 @@ class OfflineActor:
         noise = float(ctx.rng.normal(0.0, ACTOR_NOISE))
         vigour = float(ctx.rng.uniform(0.5, 1.0))
         salience = 1.0 + EVENT_SALIENCE * len(ctx.observations)
-        direction = float(np.clip(actor.stance + noise, -1.0, 1.0))
-        magnitude = float(np.clip(actor.influence * vigour * salience, 0.0, 1.0))
         endpoint = _target_endpoint(ctx.state, actor.favours)
         title = ctx.state.endpoint(endpoint)
+        push, cites = await _read_evidence(ctx, f"{actor.name} {title.title if title else ''}")
+        direction = float(np.clip(actor.stance + noise + push, -1.0, 1.0))
+        magnitude = float(np.clip(actor.influence * vigour * salience, 0.0, 1.0))
         return [
             Proposal(
                 agent=ctx.agent,
@@ -67,8 +71,32 @@ class OfflineActor:
                 direction=direction,
                 magnitude=magnitude,
                 summary=f"{actor.name} {_verb(direction)} '{title.title if title else endpoint}'",
+                cites=cites,
             )
         ]
+
+
+async def _read_evidence(ctx: TickContext, query: str) -> tuple[float, tuple[str, ...]]:
+    """Search the Temporal Gateway, open the hits, and average their stance hints.
+
+    Returns the push toward yes and the ids of the documents read. Without a gateway (a card
+    without evidence) there is nothing to read.
+    """
+    if ctx.tools is None:
+        return 0.0, ()
+    found = await ctx.tools.call("search_evidence", {"query": query, "k": EVIDENCE_K})
+    stances: list[float] = []
+    read: list[str] = []
+    for hit in found.get("results", []):
+        opened = await ctx.tools.call("open_document", {"doc_id": hit["id"]})
+        doc = opened.get("document")
+        if doc is None:
+            continue
+        read.append(str(doc["id"]))
+        if doc.get("stance") is not None:
+            stances.append(float(doc["stance"]))
+    push = EVIDENCE_WEIGHT * float(np.mean(stances)) if stances else 0.0
+    return push, tuple(read)
 
 
 @lru_cache(maxsize=64)

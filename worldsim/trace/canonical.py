@@ -47,7 +47,7 @@ _KEEP: dict[str, tuple[str, ...] | None] = {
     "world_initialized": ("digest",),
     "llm_call": ("request_hash", "reply", "error"),
     "run_completed": ("timelines", "forks", "forks_rejected", "p_yes"),
-    "retrieval": ("agent", "tool", "query", "doc_ids", "refused"),
+    "retrieval": ("agent", "tool", "query", "doc_id", "k", "doc_ids", "refused", "reason"),
 }
 
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from worldsim.gateway.gateway import RetrievalRecord as RetrievalData
 from worldsim.roles import BranchCandidate, Claim, Proposal, Review
 from worldsim.state import Delta
 
@@ -88,6 +89,9 @@ class TickStartedData(_Data):
 
 class ProposalData(Proposal):
     role: str
+    unretrieved_citations: list[str] = Field(
+        default_factory=list, description="cited documents this agent never retrieved"
+    )
 
 
 class ReviewData(Review):
@@ -175,16 +179,6 @@ class AuditData(_Data):
     ungrounded_refs: list[str]
     leakage: Literal["clean", "findings", "not-checked"]
     leakage_findings: list[dict[str, Any]] = Field(default_factory=list)
-
-
-class RetrievalData(_Data):
-    agent: str
-    tool: str
-    query: str | None = None
-    cutoff: str
-    doc_ids: list[str]
-    refused: list[str] = Field(default_factory=list)
-    reason: str | None = None
 
 
 class RunCompletedData(_Data):

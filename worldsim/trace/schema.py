@@ -70,8 +70,15 @@ _WHAT = {
 def render_markdown() -> str:
     rows = []
     scoped = {"timeline_started", "timeline_ended"}
-    ticked = {"tick_started", "proposal", "review", "fork", "fork_rejected", "tick_committed",
-              "retrieval"}
+    ticked = {
+        "tick_started",
+        "proposal",
+        "review",
+        "fork",
+        "fork_rejected",
+        "tick_committed",
+        "retrieval",
+    }
     for name in RECORD_TYPES:
         scope = "tl, tick" if name in ticked else ("tl" if name in scoped else "—")
         rows.append(f"| `{name}` | {scope} | {_WHAT.get(name, '')} |")
