@@ -1,0 +1,183 @@
+"""What LLM roles are asked to return: small, bounded pydantic models.
+
+These are the JSON schemas sent as response formats. Every string has a ``max_length`` (so
+replies are not cut off at ``max_tokens``) and every number its bounds, because grammar-
+constrained decoding does not enforce numeric ranges: values are validated on receipt.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ActorMove",
+    "ActorOutput",
+    "BranchIdea",
+    "CohortAction",
+    "CohortOutput",
+    "DirectOutput",
+    "GovernanceOutput",
+    "InitActor",
+    "InitCohort",
+    "InitEvent",
+    "InitHypothesis",
+    "InitRelation",
+    "InitializerOutput",
+    "LedgerMove",
+    "PressureShift",
+    "RejectedMove",
+    "ReporterOutput",
+    "ReportClaim",
+    "ReportRef",
+]
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ActorMove(_Out):
+    kind: Literal["statement", "action", "signal"] = "action"
+    endpoint: str = Field(max_length=80, description="id of the endpoint this move pushes")
+    direction: float = Field(ge=-1.0, le=1.0, description="+1 toward the endpoint, -1 against")
+    magnitude: float = Field(ge=0.0, le=1.0, description="how strong the move is")
+    summary: str = Field(max_length=300, description="what the actor does, one sentence")
+    cites: list[str] = Field(default_factory=list, max_length=5,
+                             description="ids of evidence documents this move relies on")
+
+
+class ActorOutput(_Out):
+    proposals: list[ActorMove] = Field(max_length=3)
+
+
+class CohortAction(_Out):
+    label: str = Field(max_length=60, description="short name of the archetypal action")
+    endpoint: str = Field(max_length=80)
+    direction: float = Field(ge=-1.0, le=1.0)
+    magnitude: float = Field(ge=0.0, le=1.0)
+    probability: float = Field(ge=0.0, le=1.0, description="share of members taking it")
+
+
+class CohortOutput(_Out):
+    actions: list[CohortAction] = Field(min_length=1, max_length=5)
+    attention: float = Field(ge=0.0, le=1.0)
+    trust: float = Field(ge=0.0, le=1.0)
+
+
+class RejectedMove(_Out):
+    proposal: str = Field(max_length=100, description="'agent#index'")
+    reason: str = Field(max_length=200)
+
+
+class PressureShift(_Out):
+    endpoint: str = Field(max_length=80)
+    by: float = Field(ge=-3.0, le=3.0, description="change of the endpoint's pressure (logit)")
+
+
+class LedgerMove(_Out):
+    endpoint: str = Field(max_length=80)
+    status: Literal["realized", "eliminated"] | None = None
+    evidence: Literal["supports", "contradicts"] | None = None
+    ref: str = Field("", max_length=120, description="'agent#index' or a document id")
+    note: str = Field("", max_length=200)
+
+
+class BranchIdea(_Out):
+    hypothesis: str = Field(max_length=200)
+    endpoint_id: str = Field(max_length=80)
+    probability: float = Field(gt=0.0, lt=1.0)
+    score: float = Field(ge=0.0, le=1.0, description="how much it deserves its own timeline")
+    impact: float = Field(ge=-3.0, le=3.0, description="pressure shift if it comes true")
+
+
+class GovernanceOutput(_Out):
+    accepted: list[str] = Field(default_factory=list, max_length=200,
+                                description="'agent#index' of accepted proposals")
+    rejected: list[RejectedMove] = Field(default_factory=list, max_length=200)
+    pressure: list[PressureShift] = Field(default_factory=list, max_length=20)
+    ledger: list[LedgerMove] = Field(default_factory=list, max_length=20)
+    decision: Literal["continue", "terminate", "fork"] = "continue"
+    reason: str = Field("", max_length=400)
+    branches: list[BranchIdea] = Field(default_factory=list, max_length=4)
+    forced_p_yes: float | None = Field(None, ge=0.0, le=1.0,
+                                       description="on the last tick, if unresolved")
+
+
+class InitActor(_Out):
+    id: str = Field(max_length=40, pattern=r"^[A-Za-z0-9_.:-]+$")
+    name: str = Field(max_length=80)
+    kind: Literal["individual", "institution"] = "institution"
+    stance: float = Field(ge=-1.0, le=1.0)
+    influence: float = Field(ge=0.0, le=1.0)
+    activity: float = Field(ge=0.0, le=1.0)
+
+
+class InitCohort(_Out):
+    id: str = Field(max_length=40, pattern=r"^[A-Za-z0-9_.:-]+$")
+    name: str = Field(max_length=80)
+    size: int = Field(ge=1, le=10_000_000_000)
+    attention: float = Field(ge=0.0, le=1.0)
+    trust: float = Field(ge=0.0, le=1.0)
+    sentiment: float = Field(ge=-1.0, le=1.0)
+
+
+class InitRelation(_Out):
+    source: str = Field(max_length=40)
+    target: str = Field(max_length=40)
+    weight: float = Field(ge=0.0, le=1.0)
+
+
+class InitEvent(_Out):
+    id: str = Field(max_length=40, pattern=r"^[A-Za-z0-9_.:-]+$")
+    title: str = Field(max_length=200)
+    date: str = Field(max_length=30, description="ISO date within [as_of, deadline)")
+    pressure: float = Field(0.0, ge=-3.0, le=3.0, description="shift toward yes")
+
+
+class InitHypothesis(_Out):
+    id: str = Field(max_length=40, pattern=r"^[A-Za-z0-9_.:-]+$")
+    title: str = Field(max_length=200)
+    endpoint: str = Field(max_length=80)
+    probability: float = Field(gt=0.0, lt=1.0)
+    impact: float = Field(ge=-3.0, le=3.0)
+
+
+class InitializerOutput(_Out):
+    base_rate: float = Field(gt=0.0, lt=1.0, description="prior probability of yes")
+    hazard: float = Field(ge=0.0, le=1.0, description="per-tick chance the question resolves")
+    actors: list[InitActor] = Field(min_length=1, max_length=12)
+    cohorts: list[InitCohort] = Field(default_factory=list, max_length=6)
+    relations: list[InitRelation] = Field(default_factory=list, max_length=40)
+    events: list[InitEvent] = Field(default_factory=list, max_length=12)
+    hypotheses: list[InitHypothesis] = Field(default_factory=list, max_length=6)
+    constraints: list[str] = Field(default_factory=list, max_length=10)
+
+
+class ReportRef(_Out):
+    timeline: str | None = Field(None, max_length=40)
+    tick: int | None = Field(None, ge=0)
+    agent: str | None = Field(None, max_length=80)
+    document: str | None = Field(None, max_length=120)
+    ledger: str | None = Field(None, max_length=80)
+
+
+class ReportClaim(_Out):
+    text: str = Field(max_length=500)
+    refs: list[ReportRef] = Field(max_length=6)
+
+
+class ReporterOutput(_Out):
+    summary: str = Field(max_length=1500)
+    claims: list[ReportClaim] = Field(max_length=12)
+
+
+class DirectOutput(_Out):
+    p_yes: float = Field(ge=0.0, le=1.0)
+    rationale: str = Field(max_length=1500)
+    drivers: list[str] = Field(default_factory=list, max_length=8)
+    uncertainties: list[str] = Field(default_factory=list, max_length=8)
+    leakage_warning: bool = Field(
+        description="true if you recognise this scenario or know its outcome"
+    )
