@@ -87,7 +87,7 @@ class Faults:
 
 @dataclass(frozen=True, slots=True)
 class RecordedRequest:
-    """One request as the server saw it."""
+    """One request as the server saw it (header names lower-cased)."""
 
     number: int
     path: str
@@ -143,6 +143,7 @@ class StubServer:
         self._state = _State()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._port: int | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -153,6 +154,7 @@ class StubServer:
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         httpd.daemon_threads = True
         self._httpd = httpd
+        self._port = int(httpd.server_address[1])
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -185,9 +187,10 @@ class StubServer:
 
     @property
     def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("the stub server is not running")
-        return int(self._httpd.server_address[1])
+        """The port the server listens (or last listened) on."""
+        if self._port is None:
+            raise RuntimeError("the stub server has not been started")
+        return self._port
 
     @property
     def base_url(self) -> str:
@@ -336,7 +339,8 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             self._send(400, {}, _error("request body is not JSON", "invalid_request_error"))
             return
-        seen = self.stub._admit(path, dict(self.headers.items()), body)
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        seen = self.stub._admit(path, headers, body)
         try:
             if self.stub.latency_s > 0:
                 time.sleep(self.stub.latency_s)
