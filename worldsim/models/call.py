@@ -7,6 +7,7 @@ is built from the request, the reply and the route's base-URL host only.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from typing import Any, Literal
@@ -22,6 +23,7 @@ __all__ = [
     "OutputMode",
     "Usage",
     "canonical_json",
+    "output_schema",
     "output_schema_of",
     "request_hash",
 ]
@@ -133,9 +135,20 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def output_schema(output_type: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema pydantic generates for an output model (a fresh copy, safe to edit)."""
+    return dict(json.loads(_schema_text(output_type)))
+
+
 def output_schema_of(request: ModelRequest) -> dict[str, Any]:
-    """The JSON schema pydantic generates for the request's output model."""
-    return request.output_type.model_json_schema()
+    """The JSON schema of the request's output model."""
+    return output_schema(request.output_type)
+
+
+@functools.lru_cache(maxsize=512)
+def _schema_text(output_type: type[BaseModel]) -> str:
+    # Generating a schema costs about a millisecond; every call needs it at least twice.
+    return canonical_json(output_type.model_json_schema())
 
 
 def request_hash(request: ModelRequest, *, model: str, output_mode: str | None) -> str:

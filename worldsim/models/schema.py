@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from worldsim.models.call import output_schema
+
 __all__ = [
     "DEFAULT_MAX_STRING_LENGTH",
     "extract_json",
@@ -101,7 +103,7 @@ def response_schema(
     output_type: type[BaseModel], *, max_string_length: int | None = DEFAULT_MAX_STRING_LENGTH
 ) -> tuple[dict[str, Any], bool]:
     """The schema sent for ``output_type`` and whether it qualifies for strict mode."""
-    schema = output_type.model_json_schema()
+    schema = output_schema(output_type)
     if max_string_length is not None:
         schema = limit_string_lengths(schema, max_string_length)
     return strict_schema(schema)

@@ -151,8 +151,7 @@ class StubServer:
         if self._httpd is not None:
             return self
         handler = type("_BoundHandler", (_Handler,), {"stub": self})
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        httpd.daemon_threads = True
+        httpd = _Server(("127.0.0.1", 0), handler)
         self._httpd = httpd
         self._port = int(httpd.server_address[1])
         self._thread = threading.Thread(
@@ -320,8 +319,17 @@ class StubServer:
         }
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # the default of 5 resets connections under a burst of clients
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients that drop a connection (timeouts, shutdown) are expected; stay quiet."""
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in separate writes
     stub: StubServer
 
     def log_message(self, format: str, *args: Any) -> None:
