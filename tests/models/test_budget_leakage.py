@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from worldsim.errors import BudgetExhausted, ConfigError, LeakageError
+from worldsim.errors import BudgetExhausted, ConfigError, LeakageError, ModelError
 from worldsim.models import (
     Budget,
     BudgetedModel,
@@ -110,3 +110,12 @@ async def test_leakage_fail_mode_stops_the_prompt_before_it_is_sent(make_request
     assert inner.requests == []
     assert "acme" not in str(caught.value).casefold()
     assert fingerprint("acme holdings")[:16] in str(caught.value)
+
+
+@pytest.mark.asyncio
+async def test_leakage_in_a_failed_calls_reply_is_found(make_request: Any) -> None:
+    guard = LeakageGuard.from_strings(["Acme Holdings"])
+    inner = ScriptedModel(['{"p_yes": 3, "rationale": "Acme Holdings"}'])
+    with pytest.raises(ModelError):
+        await LeakageGuardModel(inner, guard).request(make_request())
+    assert [(f.where, f.count) for f in guard.findings] == [("reply", 1)]

@@ -18,10 +18,11 @@ from worldsim.models import (
     LeakageGuardModel,
     ModelOptions,
     ModelPool,
+    OpenAIModel,
     ResponseCache,
     RouteTable,
 )
-from worldsim.testing import Faults, SchemaModel, StubServer
+from worldsim.testing import Faults, SchemaModel, StubReply, StubServer
 
 PLANTED = "sk-planted-4f1c9e0b7d2a-SECRET"
 
@@ -121,3 +122,18 @@ def test_pool_fails_before_the_run_when_a_route_is_not_configured(tmp_path: Path
     assert caught.value.field == "ACME_AI_BASE_URL"
     with pytest.raises(ConfigError):
         ModelPool(RouteTable.from_flags("offline"), environ={}, dotenv=None)
+
+
+@pytest.mark.asyncio
+async def test_a_key_echoed_in_a_server_error_is_redacted(
+    make_request: Any, fast_retry: Any
+) -> None:
+    echo = StubReply(401, {"error": {"message": f"Incorrect API key provided: {PLANTED}"}})
+    async with StubServer(lambda body: echo) as server:
+        model = OpenAIModel(server.settings(api_key=PLANTED), retry=fast_retry())
+        with pytest.raises(ModelError) as caught:
+            await model.request(make_request())
+        await model.aclose()
+    assert caught.value.call["errors"][0]["status"] == 401
+    assert "[redacted]" in caught.value.call["errors"][0]["message"]
+    assert PLANTED not in json.dumps(caught.value.call) and PLANTED not in str(caught.value)

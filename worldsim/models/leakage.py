@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from worldsim.errors import ConfigError, LeakageError
+from worldsim.errors import ConfigError, LeakageError, ModelError
 from worldsim.types import CallSite, Model, ModelRequest, ModelResponse
 
 __all__ = ["LeakageFinding", "LeakageGuard", "LeakageGuardModel", "LeakageMode", "fingerprint"]
@@ -128,6 +128,13 @@ class LeakageGuardModel:
     async def request(self, request: ModelRequest) -> ModelResponse:
         prompt = "\n".join(m.content for m in request.messages)
         self.guard.check(prompt, where="prompt", route=self.route, site=request.site)
-        response = await self.inner.request(request)
+        try:
+            response = await self.inner.request(request)
+        except ModelError as exc:
+            # a failed call's last reply is in its record, and so in the trace: scan it too
+            reply = exc.call.get("reply")
+            if isinstance(reply, str) and reply:
+                self.guard.check(reply, where="reply", route=self.route, site=request.site)
+            raise
         self.guard.check(response.text, where="reply", route=self.route, site=request.site)
         return response

@@ -199,17 +199,17 @@ class OpenAIModel:
                 errors.append(failure.entry)
                 attempts = failure.entry.attempt
             record = self._record(request, mode, usage, errors, attempts, last, started)
-            record.error = failure.message
+            record.error = self._redact(failure.message)
             logger.warning(
                 "model call failed",
                 route=self.route,
                 role=request.site.role,
                 agent=request.site.agent,
                 attempts=attempts,
-                error=failure.message,
+                error=record.error,
             )
             raise ModelError(
-                f"{self.route}: {failure.message}",
+                f"{self.route}: {record.error}",
                 call=record.model_dump(mode="json"),
                 timeline=request.site.timeline,
                 tick=request.site.tick,
@@ -298,6 +298,11 @@ class OpenAIModel:
             self._mode = lower
         return lower
 
+    def _redact(self, text: str) -> str:
+        """Remove the key from server-supplied text (some servers echo credentials in errors)."""
+        key = self._settings.api_key
+        return text.replace(key, "[redacted]") if len(key) >= 8 else text
+
     def _record(
         self,
         request: ModelRequest,
@@ -324,7 +329,7 @@ class OpenAIModel:
         record.usage = usage
         record.latency_s = round(time.perf_counter() - started, 6)
         record.attempts = attempts
-        record.errors = list(errors)
+        record.errors = [e.model_copy(update={"message": self._redact(e.message)}) for e in errors]
         if self._prices is not None:
             record.cost_usd = self._prices.cost(
                 (self._settings.route.name, model, record.resolved_model), usage

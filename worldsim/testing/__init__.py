@@ -11,7 +11,7 @@ from __future__ import annotations
 from worldsim.testing._fake import fake_value
 from worldsim.testing.models import Reply, SchemaModel, ScriptedModel
 from worldsim.testing.network_guard import NetworkBlockedError, block_network
-from worldsim.testing.stub_server import Fault, Faults, RecordedRequest, StubServer
+from worldsim.testing.stub_server import Fault, Faults, RecordedRequest, StubReply, StubServer
 
 __all__ = [
     "Fault",
@@ -21,6 +21,7 @@ __all__ = [
     "Reply",
     "SchemaModel",
     "ScriptedModel",
+    "StubReply",
     "StubServer",
     "block_network",
     "fake_value",

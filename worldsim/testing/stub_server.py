@@ -26,10 +26,21 @@ from pydantic import BaseModel
 from worldsim.models.routes import RouteSettings, parse_route
 from worldsim.testing._fake import fake_value
 
-__all__ = ["Fault", "Faults", "RecordedRequest", "StubServer"]
+__all__ = ["Fault", "Faults", "RecordedRequest", "StubReply", "StubServer"]
 
 Fault = Literal["rate_limit", "server_error", "timeout", "malformed", "truncated"]
-Script = Callable[[dict[str, Any]], "str | dict[str, Any] | BaseModel"]
+
+
+@dataclass(frozen=True, slots=True)
+class StubReply:
+    """A raw HTTP answer a script can return instead of content (an error, say)."""
+
+    status: int
+    body: Mapping[str, Any]
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+Script = Callable[[dict[str, Any]], "str | dict[str, Any] | BaseModel | StubReply"]
 
 LLAMA_CPP_REJECTION = (
     "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n"
@@ -111,7 +122,8 @@ class StubServer:
     Use as a context manager (``with`` or ``async with``); `base_url` ends in ``/v1``.
 
     Args:
-        script: ``(request JSON) -> reply`` giving the content; without it, content is
+        script: ``(request JSON) -> reply`` giving the content (or a `StubReply` to answer
+            with any status); without it, content is
             invented to fit the request's JSON schema (from ``response_format`` or from a
             schema in the prompt), or ``{}``.
         latency_s: added to every answer.
@@ -269,6 +281,8 @@ class StubServer:
         if seen.fault == "timeout":
             time.sleep(self.faults.timeout_sleep_s)
         content = self._content(body, seen.number)
+        if isinstance(content, StubReply):
+            return content.status, dict(content.headers), dict(content.body)
         finish = "stop"
         if seen.fault == "malformed":
             content = content[: max(1, len(content) - 2)] + ',"'
@@ -276,9 +290,11 @@ class StubServer:
             content, finish = content[: max(1, len(content) // 2)], "length"
         return 200, {}, self._completion(body, content, finish, seen.number)
 
-    def _content(self, body: Mapping[str, Any], number: int) -> str:
+    def _content(self, body: Mapping[str, Any], number: int) -> str | StubReply:
         if self.script is not None:
             reply = self.script(dict(body))
+            if isinstance(reply, StubReply):
+                return reply
             if isinstance(reply, BaseModel):
                 return reply.model_dump_json()
             return reply if isinstance(reply, str) else json.dumps(reply)
