@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import time
+from dataclasses import dataclass
 from typing import Any, Final
 
 import anyio
@@ -54,6 +55,19 @@ _REJECTION_MARKERS: Final = (
     "json_schema",
     "input should be 'text' or 'json_object'",
 )
+
+
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    """What one successful HTTP attempt brought back."""
+
+    attempt: int
+    content: str
+    finish_reason: str | None
+    model: str | None
+    id: str | None
+    system_fingerprint: str | None
+    usage: Usage
 
 
 class _FormatRejected(Exception):
@@ -144,7 +158,7 @@ class OpenAIModel:
         errors: list[CallErrorEntry] = []
         usage = Usage()
         attempts = 0
-        last: dict[str, Any] = {}
+        last: _Reply | None = None
         mode = self._mode
         messages = _initial_messages(request, mode, schema)
         repaired = False
@@ -152,7 +166,7 @@ class OpenAIModel:
             while True:
                 payload = self._payload(request, messages, mode, schema, strict)
                 try:
-                    completion = await call_with_retries(
+                    reply = await call_with_retries(
                         functools.partial(self._attempt, payload, mode),
                         self._retry,
                         errors.append,
@@ -172,14 +186,14 @@ class OpenAIModel:
                         f"gave up after {attempts} attempts; last error {exc.entry.kind}: "
                         f"{exc.entry.message}"
                     ) from None
-                attempts = int(completion["attempt"])
-                usage = usage + completion["usage"]
-                last = completion
-                text = str(completion["content"])
+                attempts = reply.attempt
+                usage = usage + reply.usage
+                last = reply
+                text = reply.content
                 try:
                     output = request.output_type.model_validate_json(extract_json(text))
                 except ValidationError as exc:
-                    problem = _describe(exc, completion.get("finish_reason"))
+                    problem = _describe(exc, reply.finish_reason)
                     errors.append(
                         CallErrorEntry(attempt=attempts, kind="invalid_output", message=problem)
                     )
@@ -244,9 +258,7 @@ class OpenAIModel:
             payload["response_format"] = {"type": "json_object"}
         return payload
 
-    async def _attempt(
-        self, payload: dict[str, Any], mode: OutputMode, number: int
-    ) -> dict[str, Any]:
+    async def _attempt(self, payload: dict[str, Any], mode: OutputMode, number: int) -> _Reply:
         try:
             completion = await self._client.chat.completions.create(**payload)
         except openai.APIStatusError as exc:
@@ -279,15 +291,15 @@ class OpenAIModel:
                 output_tokens=u.completion_tokens or 0,
                 reasoning_tokens=(out_details.reasoning_tokens or 0) if out_details else 0,
             )
-        return {
-            "attempt": number,
-            "content": choice.message.content or "",
-            "finish_reason": choice.finish_reason,
-            "model": completion.model,
-            "id": completion.id,
-            "system_fingerprint": completion.system_fingerprint,
-            "usage": usage,
-        }
+        return _Reply(
+            attempt=number,
+            content=choice.message.content or "",
+            finish_reason=choice.finish_reason,
+            model=completion.model,
+            id=completion.id,
+            system_fingerprint=completion.system_fingerprint,
+            usage=usage,
+        )
 
     def _downgrade(self, mode: OutputMode, entry: CallErrorEntry) -> OutputMode:
         lower = _NEXT_MODE.get(mode)
@@ -310,7 +322,7 @@ class OpenAIModel:
         usage: Usage,
         errors: list[CallErrorEntry],
         attempts: int,
-        last: dict[str, Any],
+        last: _Reply | None,
         started: float,
     ) -> LlmCallData:
         model = self._settings.route.model
@@ -321,11 +333,12 @@ class OpenAIModel:
             output_mode=mode,
             base_url_host=self._settings.base_url_host,
         )
-        record.resolved_model = last.get("model")
-        record.response_id = last.get("id")
-        record.system_fingerprint = last.get("system_fingerprint")
-        record.finish_reason = last.get("finish_reason")
-        record.reply = last.get("content")
+        if last is not None:
+            record.resolved_model = last.model
+            record.response_id = last.id
+            record.system_fingerprint = last.system_fingerprint
+            record.finish_reason = last.finish_reason
+            record.reply = last.content
         record.usage = usage
         record.latency_s = round(time.perf_counter() - started, 6)
         record.attempts = attempts
