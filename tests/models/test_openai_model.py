@@ -184,3 +184,22 @@ async def test_non_retryable_client_error_fails_at_once(make_request: Any, fast_
     call = caught.value.call
     assert call["attempts"] == 1
     assert call["errors"][0]["kind"] == "client_error" and call["errors"][0]["status"] == 404
+
+
+@pytest.mark.asyncio
+async def test_reasoning_model_parameters_are_adapted_once_per_route(
+    make_request: Any, fast_retry: Any, forecast_type: Any
+) -> None:
+    async with StubServer(faults=Faults(reasoning_model=True)) as server:
+        model = OpenAIModel(server.settings("stub/o4-mini"), retry=fast_retry())
+        first = await model.request(make_request(index=0))
+        second = await model.request(make_request(index=1))
+        await model.aclose()
+
+    assert isinstance(first.output, forecast_type)
+    assert [e["kind"] for e in first.call["errors"]] == ["param_rejected", "param_rejected"]
+    assert first.call["attempts"] == 3 and first.call["temperature"] == 0.2
+    assert second.call["attempts"] == 1
+    last = server.requests[-1].body
+    assert last["max_completion_tokens"] == 256
+    assert "max_tokens" not in last and "temperature" not in last

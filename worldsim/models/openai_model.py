@@ -76,6 +76,13 @@ class _FormatRejected(Exception):
         self.entry = entry
 
 
+class _ParamRejected(Exception):
+    def __init__(self, entry: CallErrorEntry, param: str) -> None:
+        super().__init__(entry.message)
+        self.entry = entry
+        self.param = param
+
+
 class _Failed(Exception):
     def __init__(self, message: str, entry: CallErrorEntry | None = None) -> None:
         super().__init__(message)
@@ -120,6 +127,9 @@ class OpenAIModel:
         self._max_string_length = max_string_length
         self._strict = strict
         self._mode: OutputMode = output_mode or "json_schema"
+        # reasoning models want max_completion_tokens and only their default temperature
+        self._token_param = "max_tokens"
+        self._send_temperature = True
         self._client = client or AsyncOpenAI(
             base_url=settings.base_url,
             api_key=settings.api_key,
@@ -173,6 +183,11 @@ class OpenAIModel:
                         limiter=self._limiter,
                         first_attempt=attempts + 1,
                     )
+                except _ParamRejected as exc:
+                    attempts = exc.entry.attempt
+                    errors.append(exc.entry)
+                    self._adapt(exc)
+                    continue
                 except _FormatRejected as exc:
                     attempts = exc.entry.attempt
                     errors.append(exc.entry)
@@ -240,9 +255,10 @@ class OpenAIModel:
         payload: dict[str, Any] = {
             "model": self._settings.route.model,
             "messages": messages,
-            "temperature": request.temperature,
-            "max_tokens": request.max_tokens,
+            self._token_param: request.max_tokens,
         }
+        if self._send_temperature:
+            payload["temperature"] = request.temperature
         if request.seed is not None:
             payload["seed"] = request.seed
         if mode == "json_schema":
@@ -266,6 +282,10 @@ class OpenAIModel:
             if _is_format_rejection(exc, mode):
                 entry.kind = "format_rejected"
                 raise _FormatRejected(entry) from exc
+            param = self._rejected_param(exc)
+            if param is not None:
+                entry.kind = "param_rejected"
+                raise _ParamRejected(entry, param) from exc
             if retryable:
                 raise TransientError(entry, retry_after) from exc
             raise _Failed(f"HTTP {entry.status}: {entry.message}", entry) from exc
@@ -300,6 +320,26 @@ class OpenAIModel:
             system_fingerprint=completion.system_fingerprint,
             usage=usage,
         )
+
+    def _rejected_param(self, exc: openai.APIStatusError) -> str | None:
+        """The parameter a 400 refuses that this route can adapt, if any."""
+        if exc.status_code != 400:
+            return None
+        text = f"{exc.message} {exc.body}".lower()
+        if self._token_param == "max_tokens" and "max_completion_tokens" in text:
+            return "max_tokens"
+        if self._send_temperature and "temperature" in text and "unsupported" in text:
+            return "temperature"
+        return None
+
+    def _adapt(self, exc: _ParamRejected) -> None:
+        if exc.param == "max_tokens":
+            self._token_param = "max_completion_tokens"
+        elif exc.param == "temperature":
+            self._send_temperature = False
+        else:  # pragma: no cover - _rejected_param names only these
+            raise _Failed(f"server rejected parameter {exc.param}", exc.entry)
+        logger.info("request parameter adapted", route=self.route, param=exc.param)
 
     def _downgrade(self, mode: OutputMode, entry: CallErrorEntry) -> OutputMode:
         lower = _NEXT_MODE.get(mode)

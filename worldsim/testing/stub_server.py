@@ -63,6 +63,8 @@ class Faults:
         retry_after_ms: if set, a ``retry-after-ms`` header sent with 429s.
         reject_json_schema: answer ``json_schema`` formats like llama-cpp-python (HTTP 500).
         reject_response_format: answer any response format with HTTP 400.
+        reasoning_model: refuse ``max_tokens`` and a non-default ``temperature`` with HTTP 400,
+            as OpenAI's reasoning models do.
     """
 
     rate_limit: float = 0.0
@@ -75,6 +77,7 @@ class Faults:
     timeout_sleep_s: float = 2.0
     reject_json_schema: bool = False
     reject_response_format: bool = False
+    reasoning_model: bool = False
 
     def __post_init__(self) -> None:
         rates = (self.rate_limit, self.server_error, self.timeout, self.malformed, self.truncated)
@@ -267,6 +270,29 @@ class StubServer:
                     "response_format is not supported by this server",
                     "invalid_request_error",
                     param="response_format",
+                ),
+            )
+        if self.faults.reasoning_model and "max_tokens" in body:
+            return (
+                400,
+                {},
+                _error(
+                    "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                    "Use 'max_completion_tokens' instead.",
+                    "invalid_request_error",
+                    param="max_tokens",
+                ),
+            )
+        if self.faults.reasoning_model and body.get("temperature", 1) != 1:
+            return (
+                400,
+                {},
+                _error(
+                    "Unsupported value: 'temperature' does not support "
+                    f"{body['temperature']} with this model. "
+                    "Only the default (1) value is supported.",
+                    "invalid_request_error",
+                    param="temperature",
                 ),
             )
         if fmt_type == "json_schema" and self.faults.reject_json_schema:
