@@ -96,3 +96,12 @@ def test_parse_dotenv_handles_comments_and_quotes() -> None:
 def test_base_url_must_be_http() -> None:
     with pytest.raises(ConfigError, match="http"):
         resolve_settings("x/y", environ={"X_BASE_URL": "ftp://h", "X_API_KEY": "k"}, dotenv=None)
+
+
+def test_dotenv_in_the_working_directory_is_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / ".env").write_text("LOCAL_BASE_URL=http://localhost:11434/v1\n")
+    monkeypatch.chdir(tmp_path)
+    settings = resolve_settings("local/llama3", environ={})
+    assert settings.base_url_host == "localhost:11434" and settings.api_key == "not-needed"

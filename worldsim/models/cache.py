@@ -28,7 +28,7 @@ from worldsim.models.call import canonical_json, request_hash
 from worldsim.models.schema import extract_json
 from worldsim.types import Model, ModelRequest, ModelResponse
 
-__all__ = ["CacheMode", "CacheStats", "CachedModel", "ResponseCache"]
+__all__ = ["CacheMode", "CacheStats", "CachedModel", "CachedReply", "ResponseCache", "cache_key"]
 
 CacheMode = Literal["use", "refresh", "off"]
 
@@ -57,7 +57,9 @@ class CacheStats:
 
 
 @dataclass(frozen=True, slots=True)
-class _Entry:
+class CachedReply:
+    """A stored reply and the call record it came with."""
+
     reply: str
     call: dict[str, Any]
 
@@ -119,7 +121,7 @@ class ResponseCache:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    async def get(self, route: str, request: ModelRequest) -> _Entry | None:
+    async def get(self, route: str, request: ModelRequest) -> CachedReply | None:
         async with self._db.execute(
             "SELECT reply, call FROM responses WHERE request_key=? AND timeline=? AND tick=? "
             "AND role=? AND agent=? AND idx=?",
@@ -128,7 +130,7 @@ class ResponseCache:
             row = await cursor.fetchone()
         if row is None:
             return None
-        return _Entry(str(row[0]), json.loads(row[1]))
+        return CachedReply(str(row[0]), json.loads(row[1]))
 
     async def put(
         self, route: str, request: ModelRequest, reply: str, call: dict[str, Any]
