@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from worldsim.errors import ModelError
 from worldsim.models import LlmCallData, limit_string_lengths, response_schema, strict_schema
-from worldsim.testing import NetworkBlockedError, SchemaModel, ScriptedModel, fake_value
+from worldsim.testing import NetworkBlockedError, SchemaModel, ScriptedModel, StubServer, fake_value
 
 
 class Claim(BaseModel):
@@ -113,3 +113,35 @@ def test_network_guard_blocks_non_loopback_connections() -> None:
         socket.create_connection(server.getsockname(), timeout=1).close()
     finally:
         server.close()
+
+
+def test_stub_server_works_as_a_sync_context_and_answers_both_paths() -> None:
+    import json
+    import urllib.request
+
+    schema = {
+        "type": "object",
+        "properties": {"p_yes": {"type": "number", "minimum": 0, "maximum": 1}},
+        "required": ["p_yes"],
+    }
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}},
+    }
+    with StubServer(seed=2) as server:
+        replies = []
+        for path in ("/v1/chat/completions", "/chat/completions"):
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{server.port}{path}",
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json", "X-Probe": "1"},
+            )
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                replies.append(json.loads(resp.read()))
+    assert server.request_count == 2
+    assert server.requests[0].headers["x-probe"] == "1"
+    for reply in replies:
+        content = json.loads(reply["choices"][0]["message"]["content"])
+        assert 0 <= content["p_yes"] <= 1
+        assert reply["usage"]["total_tokens"] > 0 and reply["choices"][0]["finish_reason"] == "stop"

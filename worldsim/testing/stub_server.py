@@ -16,7 +16,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
@@ -101,7 +101,8 @@ class Faults:
 
 @dataclass(frozen=True, slots=True)
 class RecordedRequest:
-    """One request as the server saw it (header names lower-cased)."""
+    """One request as the server saw it (header names lower-cased) and the fault injected
+    into its answer, if any."""
 
     number: int
     path: str
@@ -239,27 +240,43 @@ class StubServer:
 
     def _admit(
         self, path: str, headers: Mapping[str, str], body: dict[str, Any]
-    ) -> RecordedRequest:
+    ) -> tuple[RecordedRequest, Fault | None]:
+        """Record a request and draw its fault (applied, and counted, only if it fits)."""
         with self._state.lock:
             number = len(self._state.requests)
             if number < len(self.fault_sequence):
                 fault = self.fault_sequence[number]
             else:
                 fault = self.faults.draw(self._rng.random())
-            record = RecordedRequest(number, path, dict(headers), body, fault)
+            record = RecordedRequest(number, path, dict(headers), body, None)
             self._state.requests.append(record)
-            if fault is not None:
-                self._state.faults[fault] += 1
             self._state.in_flight += 1
             self._state.max_in_flight = max(self._state.max_in_flight, self._state.in_flight)
-            return record
+            return record, fault
+
+    def _applied(self, seen: RecordedRequest, fault: Fault) -> None:
+        with self._state.lock:
+            self._state.faults[fault] += 1
+            self._state.requests[seen.number] = replace(seen, fault=fault)
 
     def _release(self) -> None:
         with self._state.lock:
             self._state.in_flight -= 1
 
-    def _answer(self, seen: RecordedRequest) -> tuple[int, dict[str, str], dict[str, Any]]:
+    def _answer(
+        self, seen: RecordedRequest, fault: Fault | None
+    ) -> tuple[int, dict[str, str], dict[str, Any]]:
         body = dict(seen.body)
+        # a gateway throttles and fails before it looks at the request
+        if fault == "rate_limit":
+            self._applied(seen, fault)
+            headers = {"Retry-After": self.faults.retry_after}
+            if self.faults.retry_after_ms is not None:
+                headers["retry-after-ms"] = self.faults.retry_after_ms
+            return 429, headers, _error("Rate limit reached, slow down", "rate_limit_exceeded")
+        if fault == "server_error":
+            self._applied(seen, fault)
+            return 500, {}, _error("The server had an error while processing", "server_error")
         fmt = body.get("response_format") or {}
         fmt_type = fmt.get("type") if isinstance(fmt, dict) else None
         if fmt_type and self.faults.reject_response_format:
@@ -297,22 +314,18 @@ class StubServer:
             )
         if fmt_type == "json_schema" and self.faults.reject_json_schema:
             return 500, {}, _error(LLAMA_CPP_REJECTION, "server_error")
-        if seen.fault == "rate_limit":
-            headers = {"Retry-After": self.faults.retry_after}
-            if self.faults.retry_after_ms is not None:
-                headers["retry-after-ms"] = self.faults.retry_after_ms
-            return 429, headers, _error("Rate limit reached, slow down", "rate_limit_exceeded")
-        if seen.fault == "server_error":
-            return 500, {}, _error("The server had an error while processing", "server_error")
-        if seen.fault == "timeout":
+        if fault == "timeout":
+            self._applied(seen, fault)
             time.sleep(self.faults.timeout_sleep_s)
         content = self._content(body, seen.number)
         if isinstance(content, StubReply):
             return content.status, dict(content.headers), dict(content.body)
         finish = "stop"
-        if seen.fault == "malformed":
+        if fault == "malformed":
+            self._applied(seen, fault)
             content = content[: max(1, len(content) - 2)] + ',"'
-        elif seen.fault == "truncated":
+        elif fault == "truncated":
+            self._applied(seen, fault)
             content, finish = content[: max(1, len(content) // 2)], "length"
         return 200, {}, self._completion(body, content, finish, seen.number)
 
@@ -390,12 +403,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {}, _error("request body is not JSON", "invalid_request_error"))
             return
         headers = {name.lower(): value for name, value in self.headers.items()}
-        seen = self.stub._admit(path, headers, body)
+        seen, fault = self.stub._admit(path, headers, body)
         try:
             if self.stub.latency_s > 0:
                 time.sleep(self.stub.latency_s)
-            status, headers, payload = self.stub._answer(seen)
-            self._send(status, headers, payload)
+            status, reply_headers, payload = self.stub._answer(seen, fault)
+            self._send(status, reply_headers, payload)
         finally:
             self.stub._release()
 
