@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import random
 import socket
+import urllib.request
 from typing import Any, Literal
 
 import pytest
@@ -116,9 +118,6 @@ def test_network_guard_blocks_non_loopback_connections() -> None:
 
 
 def test_stub_server_works_as_a_sync_context_and_answers_both_paths() -> None:
-    import json
-    import urllib.request
-
     schema = {
         "type": "object",
         "properties": {"p_yes": {"type": "number", "minimum": 0, "maximum": 1}},
