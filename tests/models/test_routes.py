@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from worldsim.errors import ConfigError
 from worldsim.models import Route, RouteTable, parse_role_route, parse_route, resolve_settings
@@ -18,7 +20,9 @@ def test_route_model_part_may_contain_slashes() -> None:
     assert parse_route("offline").is_offline
 
 
-@pytest.mark.parametrize("text", ["", "gpt-4o", "openai/", "/gpt-4o", "open ai/x", "openai/a b"])
+@pytest.mark.parametrize(
+    "text", ["", "gpt-4o", "openai/", "/gpt-4o", "open ai/x", "openai/a b", "offline/x"]
+)
 def test_bad_routes_are_config_errors(text: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_route(text, field="--model")
@@ -105,3 +109,14 @@ def test_dotenv_in_the_working_directory_is_the_default(
     monkeypatch.chdir(tmp_path)
     settings = resolve_settings("local/llama3", environ={})
     assert settings.base_url_host == "localhost:11434" and settings.api_key == "not-needed"
+
+
+@given(
+    provider=st.from_regex(r"[a-z0-9][a-z0-9_-]{0,12}", fullmatch=True),
+    model=st.from_regex(r"[A-Za-z0-9._-]{1,12}(/[A-Za-z0-9._-]{1,12}){0,2}", fullmatch=True),
+)
+def test_route_names_round_trip(provider: str, model: str) -> None:
+    assume(provider != "offline")
+    route = parse_route(f"{provider}/{model}")
+    assert (route.provider, route.model) == (provider, model)
+    assert parse_route(route.name) == route

@@ -73,6 +73,8 @@ def parse_route(text: str, *, field: str = "route") -> Route:
             field=field,
         )
     provider = provider.lower()
+    if provider == OFFLINE:
+        raise ConfigError(f"invalid route {text!r}: 'offline' takes no model name", field=field)
     if not _PROVIDER_RE.match(provider):
         raise ConfigError(
             f"invalid provider {provider!r} in route {text!r}: use letters, digits, '-' or '_'",
