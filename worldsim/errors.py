@@ -7,7 +7,9 @@
     │   └── RoleError          a role is unknown, duplicated or malformed
     └── WorldsimRuntimeError   what went wrong while running (exit code 1)
         ├── ModelError         a model call failed for good
+        │   └── ReplayMissError  strict replay found no cached reply for a call
         ├── BudgetExhausted    the run reached its cost budget
+        ├── LeakageError       a prompt or reply held a forbidden string (fail mode)
         ├── StateError         a state delta or ledger move is invalid
         ├── TraceError         a trace is corrupt or inconsistent
         └── GatewayRefusal     the Temporal Gateway refused a document (at/after cutoff, unknown)
@@ -18,15 +20,19 @@ them into a one-line message.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "BudgetExhausted",
     "CardError",
     "ConfigError",
     "GatewayRefusal",
+    "LeakageError",
     "ModelError",
     "PolicyError",
+    "ReplayMissError",
     "RoleError",
     "StateError",
     "TraceError",
@@ -96,11 +102,40 @@ class WorldsimRuntimeError(WorldsimError):
 
 
 class ModelError(WorldsimRuntimeError):
-    """A model call failed after its retries."""
+    """A model call failed after its retries.
+
+    ``call`` holds the ``llm_call`` record of the failed call (attempts, retried errors, usage,
+    the last reply), so the engine can trace the failure; it never holds a key.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        call: Mapping[str, Any] | None = None,
+        file: str | Path | None = None,
+        field: str | None = None,
+        timeline: str | None = None,
+        tick: int | None = None,
+        line: int | None = None,
+    ) -> None:
+        super().__init__(message, file=file, field=field, timeline=timeline, tick=tick, line=line)
+        self.call: dict[str, Any] = dict(call) if call is not None else {}
+
+
+class ReplayMissError(ModelError):
+    """Strict replay asked the response cache for a call it does not hold."""
 
 
 class BudgetExhausted(WorldsimRuntimeError):
     """The run reached its cost budget; its trace is marked incomplete and resumable."""
+
+
+class LeakageError(WorldsimRuntimeError):
+    """A prompt or reply contained a forbidden string while the leakage guard was in fail mode.
+
+    The message names where (prompt or reply) and the string's SHA-256, never the string itself.
+    """
 
 
 class StateError(WorldsimRuntimeError):

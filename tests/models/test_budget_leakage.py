@@ -1,0 +1,121 @@
+"""Prices, the run budget and the leakage guard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from worldsim.errors import BudgetExhausted, ConfigError, LeakageError, ModelError
+from worldsim.models import (
+    Budget,
+    BudgetedModel,
+    LeakageGuard,
+    LeakageGuardModel,
+    OpenAIModel,
+    Price,
+    PriceTable,
+    Usage,
+)
+from worldsim.models.leakage import fingerprint
+from worldsim.testing import ScriptedModel, StubServer
+
+
+def test_cost_charges_cached_input_at_the_cached_price() -> None:
+    price = Price(input=2.0, cached_input=0.5, output=8.0)
+    usage = Usage(input_tokens=1_000_000, cached_input_tokens=400_000, output_tokens=250_000)
+    assert price.cost(usage) == pytest.approx(0.6 * 2.0 + 0.4 * 0.5 + 0.25 * 8.0)
+
+
+def test_price_lookup_prefers_routes_strips_dates_and_leaves_unknown_unpriced(
+    tmp_path: Path,
+) -> None:
+    user = tmp_path / "prices.yaml"
+    user.write_text(
+        "models:\n  gpt-4o-mini: {input: 1.0, output: 2.0}\n"
+        "  openrouter/meta-llama/llama-3.1-8b: {input: 0.02, output: 0.05}\n"
+    )
+    table = PriceTable.load(user)
+    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
+    assert table.cost(["gpt-4o-mini-2024-07-18"], usage) == pytest.approx(3.0)
+    assert table.cost(["openrouter/meta-llama/llama-3.1-8b", "x"], usage) == pytest.approx(0.07)
+    assert table.cost(["gpt-4o"], usage) == pytest.approx(12.5)
+    assert table.cost(["some-local-model"], usage) is None
+
+
+def test_bad_price_file_names_the_field(tmp_path: Path) -> None:
+    bad = tmp_path / "prices.yaml"
+    bad.write_text("models:\n  m: {input: -1, output: 2}\n")
+    with pytest.raises(ConfigError) as caught:
+        PriceTable.load(bad)
+    assert caught.value.field == "models.m.input" and caught.value.file == str(bad)
+
+
+@pytest.mark.asyncio
+async def test_budget_stops_calls_once_spent(make_request: Any, fast_retry: Any) -> None:
+    budget = Budget(max_usd=0.0001)
+    prices = PriceTable({"test-model": Price(input=10.0, output=40.0)})
+    async with StubServer() as server:
+        inner = OpenAIModel(server.settings(), retry=fast_retry(), prices=prices)
+        model = BudgetedModel(inner, budget)
+        made = 0
+        with pytest.raises(BudgetExhausted) as caught:
+            for i in range(100):
+                await model.request(make_request(index=i, tick=3))
+                made += 1
+        await inner.aclose()
+    assert made == server.request_count > 0
+    assert budget.spent_usd >= 0.0001
+    assert budget.calls == made
+    assert caught.value.tick == 3 and "budget" in str(caught.value)
+
+
+@pytest.mark.asyncio
+async def test_unpriced_calls_are_counted_not_charged(make_request: Any) -> None:
+    budget = Budget(max_usd=1.0)
+    model = BudgetedModel(
+        ScriptedModel([{"p_yes": 0.4, "stance": "neutral", "rationale": "x"}]), budget
+    )
+    response = await model.request(make_request())
+    assert response.call["cost_usd"] is None
+    assert (budget.spent_usd, budget.unpriced_calls, budget.exhausted) == (0.0, 1, False)
+
+
+@pytest.mark.asyncio
+async def test_leakage_findings_hold_hashes_not_strings(tmp_path: Path, make_request: Any) -> None:
+    forbidden = tmp_path / "forbidden.txt"
+    forbidden.write_text("# masked entities\nAcme Holdings\nBlocked in March\n\n")
+    guard = LeakageGuard.from_file(forbidden)
+    reply = {"p_yes": 0.1, "stance": "oppose", "rationale": "acme holdings was BLOCKED IN MARCH"}
+    model = LeakageGuardModel(ScriptedModel([reply]), guard)
+    await model.request(make_request("What will ACME HOLDINGS do? Acme Holdings again."))
+
+    found = {(f.where, f.sha256): f.count for f in guard.findings}
+    assert found == {
+        ("prompt", fingerprint("acme holdings")): 2,
+        ("reply", fingerprint("acme holdings")): 1,
+        ("reply", fingerprint("blocked in march")): 1,
+    }
+    dumped = str([f.model_dump() for f in guard.findings]).casefold()
+    assert "acme" not in dumped and "march" not in dumped
+
+
+@pytest.mark.asyncio
+async def test_leakage_fail_mode_stops_the_prompt_before_it_is_sent(make_request: Any) -> None:
+    guard = LeakageGuard.from_strings(["Acme Holdings"], mode="fail")
+    inner = ScriptedModel([{"p_yes": 0.1, "stance": "oppose", "rationale": "x"}])
+    with pytest.raises(LeakageError) as caught:
+        await LeakageGuardModel(inner, guard).request(make_request("about acme holdings"))
+    assert inner.requests == []
+    assert "acme" not in str(caught.value).casefold()
+    assert fingerprint("acme holdings")[:16] in str(caught.value)
+
+
+@pytest.mark.asyncio
+async def test_leakage_in_a_failed_calls_reply_is_found(make_request: Any) -> None:
+    guard = LeakageGuard.from_strings(["Acme Holdings"])
+    inner = ScriptedModel(['{"p_yes": 3, "rationale": "Acme Holdings"}'])
+    with pytest.raises(ModelError):
+        await LeakageGuardModel(inner, guard).request(make_request())
+    assert [(f.where, f.count) for f in guard.findings] == [("reply", 1)]

@@ -1,0 +1,155 @@
+"""Retries: faults recovered and recorded, Retry-After honoured, attempts bounded."""
+
+from __future__ import annotations
+
+import email.utils
+from typing import Any
+
+import anyio
+import pytest
+
+from worldsim.errors import ModelError
+from worldsim.models import LlmCallData, OpenAIModel, RouteLimiters, parse_retry_after
+from worldsim.testing import Faults, StubServer
+
+
+def test_parse_retry_after_reads_seconds_dates_and_milliseconds() -> None:
+    assert parse_retry_after({"Retry-After": "3"}) == 3.0
+    assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    now = 1_800_000_000.0
+    date = email.utils.formatdate(now + 12, usegmt=True)
+    assert parse_retry_after({"Retry-After": date}, now=now) == pytest.approx(12.0)
+    assert parse_retry_after({"Retry-After": "soon"}) is None
+    assert parse_retry_after({}) is None
+
+
+@pytest.mark.asyncio
+async def test_batch_completes_through_rate_limits_errors_timeouts_and_bad_replies(
+    make_request: Any, fast_retry: Any, forecast_type: Any
+) -> None:
+    faults = Faults(
+        rate_limit=0.20, server_error=0.05, timeout=0.05, malformed=0.05, timeout_sleep_s=0.6
+    )
+    calls = 40
+    policy = fast_retry(max_attempts=10, timeout_s=0.3)
+    results: list[dict[str, Any]] = []
+    failures: list[ModelError] = []
+    async with StubServer(faults=faults, seed=11) as server:
+        model = OpenAIModel(
+            server.settings(), retry=policy, limiter=RouteLimiters(8).get("stub/test-model")
+        )
+
+        async def one(i: int) -> None:
+            try:
+                response = await model.request(make_request(index=i))
+            except ModelError as exc:
+                failures.append(exc)
+            else:
+                assert isinstance(response.output, forecast_type)
+                results.append(dict(response.call))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(calls):
+                tg.start_soon(one, i)
+        await model.aclose()
+
+    # a reply can only fail for good if both it and its repair came back malformed
+    assert len(results) + len(failures) == calls
+    assert len(failures) <= 2
+    records = [LlmCallData.model_validate(c) for c in results] + [
+        LlmCallData.model_validate(f.call) for f in failures
+    ]
+    kinds = [e.kind for r in records for e in r.errors]
+    seen = server.fault_counts
+    assert seen["rate_limit"] > 0 and seen["server_error"] > 0 and seen["timeout"] > 0
+    assert kinds.count("rate_limit") == seen["rate_limit"]
+    assert kinds.count("server_error") == seen["server_error"]
+    assert kinds.count("timeout") == seen["timeout"]
+    assert kinds.count("invalid_output") == seen["malformed"]
+    assert sum(r.attempts for r in records) == server.request_count
+    for r in records:
+        assert 1 <= r.attempts <= 10
+        assert r.attempts == len(r.errors) + (1 if r.error is None else 0)
+        assert sorted(e.attempt for e in r.errors) == [e.attempt for e in r.errors]
+    for e in (e for r in records for e in r.errors if e.kind == "rate_limit"):
+        assert e.status == 429 and e.wait_s is not None
+
+
+@pytest.mark.asyncio
+async def test_retry_after_header_sets_the_wait(
+    make_request: Any, fast_retry: Any, sleeps: Any
+) -> None:
+    faults = Faults(retry_after="7")
+    async with StubServer(faults=faults, fault_sequence=["rate_limit", "rate_limit"]) as server:
+        policy = fast_retry(retry_after_cap_s=30.0, sleep=sleeps)
+        model = OpenAIModel(server.settings(), retry=policy)
+        response = await model.request(make_request())
+        await model.aclose()
+
+    assert sleeps.waits == [7.0, 7.0]
+    assert [e["wait_s"] for e in response.call["errors"]] == [7.0, 7.0]
+    assert response.call["attempts"] == 3
+
+
+@pytest.mark.asyncio
+async def test_retry_after_ms_and_cap(make_request: Any, fast_retry: Any, sleeps: Any) -> None:
+    faults = Faults(retry_after="600", retry_after_ms="1500")
+    async with StubServer(faults=faults, fault_sequence=["rate_limit"]) as server:
+        model = OpenAIModel(
+            server.settings(), retry=fast_retry(retry_after_cap_s=30.0, sleep=sleeps)
+        )
+        await model.request(make_request())
+        await model.aclose()
+    assert sleeps.waits == [1.5]
+
+    faults = Faults(retry_after="600")
+    sleeps.waits.clear()
+    async with StubServer(faults=faults, fault_sequence=["rate_limit"]) as server:
+        model = OpenAIModel(
+            server.settings(), retry=fast_retry(retry_after_cap_s=20.0, sleep=sleeps)
+        )
+        await model.request(make_request())
+        await model.aclose()
+    assert sleeps.waits == [20.0]
+
+
+@pytest.mark.asyncio
+async def test_backoff_grows_without_retry_after(
+    make_request: Any, fast_retry: Any, sleeps: Any
+) -> None:
+    policy = fast_retry(backoff_initial_s=1.0, backoff_max_s=100.0, jitter_s=0.5, sleep=sleeps)
+    async with StubServer(fault_sequence=["server_error"] * 3) as server:
+        model = OpenAIModel(server.settings(), retry=policy)
+        await model.request(make_request())
+        await model.aclose()
+    assert len(sleeps.waits) == 3
+    for n, wait in enumerate(sleeps.waits):
+        assert 2**n <= wait <= 2**n + 0.5
+
+
+@pytest.mark.asyncio
+async def test_attempts_are_bounded_and_the_failure_is_recorded(
+    make_request: Any, fast_retry: Any
+) -> None:
+    async with StubServer(faults=Faults(server_error=1.0)) as server:
+        model = OpenAIModel(server.settings(), retry=fast_retry(max_attempts=4))
+        with pytest.raises(ModelError) as caught:
+            await model.request(make_request())
+        await model.aclose()
+    assert server.request_count == 4
+    call = caught.value.call
+    assert call["attempts"] == 4
+    assert [e["kind"] for e in call["errors"]] == ["server_error"] * 4
+    assert [e["attempt"] for e in call["errors"]] == [1, 2, 3, 4]
+    assert "gave up after 4 attempts" in call["error"]
+
+
+@pytest.mark.asyncio
+async def test_timeouts_are_retried(make_request: Any, fast_retry: Any) -> None:
+    faults = Faults(timeout_sleep_s=0.5)
+    async with StubServer(faults=faults, fault_sequence=["timeout"]) as server:
+        model = OpenAIModel(server.settings(), retry=fast_retry(timeout_s=0.2))
+        response = await model.request(make_request())
+        await model.aclose()
+    assert [e["kind"] for e in response.call["errors"]] == ["timeout"]
+    assert response.call["attempts"] == 2

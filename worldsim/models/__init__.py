@@ -1,0 +1,64 @@
+"""Model routes: OpenAI-compatible clients and the wrappers that add caching, budget and guards.
+
+Errors raised by models (all from `worldsim.errors`)::
+
+    ConfigError        bad route, missing key or base URL, unreadable price or cache file
+    ModelError         a call failed for good; ``.call`` holds its llm_call record
+    └── ReplayMissError  strict replay found no cached reply
+    BudgetExhausted    the run's budget is spent; no new call starts
+    LeakageError       a forbidden string in a prompt or reply (fail mode)
+"""
+
+from __future__ import annotations
+
+from worldsim.models.cache import CachedModel, CacheMode, ResponseCache
+from worldsim.models.call import CallErrorEntry, LlmCallData, OutputMode, Usage, request_hash
+from worldsim.models.leakage import LeakageFinding, LeakageGuard, LeakageGuardModel
+from worldsim.models.limits import LimitedModel, RouteLimiters
+from worldsim.models.openai_model import OpenAIModel
+from worldsim.models.pool import ModelOptions, ModelPool
+from worldsim.models.pricing import Budget, BudgetedModel, Price, PriceTable
+from worldsim.models.retry import RetryPolicy, parse_retry_after
+from worldsim.models.routes import (
+    Route,
+    RouteSettings,
+    RouteTable,
+    parse_role_route,
+    parse_route,
+    resolve_settings,
+)
+from worldsim.models.schema import limit_string_lengths, response_schema, strict_schema
+
+__all__ = [
+    "Budget",
+    "BudgetedModel",
+    "CacheMode",
+    "CachedModel",
+    "CallErrorEntry",
+    "LeakageFinding",
+    "LeakageGuard",
+    "LeakageGuardModel",
+    "LimitedModel",
+    "LlmCallData",
+    "ModelOptions",
+    "ModelPool",
+    "OpenAIModel",
+    "OutputMode",
+    "Price",
+    "PriceTable",
+    "ResponseCache",
+    "RetryPolicy",
+    "Route",
+    "RouteLimiters",
+    "RouteSettings",
+    "RouteTable",
+    "Usage",
+    "limit_string_lengths",
+    "parse_retry_after",
+    "parse_role_route",
+    "parse_route",
+    "request_hash",
+    "resolve_settings",
+    "response_schema",
+    "strict_schema",
+]

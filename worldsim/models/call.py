@@ -1,0 +1,167 @@
+"""The ``llm_call`` trace record and the canonical request hash.
+
+`ModelResponse.call` (and `ModelError.call`) is ``LlmCallData(...).model_dump(mode="json")``;
+``LlmCallData.model_validate(response.call)`` reads it back. No field can hold a key: the record
+is built from the request, the reply and the route's base-URL host only.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from worldsim.types import CallSite, ModelRequest
+
+__all__ = [
+    "CacheStatus",
+    "CallErrorEntry",
+    "LlmCallData",
+    "OutputMode",
+    "Usage",
+    "canonical_json",
+    "output_schema",
+    "output_schema_of",
+    "request_hash",
+]
+
+OutputMode = Literal["json_schema", "json_object", "text", "scripted", "offline"]
+"""How the reply was constrained: a JSON-schema response format, JSON mode with the schema in
+the prompt, plain text with the schema in the prompt, or an in-process model."""
+
+CacheStatus = Literal["hit", "miss", "off"]
+
+
+class Usage(BaseModel):
+    """Token counts summed over every HTTP attempt that returned a reply."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+
+class CallErrorEntry(BaseModel):
+    """One failed attempt: what went wrong and how long the retry waited after it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    attempt: int
+    kind: str
+    """``rate_limit``, ``server_error``, ``timeout``, ``connection``, ``bad_response``,
+    ``format_rejected``, ``invalid_output`` or ``client_error``."""
+    status: int | None = None
+    message: str = ""
+    wait_s: float | None = None
+
+
+class LlmCallData(BaseModel):
+    """The ``data`` of an ``llm_call`` trace record (DESIGN §4.8)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: str
+    agent: str
+    timeline: str | None = None
+    tick: int | None = None
+    index: int = 0
+    provider: str
+    base_url_host: str | None = None
+    requested_model: str
+    resolved_model: str | None = None
+    response_id: str | None = None
+    system_fingerprint: str | None = None
+    prompt_version: str
+    request_hash: str
+    temperature: float
+    seed: int | None = None
+    max_tokens: int
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+    attempts: int = 0
+    errors: list[CallErrorEntry] = Field(default_factory=list)
+    cache: CacheStatus = "off"
+    cost_usd: float | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    output_mode: OutputMode
+    reply: str | None = None
+
+    @classmethod
+    def for_request(
+        cls,
+        request: ModelRequest,
+        *,
+        provider: str,
+        requested_model: str,
+        output_mode: OutputMode,
+        base_url_host: str | None = None,
+    ) -> LlmCallData:
+        """A record filled with everything known before the call is sent."""
+        site: CallSite = request.site
+        return cls(
+            role=site.role,
+            agent=site.agent,
+            timeline=site.timeline,
+            tick=site.tick,
+            index=site.index,
+            provider=provider,
+            base_url_host=base_url_host,
+            requested_model=requested_model,
+            prompt_version=request.prompt_version,
+            request_hash=request_hash(request, model=requested_model, output_mode=output_mode),
+            temperature=request.temperature,
+            seed=request.seed,
+            max_tokens=request.max_tokens,
+            output_mode=output_mode,
+        )
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace, UTF-8 kept: the form every hash in worldsim is taken over."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def output_schema(output_type: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema pydantic generates for an output model (a fresh copy, safe to edit)."""
+    return dict(json.loads(_schema_text(output_type)))
+
+
+def output_schema_of(request: ModelRequest) -> dict[str, Any]:
+    """The JSON schema of the request's output model."""
+    return output_schema(request.output_type)
+
+
+@functools.lru_cache(maxsize=512)
+def _schema_text(output_type: type[BaseModel]) -> str:
+    # Generating a schema costs about a millisecond; every call needs it at least twice.
+    return canonical_json(output_type.model_json_schema())
+
+
+def request_hash(request: ModelRequest, *, model: str, output_mode: str | None) -> str:
+    """SHA-256 of the canonical request: model, messages, output schema, temperature, seed,
+    max tokens and output mode (``None`` leaves the mode out, as the cache key does)."""
+    payload: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+        "schema": output_schema_of(request),
+        "temperature": request.temperature,
+        "seed": request.seed,
+        "max_tokens": request.max_tokens,
+    }
+    if output_mode is not None:
+        payload["output_mode"] = output_mode
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()

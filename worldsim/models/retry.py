@@ -1,0 +1,199 @@
+"""The one place that retries model calls: tenacity around a per-attempt ``anyio.fail_after``.
+
+Retried: HTTP 429, 408 and 5xx, timeouts, connection errors and unreadable response bodies.
+Waits grow exponentially with jitter; a ``Retry-After`` (seconds or HTTP date) or
+``retry-after-ms`` header replaces the computed wait, capped. Every failed attempt is reported
+to ``on_error`` as a `CallErrorEntry`, with the wait that followed it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import anyio
+import openai
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from worldsim.models.call import CallErrorEntry
+
+__all__ = [
+    "RetryPolicy",
+    "TransientError",
+    "call_with_retries",
+    "classify",
+    "parse_retry_after",
+]
+
+T = TypeVar("T")
+
+_MESSAGE_LIMIT = 300
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How hard to try: attempts, the per-attempt timeout and the backoff.
+
+    ``sleep`` is the awaitable the waits go through; tests pass a recorder to observe waits
+    without spending them.
+    """
+
+    max_attempts: int = 5
+    timeout_s: float = 60.0
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 30.0
+    jitter_s: float = 1.0
+    retry_after_cap_s: float = 60.0
+    sleep: Callable[[float], Awaitable[None]] = field(default=anyio.sleep, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        if self.timeout_s <= 0:
+            raise ValueError("timeout_s must be positive")
+
+
+class TransientError(Exception):
+    """A failed attempt worth retrying."""
+
+    def __init__(self, entry: CallErrorEntry, retry_after: float | None = None) -> None:
+        super().__init__(entry.message)
+        self.entry = entry
+        self.retry_after = retry_after
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms``, or ``retry-after`` as seconds or an HTTP date."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    ms = lowered.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
+
+
+def classify(exc: BaseException, attempt: int) -> tuple[CallErrorEntry, bool, float | None]:
+    """An attempt's failure as (record entry, retryable, server-requested wait)."""
+    message = _short(str(exc))
+    if isinstance(exc, TimeoutError | openai.APITimeoutError):
+        return CallErrorEntry(attempt=attempt, kind="timeout", message=message), True, None
+    if isinstance(exc, openai.APIConnectionError):
+        return CallErrorEntry(attempt=attempt, kind="connection", message=message), True, None
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        retry_after = parse_retry_after(exc.response.headers)
+        if status == 429:
+            kind, retry = "rate_limit", True
+        elif status == 408:
+            kind, retry = "timeout", True
+        elif status >= 500:
+            kind, retry = "server_error", True
+        else:
+            kind, retry = "client_error", False
+        entry = CallErrorEntry(attempt=attempt, kind=kind, status=status, message=message)
+        return entry, retry, retry_after
+    if isinstance(exc, openai.APIResponseValidationError | ValueError):
+        return CallErrorEntry(attempt=attempt, kind="bad_response", message=message), True, None
+    return CallErrorEntry(attempt=attempt, kind="client_error", message=message), False, None
+
+
+async def call_with_retries(
+    attempt_fn: Callable[[int], Awaitable[T]],
+    policy: RetryPolicy,
+    on_error: Callable[[CallErrorEntry], None],
+    *,
+    limiter: anyio.CapacityLimiter | None = None,
+    first_attempt: int = 1,
+) -> T:
+    """Run ``attempt_fn(attempt_number)`` until it succeeds, under ``policy``.
+
+    ``attempt_fn`` raises `TransientError` for a failure worth retrying; anything else
+    propagates at once. When the attempts run out the last `TransientError` propagates.
+    Each attempt holds one ``limiter`` token while it runs (not while it waits to retry), and
+    its timeout starts once it holds the token. Attempts are numbered from ``first_attempt``.
+    """
+    backoff = wait_exponential_jitter(
+        multiplier=policy.backoff_initial_s, max=policy.backoff_max_s, jitter=policy.jitter_s
+    )
+
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(exc, TransientError) and exc.retry_after is not None:
+            return min(exc.retry_after, policy.retry_after_cap_s)
+        return float(backoff(state))
+
+    def before_sleep(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(exc, TransientError) and state.next_action is not None:
+            exc.entry.wait_s = round(state.next_action.sleep, 6)
+
+    def record(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(exc, TransientError):
+            on_error(exc.entry)
+
+    async def sleep(seconds: float) -> None:
+        await policy.sleep(seconds)
+
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(policy.max_attempts),
+        wait=wait,
+        retry=retry_if_exception_type(TransientError),
+        sleep=sleep,
+        after=record,
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+    number = first_attempt - 1
+    async for attempt in retrying:
+        with attempt:
+            number += 1
+            if limiter is None:
+                result = await _one_attempt(attempt_fn, number, policy.timeout_s)
+            else:
+                async with limiter:
+                    result = await _one_attempt(attempt_fn, number, policy.timeout_s)
+        if attempt.retry_state.outcome is not None and not attempt.retry_state.outcome.failed:
+            return result
+    raise AssertionError("tenacity ended without an outcome")  # pragma: no cover
+
+
+async def _one_attempt(
+    attempt_fn: Callable[[int], Awaitable[T]], number: int, timeout_s: float
+) -> T:
+    try:
+        with anyio.fail_after(timeout_s):
+            return await attempt_fn(number)
+    except TimeoutError as exc:
+        entry = CallErrorEntry(
+            attempt=number, kind="timeout", message=f"no reply within {timeout_s:g} s"
+        )
+        raise TransientError(entry) from exc
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 1] + "…"

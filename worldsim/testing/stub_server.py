@@ -1,0 +1,453 @@
+"""`StubServer`: an OpenAI-compatible Chat Completions server on 127.0.0.1 for tests.
+
+It answers ``POST /v1/chat/completions`` (and ``/chat/completions``) from a script or with
+content invented to fit the requested JSON schema, and injects latency and faults on demand:
+429 with ``Retry-After``, 500, timeouts, malformed JSON content, truncated replies, and the
+llama-cpp-python refusal of ``json_schema`` response formats. Faults are drawn from a seeded
+RNG in arrival order, or forced per request with ``fault_sequence``. It records every request
+(path, headers, body) and the most requests it ever served at once.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+import anyio
+from pydantic import BaseModel
+
+from worldsim.models.routes import RouteSettings, parse_route
+from worldsim.testing._fake import fake_value
+
+__all__ = ["Fault", "Faults", "RecordedRequest", "StubReply", "StubServer"]
+
+Fault = Literal["rate_limit", "server_error", "timeout", "malformed", "truncated"]
+
+
+@dataclass(frozen=True, slots=True)
+class StubReply:
+    """A raw HTTP answer a script can return instead of content (an error, say)."""
+
+    status: int
+    body: Mapping[str, Any]
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+Script = Callable[[dict[str, Any]], "str | dict[str, Any] | BaseModel | StubReply"]
+
+LLAMA_CPP_REJECTION = (
+    "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n"
+    "  Input should be 'text' or 'json_object' [type=literal_error, input_value='json_schema', "
+    "input_type=str]"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Faults:
+    """Fault rates (each in [0, 1], summing to at most 1) and how faults behave.
+
+    Attributes:
+        rate_limit: share of requests answered 429 with ``Retry-After: retry_after``.
+        server_error: share answered 500.
+        timeout: share that sleep ``timeout_sleep_s`` before answering.
+        malformed: share whose content is broken JSON.
+        truncated: share whose content is cut short with ``finish_reason: "length"``.
+        retry_after: the ``Retry-After`` header value sent with 429s (seconds or HTTP date).
+        retry_after_ms: if set, a ``retry-after-ms`` header sent with 429s.
+        reject_json_schema: answer ``json_schema`` formats like llama-cpp-python (HTTP 500).
+        reject_response_format: answer any response format with HTTP 400.
+        reasoning_model: refuse ``max_tokens`` and a non-default ``temperature`` with HTTP 400,
+            as OpenAI's reasoning models do.
+    """
+
+    rate_limit: float = 0.0
+    server_error: float = 0.0
+    timeout: float = 0.0
+    malformed: float = 0.0
+    truncated: float = 0.0
+    retry_after: str = "1"
+    retry_after_ms: str | None = None
+    timeout_sleep_s: float = 2.0
+    reject_json_schema: bool = False
+    reject_response_format: bool = False
+    reasoning_model: bool = False
+
+    def __post_init__(self) -> None:
+        rates = (self.rate_limit, self.server_error, self.timeout, self.malformed, self.truncated)
+        if any(r < 0 for r in rates) or sum(rates) > 1:
+            raise ValueError("fault rates must be non-negative and sum to at most 1")
+
+    def draw(self, roll: float) -> Fault | None:
+        edge = 0.0
+        for name, rate in (
+            ("rate_limit", self.rate_limit),
+            ("server_error", self.server_error),
+            ("timeout", self.timeout),
+            ("malformed", self.malformed),
+            ("truncated", self.truncated),
+        ):
+            edge += rate
+            if roll < edge:
+                return name  # type: ignore[return-value]
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One request as the server saw it (header names lower-cased) and the fault injected
+    into its answer, if any."""
+
+    number: int
+    path: str
+    headers: Mapping[str, str]
+    body: Mapping[str, Any]
+    fault: Fault | None
+
+
+@dataclass
+class _State:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    requests: list[RecordedRequest] = field(default_factory=list)
+    faults: Counter[str] = field(default_factory=Counter)
+    in_flight: int = 0
+    max_in_flight: int = 0
+
+
+class StubServer:
+    """An OpenAI-compatible server in a background thread, bound to a free port on 127.0.0.1.
+
+    Use as a context manager (``with`` or ``async with``); `base_url` ends in ``/v1``.
+
+    Args:
+        script: ``(request JSON) -> reply`` giving the content (or a `StubReply` to answer
+            with any status); without it, content is
+            invented to fit the request's JSON schema (from ``response_format`` or from a
+            schema in the prompt), or ``{}``.
+        latency_s: added to every answer.
+        faults: fault rates and behaviours.
+        fault_sequence: faults forced on the first requests, in order (``None``: no fault);
+            later requests draw from ``faults``.
+        seed: seeds fault draws and invented content.
+        resolved_model: the ``model`` field of replies (default: the requested model with a
+            dated suffix, as providers resolve aliases).
+    """
+
+    def __init__(
+        self,
+        script: Script | None = None,
+        *,
+        latency_s: float = 0.0,
+        faults: Faults | None = None,
+        fault_sequence: Sequence[Fault | None] = (),
+        seed: int = 0,
+        resolved_model: str | None = None,
+    ) -> None:
+        self.script = script
+        self.latency_s = latency_s
+        self.faults = faults or Faults()
+        self.fault_sequence = tuple(fault_sequence)
+        self.seed = seed
+        self.resolved_model = resolved_model
+        self._rng = random.Random(seed)
+        self._state = _State()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._port: int | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> StubServer:
+        if self._httpd is not None:
+            return self
+        handler = type("_BoundHandler", (_Handler,), {"stub": self})
+        httpd = _Server(("127.0.0.1", 0), handler)
+        self._httpd = httpd
+        self._port = int(httpd.server_address[1])
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> StubServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> StubServer:
+        return await anyio.to_thread.run_sync(self.start)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await anyio.to_thread.run_sync(self.stop)
+
+    # -- what tests read -------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The port the server listens (or last listened) on."""
+        if self._port is None:
+            raise RuntimeError("the stub server has not been started")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def settings(self, route: str = "stub/test-model", api_key: str = "stub-key") -> RouteSettings:
+        """Route settings pointing at this server."""
+        return RouteSettings(parse_route(route), self.base_url, api_key)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._state.lock:
+            return list(self._state.requests)
+
+    @property
+    def request_count(self) -> int:
+        with self._state.lock:
+            return len(self._state.requests)
+
+    @property
+    def fault_counts(self) -> Counter[str]:
+        with self._state.lock:
+            return Counter(self._state.faults)
+
+    @property
+    def max_concurrency(self) -> int:
+        """The most requests the server was handling at the same moment."""
+        with self._state.lock:
+            return self._state.max_in_flight
+
+    # -- serving ---------------------------------------------------------------------------
+
+    def _admit(
+        self, path: str, headers: Mapping[str, str], body: dict[str, Any]
+    ) -> tuple[RecordedRequest, Fault | None]:
+        """Record a request and draw its fault (applied, and counted, only if it fits)."""
+        with self._state.lock:
+            number = len(self._state.requests)
+            if number < len(self.fault_sequence):
+                fault = self.fault_sequence[number]
+            else:
+                fault = self.faults.draw(self._rng.random())
+            record = RecordedRequest(number, path, dict(headers), body, None)
+            self._state.requests.append(record)
+            self._state.in_flight += 1
+            self._state.max_in_flight = max(self._state.max_in_flight, self._state.in_flight)
+            return record, fault
+
+    def _applied(self, seen: RecordedRequest, fault: Fault) -> None:
+        with self._state.lock:
+            self._state.faults[fault] += 1
+            self._state.requests[seen.number] = replace(seen, fault=fault)
+
+    def _release(self) -> None:
+        with self._state.lock:
+            self._state.in_flight -= 1
+
+    def _answer(
+        self, seen: RecordedRequest, fault: Fault | None
+    ) -> tuple[int, dict[str, str], dict[str, Any]]:
+        body = dict(seen.body)
+        # a gateway throttles and fails before it looks at the request
+        if fault == "rate_limit":
+            self._applied(seen, fault)
+            headers = {"Retry-After": self.faults.retry_after}
+            if self.faults.retry_after_ms is not None:
+                headers["retry-after-ms"] = self.faults.retry_after_ms
+            return 429, headers, _error("Rate limit reached, slow down", "rate_limit_exceeded")
+        if fault == "server_error":
+            self._applied(seen, fault)
+            return 500, {}, _error("The server had an error while processing", "server_error")
+        fmt = body.get("response_format") or {}
+        fmt_type = fmt.get("type") if isinstance(fmt, dict) else None
+        if fmt_type and self.faults.reject_response_format:
+            return (
+                400,
+                {},
+                _error(
+                    "response_format is not supported by this server",
+                    "invalid_request_error",
+                    param="response_format",
+                ),
+            )
+        if self.faults.reasoning_model and "max_tokens" in body:
+            return (
+                400,
+                {},
+                _error(
+                    "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                    "Use 'max_completion_tokens' instead.",
+                    "invalid_request_error",
+                    param="max_tokens",
+                ),
+            )
+        if self.faults.reasoning_model and body.get("temperature", 1) != 1:
+            return (
+                400,
+                {},
+                _error(
+                    "Unsupported value: 'temperature' does not support "
+                    f"{body['temperature']} with this model. "
+                    "Only the default (1) value is supported.",
+                    "invalid_request_error",
+                    param="temperature",
+                ),
+            )
+        if fmt_type == "json_schema" and self.faults.reject_json_schema:
+            return 500, {}, _error(LLAMA_CPP_REJECTION, "server_error")
+        if fault == "timeout":
+            self._applied(seen, fault)
+            time.sleep(self.faults.timeout_sleep_s)
+        content = self._content(body, seen.number)
+        if isinstance(content, StubReply):
+            return content.status, dict(content.headers), dict(content.body)
+        finish = "stop"
+        if fault == "malformed":
+            self._applied(seen, fault)
+            content = content[: max(1, len(content) - 2)] + ',"'
+        elif fault == "truncated":
+            self._applied(seen, fault)
+            content, finish = content[: max(1, len(content) // 2)], "length"
+        return 200, {}, self._completion(body, content, finish, seen.number)
+
+    def _content(self, body: Mapping[str, Any], number: int) -> str | StubReply:
+        if self.script is not None:
+            reply = self.script(dict(body))
+            if isinstance(reply, StubReply):
+                return reply
+            if isinstance(reply, BaseModel):
+                return reply.model_dump_json()
+            return reply if isinstance(reply, str) else json.dumps(reply)
+        schema = _requested_schema(body)
+        if schema is None:
+            return "{}"
+        rng = random.Random(f"{self.seed}:{number}")
+        return json.dumps(fake_value(schema, rng))
+
+    def _completion(
+        self, body: Mapping[str, Any], content: str, finish: str, number: int
+    ) -> dict[str, Any]:
+        requested = str(body.get("model", "stub-model"))
+        prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
+        prompt_tokens = max(1, prompt_chars // 4)
+        completion_tokens = max(1, len(content) // 4)
+        return {
+            "id": f"chatcmpl-stub{self.seed:x}-{number:06d}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.resolved_model or f"{requested}-2026-01-01",
+            "system_fingerprint": f"fp_stub{self.seed:04x}",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": finish,
+                    "logprobs": None,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": 0},
+                "completion_tokens_details": {"reasoning_tokens": 0},
+            },
+        }
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # the default of 5 resets connections under a burst of clients
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients that drop a connection (timeouts, shutdown) are expected; stay quiet."""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in separate writes
+    stub: StubServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Keep test output quiet."""
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0]
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        if path not in ("/v1/chat/completions", "/chat/completions"):
+            self._send(404, {}, _error(f"no route {path}", "not_found"))
+            return
+        try:
+            body = json.loads(raw)
+        except json.JSONDecodeError:
+            self._send(400, {}, _error("request body is not JSON", "invalid_request_error"))
+            return
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        seen, fault = self.stub._admit(path, headers, body)
+        try:
+            if self.stub.latency_s > 0:
+                time.sleep(self.stub.latency_s)
+            status, reply_headers, payload = self.stub._answer(seen, fault)
+            self._send(status, reply_headers, payload)
+        finally:
+            self.stub._release()
+
+    def _send(self, status: int, headers: Mapping[str, str], payload: Mapping[str, Any]) -> None:
+        data = json.dumps(payload).encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+
+def _error(message: str, kind: str, *, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": None}}
+
+
+def _requested_schema(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        schema = (fmt.get("json_schema") or {}).get("schema")
+        if isinstance(schema, dict):
+            return schema
+    decoder = json.JSONDecoder()
+    for message in body.get("messages", []):
+        text = str(message.get("content", ""))
+        marker = text.find("JSON schema")
+        start = text.find("{", marker if marker >= 0 else 0)
+        while start >= 0:
+            try:
+                value, _ = decoder.raw_decode(text, start)
+            except json.JSONDecodeError:
+                start = text.find("{", start + 1)
+                continue
+            if isinstance(value, dict) and ("properties" in value or "type" in value):
+                return value
+            start = text.find("{", start + 1)
+    return None
