@@ -28,9 +28,9 @@ __all__ = [
     "LedgerMove",
     "PressureShift",
     "RejectedMove",
-    "ReporterOutput",
     "ReportClaim",
     "ReportRef",
+    "ReporterOutput",
 ]
 
 
