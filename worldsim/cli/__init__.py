@@ -15,7 +15,9 @@ from worldsim.cli._app import app, configure_logging, fail
 __all__ = ["app", "main"]
 
 # Each module adds its subcommands to ``app`` when imported.
+from worldsim.cli import prereg as _prereg  # noqa: E402,F401
 from worldsim.cli import run as _run  # noqa: E402,F401  (registers commands)
+from worldsim.cli import score as _score  # noqa: E402,F401
 
 
 def main() -> None:
