@@ -121,7 +121,10 @@ def load_prereg(path: str | Path) -> Prereg:
     except ValidationError as exc:
         field, message = first_error(exc)
         raise ConfigError(message, file=path, field=field) from None
-    prereg.blend_objects()  # weights are checked when the prereg is read, not when scored
+    try:
+        prereg.blend_objects()  # weights are checked when the prereg is read, not when scored
+    except ConfigError as exc:
+        raise ConfigError(exc.message, file=path, field=exc.field) from None
     return prereg
 
 
