@@ -46,7 +46,8 @@ def wilson_interval(successes: int, n: int, level: float = 0.95) -> tuple[float,
     denom = 1.0 + z * z / n
     centre = (phat + z * z / (2 * n)) / denom
     half = z * math.sqrt(phat * (1.0 - phat) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # Rounding can leave the bounds a hair past the observed proportion at 0 or n successes.
+    return max(0.0, min(phat, centre - half)), min(1.0, max(phat, centre + half))
 
 
 def calibrate(
