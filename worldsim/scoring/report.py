@@ -394,8 +394,10 @@ def _print_analysis(doc: Mapping[str, Any], console: Console, *, title: str) -> 
     console.print(table)
     if not doc["comparisons"]:
         return
+    level = doc["comparisons"][0]["bootstrap"]["level"]
     comp_table = Table(
-        title="Paired comparisons (Δ = loss baseline − loss method)", title_justify="left"
+        title=f"Paired comparisons (Δ = loss baseline − loss method; {level:g} bootstrap interval)",
+        title_justify="left",
     )
     for col in ("baseline → method", "n", "mean Δ", "interval", "ε", "W/L/T", "p"):
         comp_table.add_column(col, justify="left" if col.startswith("baseline") else "right")
@@ -407,7 +409,7 @@ def _print_analysis(doc: Mapping[str, Any], console: Console, *, title: str) -> 
                 f"{c['baseline']} → {c['method']}" if first else "",
                 str(c["n"]) if first else "",
                 _fmt(c["mean_delta"]) if first else "",
-                f"[{lo:.4f}, {hi:.4f}] ({c['bootstrap']['level']:g})" if first else "",
+                f"[{lo:.4f}, {hi:.4f}]" if first else "",
                 f"{s['eps']:g}",
                 f"{s['wins']}/{s['losses']}/{s['ties']}",
                 f"{s['p_value']:.4g}",
