@@ -13,15 +13,9 @@ from worldsim.cli._app import app, err_console, out_console
 from worldsim.errors import ConfigError
 from worldsim.scoring.analysis import ScoreOptions, score
 from worldsim.scoring.paired import parse_pair
+from worldsim.scoring.per_card import per_card_csv, per_card_markdown, per_card_rows
 from worldsim.scoring.plots import render_plots, require_matplotlib
-from worldsim.scoring.report import (
-    per_card_csv,
-    per_card_markdown,
-    per_card_rows,
-    print_summary,
-    to_json,
-    write_files,
-)
+from worldsim.scoring.report import print_summary, to_json, write_files
 from worldsim.scoring.table import Blend
 
 __all__ = ["parse_tie_eps", "score_command"]
