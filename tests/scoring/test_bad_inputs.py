@@ -224,3 +224,17 @@ def test_bad_flags(
     )
     err = _fails(run, tmp_path, preds, "--labels", labels, *flag)
     assert message in err and "field '--" in err
+
+
+def test_malformed_csv_quoting(run: Runner, tmp_path: Path, labels: Path) -> None:
+    preds = tmp_path / "preds.csv"
+    preds.write_text('card_id,method,p_yes\nA,m,0.6\nB,"m"x,0.3\n')
+    err = _fails(run, tmp_path, preds, "--labels", labels)
+    assert f"{preds}:3" in err and "malformed CSV" in err
+
+
+def test_bad_cutoff_date(run: Runner, tmp_path: Path, labels: Path) -> None:
+    preds = _preds(tmp_path, GOOD_ROWS)
+    cutoffs = write_csv(tmp_path / "c.csv", ["model", "cutoff"], [("m1", "soon")])
+    err = _fails(run, tmp_path, preds, "--labels", labels, "--cutoffs", cutoffs)
+    assert f"{cutoffs}:2" in err and "field 'cutoff'" in err

@@ -200,3 +200,29 @@ def test_no_prereg_means_every_statistic_is_exploratory(
     assert doc["prereg"] is None
     assert "brier:direct" in doc["exploratory"]
     assert "sign_test:direct:branching@0.001" in doc["exploratory"]
+
+
+def test_lock_covers_every_file_in_a_folder_and_takes_several_inputs(
+    run: Runner, tmp_path: Path, study: dict[str, Path]
+) -> None:
+    notes = study["traces"] / "notes.txt"
+    notes.write_text("seeds used: 1-3\n")
+    extra = write_csv(tmp_path / "extra.csv", ["card_id", "method", "p_yes"], [("A", "x", "0.5")])
+    result = run(
+        "prereg",
+        "lock",
+        study["prereg"],
+        "--predictions",
+        study["traces"],
+        extra,
+        "-o",
+        study["lock"],
+    )
+    assert result.code == 0, result.err
+    paths = [f["path"] for f in json.loads(study["lock"].read_text())["predictions"]]
+    assert "../traces/notes.txt" in paths and "../extra.csv" in paths and len(paths) == 8
+    notes.write_text("seeds used: 1-4\n")
+    refused = run(
+        "score", study["traces"], extra, "--labels", study["labels"], "--prereg", study["lock"]
+    )
+    assert refused.code == 2 and str(notes) in refused.err

@@ -26,9 +26,15 @@ def lock_command(
         list[Path], typer.Option("--predictions", help="Prediction inputs (files or folders).")
     ],
     out: Annotated[Path, typer.Option("-o", "--out", help="The lock file to write (JSON).")],
+    more: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Further prediction inputs, as in --predictions A B C.", show_default=False
+        ),
+    ] = None,
 ) -> None:
     """Hash the prereg and every prediction file into a lock."""
-    lock = create_lock(prereg, predictions, out)
+    lock = create_lock(prereg, [*predictions, *(more or ())], out)
     write_files({out: lock_json(lock).encode()})
     out_console.print(
         f"locked {lock.prereg.path} and {len(lock.predictions)} prediction file(s) "

@@ -6,7 +6,6 @@ result into JSON, CSV, Markdown and the printed summary.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,7 +15,7 @@ from worldsim._io import load_mapping, sha256_file
 from worldsim.cards import load_card, parse_utc
 from worldsim.errors import CardError, ConfigError
 from worldsim.scoring.calibration import Calibration, calibrate
-from worldsim.scoring.inputs import LoadedPredictions, load_predictions
+from worldsim.scoring.inputs import LoadedPredictions, load_predictions, read_csv
 from worldsim.scoring.labels import LabelSet, load_labels
 from worldsim.scoring.metrics import MethodSummary, summarise
 from worldsim.scoring.paired import Comparison, Metric, compare
@@ -279,30 +278,23 @@ def load_cutoffs(path: Path) -> dict[str, datetime]:
     if path.suffix.lower() == ".csv":
         if not path.is_file():
             raise CardError("cutoffs file not found", file=path)
-        with path.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            for column in ("model", "cutoff"):
-                if column not in (reader.fieldnames or []):
-                    raise CardError("missing column", file=path, field=column, line=1)
-            for row in reader:
-                if row["model"] in raw:
-                    raise CardError(
-                        f"duplicate model '{row['model']}'",
-                        file=path,
-                        field="model",
-                        line=reader.line_num,
-                    )
-                raw[row["model"]] = (row["cutoff"], reader.line_num)
+        for line, row in read_csv(path, ("model", "cutoff"), what="cutoffs file")[1]:
+            if "model" not in row or "cutoff" not in row:
+                raise CardError("missing value", file=path, field="cutoff", line=line)
+            if row["model"] in raw:
+                raise CardError(
+                    f"duplicate model '{row['model']}'", file=path, field="model", line=line
+                )
+            raw[row["model"]] = (row["cutoff"], line)
     else:
         raw = {str(k): (v, None) for k, v in load_mapping(path, what="cutoffs file").items()}
     out: dict[str, datetime] = {}
-    for model, (value, line) in raw.items():
+    for model, (value, row_line) in raw.items():
         try:
             out[model] = parse_utc(value)
         except ValueError as exc:
-            raise CardError(
-                str(exc), file=path, field=model if line is None else "cutoff", line=line
-            ) from None
+            field = model if row_line is None else "cutoff"
+            raise CardError(str(exc), file=path, field=field, line=row_line) from None
     return out
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +24,7 @@ __all__ = [
     "PredictionRow",
     "input_files",
     "load_predictions",
+    "read_csv",
     "read_trace_records",
     "rows_from_table",
     "rows_from_trace",
@@ -249,26 +250,44 @@ def rows_from_table(path: Path) -> list[PredictionRow]:
     return [_table_row(record, path, line) for line, record in rows]
 
 
-def _csv_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_csv(
+    path: Path, required: Sequence[str], *, what: str = "table"
+) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """The header and the rows (line number, non-empty cells) of a CSV file.
+
+    Quoting is read strictly; a row with more cells than the header, a missing required
+    column or a malformed line raises :class:`CardError` naming the file and line.
+    """
+    rows: list[tuple[int, dict[str, str]]] = []
     try:
         with path.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            header = reader.fieldnames or []
-            for column in ("card_id", "method"):
-                if column not in header:
-                    raise CardError("missing column", file=path, field=column, line=1)
-            if "p_yes" not in header and not any(_is_option_column(c) for c in header):
-                raise CardError("missing column", file=path, field="p_yes", line=1)
-            for record in reader:
-                if None in record:
-                    raise CardError(
-                        "row has more cells than the header", file=path, line=reader.line_num
-                    )
-                yield reader.line_num, {k: v for k, v in record.items() if v not in ("", None)}
-    except csv.Error as exc:
-        raise CardError(f"malformed CSV: {exc}", file=path) from None
-    except UnicodeDecodeError as exc:
-        raise CardError(f"cannot read table: {exc}", file=path) from None
+            reader = csv.DictReader(fh, strict=True)
+            try:
+                header = list(reader.fieldnames or [])
+                for column in required:
+                    if column not in header:
+                        raise CardError("missing column", file=path, field=column, line=1)
+                for record in reader:
+                    if None in record:
+                        raise CardError(
+                            "row has more cells than the header", file=path, line=reader.line_num
+                        )
+                    cells = {k: v.strip() for k, v in record.items() if v not in ("", None)}
+                    rows.append((reader.line_num, {k: v for k, v in cells.items() if v}))
+            except csv.Error as exc:
+                # line_num counts the lines read before the one that failed.
+                line = reader.line_num + 1
+                raise CardError(f"malformed CSV: {exc}", file=path, line=line) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CardError(f"cannot read {what}: {exc}", file=path) from None
+    return header, rows
+
+
+def _csv_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    header, rows = read_csv(path, ("card_id", "method"))
+    if "p_yes" not in header and not any(_is_option_column(c) for c in header):
+        raise CardError("missing column", file=path, field="p_yes", line=1)
+    yield from rows
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:

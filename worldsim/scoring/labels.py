@@ -6,7 +6,6 @@ Each label is validated as a :class:`worldsim.cards.Label`; its outcome is norma
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pydantic import ValidationError
 from worldsim._io import first_error, load_mapping
 from worldsim.cards import Label
 from worldsim.errors import CardError
+from worldsim.scoring.inputs import read_csv
 
 __all__ = ["LabelEntry", "LabelSet", "label_files", "load_labels"]
 
@@ -112,28 +112,12 @@ def _file_records(path: Path) -> Iterator[tuple[int | None, dict[str, Any]]]:
 
 
 def _csv_records(path: Path) -> Iterator[tuple[int | None, dict[str, Any]]]:
-    try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            header = reader.fieldnames or []
-            for column in ("card_id", "outcome"):
-                if column not in header:
-                    raise CardError("missing column", file=path, field=column, line=1)
-            for row in reader:
-                if None in row:
-                    raise CardError(
-                        "row has more cells than the header", file=path, line=reader.line_num
-                    )
-                record: dict[str, Any] = {k: v for k, v in row.items() if v not in ("", None)}
-                if "sources" in record:
-                    record["sources"] = [
-                        s.strip() for s in record["sources"].split(";") if s.strip()
-                    ]
-                yield reader.line_num, record
-    except csv.Error as exc:
-        raise CardError(f"malformed CSV: {exc}", file=path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CardError(f"cannot read labels: {exc}", file=path) from None
+    _, rows = read_csv(path, ("card_id", "outcome"), what="labels")
+    for line, cells in rows:
+        record: dict[str, Any] = dict(cells)
+        if "sources" in record:
+            record["sources"] = [s.strip() for s in record["sources"].split(";") if s.strip()]
+        yield line, record
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[int | None, dict[str, Any]]]:

@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from worldsim._io import first_error, load_mapping, sha256_file
 from worldsim.errors import ConfigError
-from worldsim.scoring.inputs import input_files
 from worldsim.scoring.table import Blend
 
 __all__ = [
@@ -31,6 +30,7 @@ __all__ = [
     "load_lock",
     "load_prereg",
     "lock_json",
+    "locked_files",
     "verify_lock",
 ]
 
@@ -128,6 +128,24 @@ def load_prereg(path: str | Path) -> Prereg:
     return prereg
 
 
+def locked_files(paths: Sequence[str | Path]) -> list[Path]:
+    """Every file a prediction argument names: the file, or every file under a folder.
+
+    The lock covers all files, not only those the scorer reads, so nothing in a locked folder
+    can change unnoticed.
+    """
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            out.extend(sorted(f for f in p.rglob("*") if f.is_file()))
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise ConfigError("prediction input not found", file=p)
+    return out
+
+
 def _relative(path: Path, base: Path) -> str:
     return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
 
@@ -136,7 +154,9 @@ def create_lock(prereg: str | Path, predictions: Sequence[str | Path], out: str 
     """Validate the prereg, hash it and every prediction file, and build the lock."""
     load_prereg(prereg)
     base = Path(out).parent
-    files = input_files(predictions)
+    files = locked_files(predictions)
+    if not files:
+        raise ConfigError("no prediction files to lock", field="--predictions")
     return Lock(
         locked_at=datetime.now(UTC).isoformat().replace("+00:00", "Z"),
         prereg=LockedFile(path=_relative(Path(prereg), base), sha256=sha256_file(prereg)),
@@ -171,7 +191,7 @@ def verify_lock(lock_path: str | Path, predictions: Sequence[str | Path]) -> tup
     if sha256_file(prereg_path) != lock.prereg.sha256:
         raise ConfigError(f"prereg changed since it was locked in {lock_path}", file=prereg_path)
     locked = {(base / f.path).resolve(): f for f in lock.predictions}
-    current = {f.resolve(): f for f in input_files(predictions)}
+    current = {f.resolve(): f for f in locked_files(predictions)}
     for path, entry in sorted(locked.items()):
         if path not in current:
             raise ConfigError(
