@@ -182,3 +182,18 @@ def test_same_run_id_twice_is_a_duplicate(run: Runner, tmp_path: Path, labels: P
     result = run("score", tmp_path / "t1.jsonl", tmp_path / "t2.jsonl", "--labels", labels)
     assert result.code == 2
     assert "duplicate" in result.err and "t2.jsonl" in result.err
+
+
+def test_crash_leftovers_are_skipped_with_warnings(
+    run: Runner, tmp_path: Path, labels: Path
+) -> None:
+    d = tmp_path / "t"
+    d.mkdir()
+    write_trace(d / "ok.jsonl", card_id="A", method="m", run_id="r1", p_yes=0.5)
+    (d / "empty.jsonl").write_bytes(b"")
+    (d / "torn.jsonl").write_text('{"v": 1, "seq": 0, "ts": "2025-01-')
+    out = tmp_path / "s.json"
+    result = run("score", d, "--labels", labels, "--json", out)
+    assert result.code == 0, result.err
+    assert "empty.jsonl" in result.err and "torn.jsonl" in result.err
+    assert len(_doc(out)["coverage"]["skipped_traces"]) == 2

@@ -107,7 +107,10 @@ def load_predictions(paths: Iterable[str | Path]) -> LoadedPredictions:
     rows: list[PredictionRow] = []
     warnings: list[str] = []
     for f in files:
-        if f.suffix.lower() == ".jsonl" and _looks_like_trace(f):
+        if f.suffix.lower() == ".jsonl" and f.stat().st_size == 0:
+            # A run that crashed before its first record leaves an empty trace.
+            warnings.append(f"{f}: empty file (a trace without records?); skipped")
+        elif f.suffix.lower() == ".jsonl" and _looks_like_trace(f):
             row = rows_from_trace(f)
             if row is None:
                 warnings.append(f"{f}: trace is incomplete (no run_completed record); skipped")
@@ -206,6 +209,8 @@ def rows_from_trace(path: Path) -> PredictionRow | None:
 def _looks_like_trace(path: Path) -> bool:
     with path.open("rb") as fh:
         first = fh.readline()
+    if not first.endswith(b"\n"):  # a single torn record: judge by the envelope's first key
+        return first.lstrip().startswith(b'{"v"')
     try:
         record = json.loads(first)
     except (json.JSONDecodeError, UnicodeDecodeError):
