@@ -226,3 +226,26 @@ def test_lock_covers_every_file_in_a_folder_and_takes_several_inputs(
         "score", study["traces"], extra, "--labels", study["labels"], "--prereg", study["lock"]
     )
     assert refused.code == 2 and str(notes) in refused.err
+
+
+def test_forecasts_under_another_extraction_rule_are_flagged(
+    run: Runner, tmp_path: Path, study: dict[str, Path]
+) -> None:
+    study["prereg"].write_text(
+        PREREG.replace("extraction_rule: path-ledger/1", "extraction_rule: candidate-status-mass/1")
+    )
+    _lock(run, study)
+    out = tmp_path / "s.json"
+    result = run(
+        "score",
+        study["traces"],
+        "--labels",
+        study["labels"],
+        "--prereg",
+        study["lock"],
+        "--json",
+        out,
+    )
+    assert result.code == 0, result.err
+    flagged = json.loads(out.read_text())["prereg"]["extraction_rule_mismatches"]
+    assert len(flagged) == 6 and "A/branching: path-ledger/1" in flagged

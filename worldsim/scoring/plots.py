@@ -102,13 +102,18 @@ def _reliability_png(method: str, cal: Calibration) -> bytes:
         lo = b.frequency - (b.wilson_lo or 0.0)
         hi = (b.wilson_hi or 0.0) - b.frequency
         ax.errorbar([b.mean_p], [b.frequency], yerr=[[lo], [hi]], fmt="o", color="tab:blue")
+        below = b.frequency > 0.9  # keep labels of top points inside the axes
         ax.annotate(
-            f"n={b.count}", (b.mean_p, b.frequency), textcoords="offset points", xytext=(5, 5)
+            f"n={b.count}",
+            (b.mean_p, b.frequency),
+            textcoords="offset points",
+            xytext=(4, -12 if below else 5),
+            fontsize=8,
         )
     ece = "—" if cal.ece is None else f"{cal.ece:.3f}"
     ax.set(
         xlim=(0, 1),
-        ylim=(0, 1),
+        ylim=(-0.02, 1.05),
         xlabel="forecast p_yes (bin mean)",
         ylabel="observed frequency",
         title=f"{method}: reliability (ECE {ece}, n={cal.n})",
