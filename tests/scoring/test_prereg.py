@@ -249,3 +249,4 @@ def test_forecasts_under_another_extraction_rule_are_flagged(
     assert result.code == 0, result.err
     flagged = json.loads(out.read_text())["prereg"]["extraction_rule_mismatches"]
     assert len(flagged) == 6 and "A/branching: path-ledger/1" in flagged
+    assert "6 forecast(s) used another extraction rule" in result.out

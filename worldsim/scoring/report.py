@@ -234,6 +234,12 @@ def print_summary(result: ScoreResult, doc: Mapping[str, Any], console: Console)
             f"{len(doc['exploratory'])} exploratory statistics",
             highlight=False,
         )
+        if p["extraction_rule_mismatches"]:
+            console.print(
+                f"prereg: {len(p['extraction_rule_mismatches'])} forecast(s) used another "
+                f"extraction rule than {p['settings']['extraction_rule']}",
+                highlight=False,
+            )
     else:
         console.print("prereg: none — every statistic is exploratory", highlight=False)
 
