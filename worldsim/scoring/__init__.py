@@ -1,9 +1,10 @@
 """Offline batch scoring of completed forecasts against private labels (DESIGN §4.7).
 
 Data flows inputs → matched table → statistics → report: :mod:`.inputs` reads traces and
-prediction tables, :mod:`.labels` the resolutions, :mod:`.table` averages replicates and joins
-labels, :mod:`.metrics`, :mod:`.paired` and :mod:`.calibration` compute the statistics,
-:mod:`.prereg` locks and checks a pre-registration, :mod:`.report` and :mod:`.plots` render.
+prediction tables, :mod:`.labels` the resolutions, :mod:`.table` averages replicates, joins
+labels and adds blends; :mod:`.metrics`, :mod:`.paired` and :mod:`.calibration` compute the
+statistics; :mod:`.prereg` locks and checks a pre-registration; :mod:`.analysis` runs it all;
+:mod:`.per_card`, :mod:`.report` and :mod:`.plots` render the results.
 """
 
 from __future__ import annotations
