@@ -47,14 +47,14 @@ def score_command(
     ] = None,
     tie_eps: Annotated[
         str | None,
-        typer.Option("--tie-eps", help="Practical-tie thresholds [default: 0,0.0001,0.001]."),
+        typer.Option("--tie-eps", help="Practical-tie thresholds (default 0,0.0001,0.001)."),
     ] = None,
     bootstrap: Annotated[
-        int | None, typer.Option("--bootstrap", help="Bootstrap resamples [default: 10000].")
+        int | None, typer.Option("--bootstrap", help="Bootstrap resamples (default 10000).")
     ] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Bootstrap seed [default: 0].")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Bootstrap seed (default 0).")] = None,
     level: Annotated[
-        float | None, typer.Option("--level", help="Interval level [default: 0.95].")
+        float | None, typer.Option("--level", help="Interval level (default 0.95).")
     ] = None,
     blend: Annotated[
         list[str] | None, typer.Option("--blend", help="NAME=METHOD:W,METHOD:W (weights sum to 1).")
