@@ -1,0 +1,43 @@
+"""``worldsim prereg lock``: fix the analysis and the prediction inputs before labels are opened."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from worldsim.cli._app import app, out_console
+from worldsim.scoring.prereg import create_lock, lock_json
+from worldsim.scoring.report import write_files
+
+__all__ = ["lock_command", "prereg_app"]
+
+prereg_app = typer.Typer(help="Pre-registration: lock the analysis before labels are opened.")
+app.add_typer(prereg_app, name="prereg")
+
+
+@prereg_app.command("lock")
+def lock_command(
+    prereg: Annotated[
+        Path, typer.Argument(help="The prereg YAML (see docs/prereg-template.yaml).")
+    ],
+    predictions: Annotated[
+        list[Path], typer.Option("--predictions", help="Prediction inputs (files or folders).")
+    ],
+    out: Annotated[Path, typer.Option("-o", "--out", help="The lock file to write (JSON).")],
+    more: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Further prediction inputs, as in --predictions A B C.", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """Hash the prereg and every prediction file into a lock."""
+    lock = create_lock(prereg, [*predictions, *(more or ())], out)
+    write_files({out: lock_json(lock).encode()})
+    out_console.print(
+        f"locked {lock.prereg.path} and {len(lock.predictions)} prediction file(s) "
+        f"at {lock.locked_at} → {out}",
+        highlight=False,
+    )

@@ -1,0 +1,127 @@
+"""``worldsim score``: batch-score completed traces and prediction tables against labels."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from worldsim.cli._app import app, err_console, out_console
+from worldsim.errors import ConfigError
+from worldsim.scoring.analysis import ScoreOptions, score
+from worldsim.scoring.paired import parse_pair
+from worldsim.scoring.per_card import per_card_csv, per_card_markdown, per_card_rows
+from worldsim.scoring.plots import render_plots, require_matplotlib
+from worldsim.scoring.report import print_summary, to_json, write_files
+from worldsim.scoring.table import Blend
+
+__all__ = ["parse_tie_eps", "score_command"]
+
+
+def parse_tie_eps(text: str) -> tuple[float, ...]:
+    """Read ``0,0.0001,0.001`` into thresholds."""
+    try:
+        values = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ConfigError(
+            f"tie thresholds {text!r} are not comma-separated numbers", field="--tie-eps"
+        ) from None
+    if not values:
+        raise ConfigError("give at least one tie threshold", field="--tie-eps")
+    return values
+
+
+@app.command("score")
+def score_command(
+    inputs: Annotated[
+        list[Path], typer.Argument(help="Trace files or folders, or prediction tables (CSV/JSONL).")
+    ],
+    labels: Annotated[
+        Path, typer.Option("--labels", help="Labels: CSV, JSONL, YAML/JSON or a folder.")
+    ],
+    compare: Annotated[
+        list[str] | None, typer.Option("--compare", help="BASELINE:METHOD (repeatable).")
+    ] = None,
+    tie_eps: Annotated[
+        str | None,
+        typer.Option("--tie-eps", help="Practical-tie thresholds (default 0,0.0001,0.001)."),
+    ] = None,
+    bootstrap: Annotated[
+        int | None, typer.Option("--bootstrap", help="Bootstrap resamples (default 10000).")
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Bootstrap seed (default 0).")] = None,
+    level: Annotated[
+        float | None, typer.Option("--level", help="Interval level (default 0.95).")
+    ] = None,
+    blend: Annotated[
+        list[str] | None, typer.Option("--blend", help="NAME=METHOD:W,METHOD:W (weights sum to 1).")
+    ] = None,
+    uniform: Annotated[
+        bool, typer.Option("--uniform", help="Add the always-0.5 method 'uniform'.")
+    ] = False,
+    cutoffs: Annotated[
+        Path | None, typer.Option("--cutoffs", help="Model → knowledge cutoff (YAML/JSON/CSV).")
+    ] = None,
+    cards: Annotated[
+        Path | None, typer.Option("--cards", help="Folder of cards, for as-of dates of table rows.")
+    ] = None,
+    prereg: Annotated[
+        Path | None, typer.Option("--prereg", help="A prereg lock to verify and follow.")
+    ] = None,
+    allow_unlabelled: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unlabelled", help="Report predicted cards without a label instead of failing."
+        ),
+    ] = False,
+    bins: Annotated[int, typer.Option("--bins", help="Calibration bins.", min=1)] = 10,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON report.")] = None,
+    csv_path: Annotated[
+        Path | None, typer.Option("--csv", help="Write the per-card table as CSV.")
+    ] = None,
+    markdown_path: Annotated[
+        Path | None, typer.Option("--markdown", help="Write the per-card table as Markdown.")
+    ] = None,
+    plots: Annotated[
+        Path | None, typer.Option("--plots", help="Folder for figures and their CSVs.")
+    ] = None,
+) -> None:
+    """Score forecasts against labels: proper scores, paired comparisons, calibration."""
+    if plots is not None:
+        require_matplotlib()
+    options = ScoreOptions(
+        inputs=tuple(inputs),
+        labels=labels,
+        compare=tuple(parse_pair(c) for c in compare or ()),
+        tie_eps=parse_tie_eps(tie_eps) if tie_eps is not None else None,
+        n_resamples=bootstrap,
+        seed=seed,
+        level=level,
+        blends=tuple(Blend.parse(b) for b in blend or ()),
+        uniform=uniform,
+        cutoffs=cutoffs,
+        cards=cards,
+        prereg_lock=prereg,
+        allow_unlabelled=allow_unlabelled,
+        n_bins=bins,
+    )
+    result = score(options)
+    for warning in result.loaded.warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    doc = to_json(result)
+    files: dict[Path, bytes] = {}
+    if json_path is not None:
+        files[json_path] = (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode()
+    rows = per_card_rows(result)
+    if csv_path is not None:
+        files[csv_path] = per_card_csv(rows).encode()
+    if markdown_path is not None:
+        files[markdown_path] = per_card_markdown(rows).encode()
+    if plots is not None:
+        for name, content in render_plots(result.analysis).items():
+            files[plots / name] = content
+    write_files(files)
+    print_summary(result, doc, out_console)

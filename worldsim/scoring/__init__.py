@@ -1,0 +1,34 @@
+"""Offline batch scoring of completed forecasts against private labels (DESIGN §4.7).
+
+Data flows inputs → matched table → statistics → report: :mod:`.inputs` reads traces and
+prediction tables, :mod:`.labels` the resolutions, :mod:`.table` averages replicates, joins
+labels and adds blends; :mod:`.metrics`, :mod:`.paired` and :mod:`.calibration` compute the
+statistics; :mod:`.prereg` locks and checks a pre-registration; :mod:`.analysis` runs it all;
+:mod:`.per_card`, :mod:`.report` and :mod:`.plots` render the results.
+"""
+
+from __future__ import annotations
+
+from worldsim.scoring.analysis import ScoreOptions, ScoreResult, score
+from worldsim.scoring.inputs import PredictionRow, load_predictions
+from worldsim.scoring.labels import load_labels
+from worldsim.scoring.paired import sign_test, sign_test_p
+from worldsim.scoring.prereg import Prereg, create_lock, verify_lock
+from worldsim.scoring.report import to_json
+from worldsim.scoring.table import Blend
+
+__all__ = [
+    "Blend",
+    "PredictionRow",
+    "Prereg",
+    "ScoreOptions",
+    "ScoreResult",
+    "create_lock",
+    "load_labels",
+    "load_predictions",
+    "score",
+    "sign_test",
+    "sign_test_p",
+    "to_json",
+    "verify_lock",
+]

@@ -1,0 +1,420 @@
+"""Reading prediction inputs: completed traces and prediction tables, one row per forecast.
+
+A trace (JSONL envelope records, DESIGN §4.8) gives one row for its card and method label. A
+prediction table (CSV or JSONL) gives one row per line with ``card_id, method, p_yes`` and
+optional metadata. Folders are read recursively. Incomplete traces are skipped and reported.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from worldsim.cards import parse_utc
+from worldsim.errors import CardError
+
+__all__ = [
+    "LoadedPredictions",
+    "PredictionRow",
+    "input_files",
+    "load_predictions",
+    "read_csv",
+    "read_trace_records",
+    "rows_from_table",
+    "rows_from_trace",
+]
+
+Kind = Literal["binary", "multiple_choice"]
+
+#: Table columns with a fixed meaning; any other ``p_<option>`` column is an option probability.
+_META_COLUMNS = (
+    "unresolved_mass",
+    "model",
+    "prompt_version",
+    "response_id",
+    "run_id",
+    "extraction_rule",
+    "as_of",
+    "p_yes_raw",
+)
+_RESERVED = frozenset({"card_id", "method", "p_yes", "p_options", *_META_COLUMNS})
+_TABLE_SUFFIXES = frozenset({".csv", ".jsonl"})
+_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True, slots=True)
+class PredictionRow:
+    """One forecast of one card by one method, as read from one input."""
+
+    card_id: str
+    method: str
+    kind: Kind
+    p_yes: float | None
+    p_options: tuple[tuple[str, float], ...] | None
+    source: str
+    line: int | None = None
+    unresolved_mass: float | None = None
+    model: str | None = None
+    prompt_version: str | None = None
+    response_id: str | None = None
+    run_id: str | None = None
+    extraction_rule: str | None = None
+    as_of: datetime | None = None
+    p_yes_raw: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedPredictions:
+    """Every row read, the files they came from, and one warning per skipped trace."""
+
+    rows: tuple[PredictionRow, ...]
+    files: tuple[Path, ...]
+    warnings: tuple[str, ...] = field(default=())
+
+
+def input_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Expand files and folders (recursively) into the prediction files they hold, sorted."""
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(
+                f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in _TABLE_SUFFIXES
+            )
+            if not found:
+                raise CardError("folder holds no .jsonl or .csv prediction files", file=p)
+            out.extend(found)
+        elif p.is_file():
+            if p.suffix.lower() not in _TABLE_SUFFIXES:
+                raise CardError(
+                    "prediction input must be a .jsonl trace or a .csv/.jsonl table", file=p
+                )
+            out.append(p)
+        else:
+            raise CardError("prediction input not found", file=p)
+    return out
+
+
+def load_predictions(paths: Iterable[str | Path]) -> LoadedPredictions:
+    """Read every prediction input; traces without ``run_completed`` are skipped with a warning."""
+    files = input_files(paths)
+    rows: list[PredictionRow] = []
+    warnings: list[str] = []
+    for f in files:
+        if f.suffix.lower() == ".jsonl" and f.stat().st_size == 0:
+            # A run that crashed before its first record leaves an empty trace.
+            warnings.append(f"{f}: empty file (a trace without records?); skipped")
+        elif f.suffix.lower() == ".jsonl" and _looks_like_trace(f):
+            row = rows_from_trace(f)
+            if row is None:
+                warnings.append(f"{f}: trace is incomplete (no run_completed record); skipped")
+            else:
+                rows.append(row)
+        else:
+            rows.extend(rows_from_table(f))
+    return LoadedPredictions(rows=tuple(rows), files=tuple(files), warnings=tuple(warnings))
+
+
+# --------------------------------------------------------------------------------------------
+# traces
+
+
+def read_trace_records(path: Path) -> list[dict[str, Any]]:
+    """Parse a JSONL trace into its records; a torn final line (no trailing newline) is dropped.
+
+    This is the only place that knows the trace's byte format.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CardError(f"cannot read trace: {exc}", file=path) from None
+    lines = data.split(b"\n")
+    # The piece after the last newline is empty for a clean file and a torn record otherwise.
+    complete = lines[:-1]
+    records: list[dict[str, Any]] = []
+    for number, raw in enumerate(complete, start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise CardError(f"malformed trace record: {exc}", file=path, line=number) from None
+        if not isinstance(record, dict):
+            raise CardError("trace record is not a JSON object", file=path, line=number)
+        records.append(record)
+    return records
+
+
+def rows_from_trace(path: Path) -> PredictionRow | None:
+    """The forecast a completed trace gives for its card and method, or None if incomplete."""
+    records = read_trace_records(path)
+    if not any(r.get("type") == "run_completed" for r in records):
+        return None
+    started = next((r for r in records if r.get("type") == "run_started"), None)
+    extraction = [r for r in records if r.get("type") == "extraction"]
+    if started is None:
+        raise CardError("completed trace has no run_started record", file=path)
+    if not extraction:
+        raise CardError("completed trace has no extraction record", file=path)
+    head = _data(started, path, "run_started")
+    ext = _data(extraction[-1], path, "extraction")
+    card = head.get("card")
+    if not isinstance(card, dict):
+        raise CardError("run_started has no card", file=path, field="data.card")
+    card_id = _text(card.get("id"), path, "data.card.id")
+    method = _text(head.get("method"), path, "data.method")
+    kind_raw = card.get("kind", "binary")
+    if kind_raw not in ("binary", "multiple_choice"):
+        raise CardError(f"unknown card kind {kind_raw!r}", file=path, field="data.card.kind")
+    kind: Kind = "binary" if kind_raw == "binary" else "multiple_choice"
+    as_of: datetime | None = None
+    if card.get("as_of") is not None:
+        try:
+            as_of = parse_utc(card["as_of"])
+        except ValueError as exc:
+            raise CardError(str(exc), file=path, field="data.card.as_of") from None
+    p_yes: float | None = None
+    p_options: tuple[tuple[str, float], ...] | None = None
+    if kind == "binary":
+        p_yes = _probability(ext.get("p_yes"), path, None, "data.p_yes")
+    else:
+        p_options = _options(ext.get("p_options"), path, None, "data.p_options")
+    raw = ext.get("p_yes_raw")
+    run = started.get("run")
+    return PredictionRow(
+        card_id=card_id,
+        method=method,
+        kind=kind,
+        p_yes=p_yes,
+        p_options=p_options,
+        source=str(path),
+        unresolved_mass=_optional_probability(
+            ext.get("unresolved_mass"), path, None, "data.unresolved_mass"
+        ),
+        model=_model_route(head.get("routes")),
+        prompt_version=_prompt_version(head.get("prompt_versions")),
+        run_id=str(run) if run is not None else None,
+        extraction_rule=str(ext.get("rule") or head.get("extraction_rule") or "") or None,
+        as_of=as_of,
+        p_yes_raw=_optional_probability(raw, path, None, "data.p_yes_raw"),
+    )
+
+
+def _looks_like_trace(path: Path) -> bool:
+    with path.open("rb") as fh:
+        first = fh.readline()
+    if not first.endswith(b"\n"):  # a single torn record: judge by the envelope's first key
+        return first.lstrip().startswith(b'{"v"')
+    try:
+        record = json.loads(first)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return isinstance(record, dict) and "type" in record and "data" in record and "v" in record
+
+
+def _data(record: Mapping[str, Any], path: Path, what: str) -> Mapping[str, Any]:
+    data = record.get("data")
+    if not isinstance(data, dict):
+        raise CardError(f"{what} record has no data object", file=path, field="data")
+    return data
+
+
+def _model_route(routes: object) -> str | None:
+    """The governance route, else the single distinct route, else all routes joined."""
+    if not isinstance(routes, dict) or not routes:
+        return None
+    if "governance" in routes:
+        return str(routes["governance"])
+    distinct = sorted({str(v) for v in routes.values()})
+    return distinct[0] if len(distinct) == 1 else ";".join(distinct)
+
+
+def _prompt_version(versions: object) -> str | None:
+    if not isinstance(versions, dict) or not versions:
+        return None
+    if "governance" in versions:
+        return str(versions["governance"])
+    return ";".join(f"{k}={v}" for k, v in sorted(versions.items()))
+
+
+# --------------------------------------------------------------------------------------------
+# tables
+
+
+def rows_from_table(path: Path) -> list[PredictionRow]:
+    """Read a CSV or JSONL prediction table; every bad cell raises naming the file and line."""
+    rows = list(_csv_records(path) if path.suffix.lower() == ".csv" else _jsonl_records(path))
+    if not rows:
+        raise CardError("prediction table holds no rows", file=path)
+    return [_table_row(record, path, line) for line, record in rows]
+
+
+def read_csv(
+    path: Path, required: Sequence[str], *, what: str = "table"
+) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """The header and the rows (line number, non-empty cells) of a CSV file.
+
+    Quoting is read strictly; a row with more cells than the header, a missing required
+    column or a malformed line raises :class:`CardError` naming the file and line.
+    """
+    rows: list[tuple[int, dict[str, str]]] = []
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh, strict=True)
+            try:
+                header = list(reader.fieldnames or [])
+                for column in required:
+                    if column not in header:
+                        raise CardError("missing column", file=path, field=column, line=1)
+                for record in reader:
+                    if None in record:
+                        raise CardError(
+                            "row has more cells than the header", file=path, line=reader.line_num
+                        )
+                    cells = {k: v.strip() for k, v in record.items() if v not in ("", None)}
+                    rows.append((reader.line_num, {k: v for k, v in cells.items() if v}))
+            except csv.Error as exc:
+                # line_num counts the lines read before the one that failed.
+                line = reader.line_num + 1
+                raise CardError(f"malformed CSV: {exc}", file=path, line=line) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CardError(f"cannot read {what}: {exc}", file=path) from None
+    return header, rows
+
+
+def _csv_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    header, rows = read_csv(path, ("card_id", "method"))
+    if "p_yes" not in header and not any(_is_option_column(c) for c in header):
+        raise CardError("missing column", file=path, field="p_yes", line=1)
+    yield from rows
+
+
+def _jsonl_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CardError(f"cannot read table: {exc}", file=path) from None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CardError(f"malformed JSON: {exc.msg}", file=path, line=number) from None
+        if not isinstance(record, dict):
+            raise CardError("row is not a JSON object", file=path, line=number)
+        yield number, {k: v for k, v in record.items() if v is not None}
+
+
+def _is_option_column(name: str) -> bool:
+    return name.startswith("p_") and name not in _RESERVED
+
+
+def _table_row(record: dict[str, Any], path: Path, line: int) -> PredictionRow:
+    for column in ("card_id", "method"):
+        if column not in record:
+            raise CardError("missing value", file=path, field=column, line=line)
+    card_id = _text(record["card_id"], path, "card_id", line)
+    method = _text(record["method"], path, "method", line)
+    option_cells = {k[2:]: v for k, v in record.items() if _is_option_column(k)}
+    p_yes: float | None = None
+    p_options: tuple[tuple[str, float], ...] | None = None
+    if "p_yes" in record:
+        p_yes = _probability(record["p_yes"], path, line, "p_yes")
+        kind: Kind = "binary"
+    elif "p_options" in record:
+        p_options = _options(record["p_options"], path, line, "p_options")
+        kind = "multiple_choice"
+    elif option_cells:
+        p_options = _options(option_cells, path, line, "p_<option>")
+        kind = "multiple_choice"
+    else:
+        raise CardError("missing value", file=path, field="p_yes", line=line)
+    as_of: datetime | None = None
+    if "as_of" in record:
+        try:
+            as_of = parse_utc(record["as_of"])
+        except ValueError as exc:
+            raise CardError(str(exc), file=path, field="as_of", line=line) from None
+
+    def meta(name: str) -> str | None:
+        value = record.get(name)
+        return None if value is None else str(value)
+
+    return PredictionRow(
+        card_id=card_id,
+        method=method,
+        kind=kind,
+        p_yes=p_yes,
+        p_options=p_options,
+        source=str(path),
+        line=line,
+        unresolved_mass=_optional_probability(
+            record.get("unresolved_mass"), path, line, "unresolved_mass"
+        ),
+        model=meta("model"),
+        prompt_version=meta("prompt_version"),
+        response_id=meta("response_id"),
+        run_id=meta("run_id"),
+        extraction_rule=meta("extraction_rule"),
+        as_of=as_of,
+        p_yes_raw=_optional_probability(record.get("p_yes_raw"), path, line, "p_yes_raw"),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# cells
+
+
+def _text(value: object, path: Path, name: str, line: int | None = None) -> str:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise CardError("missing value", file=path, field=name, line=line)
+    if not isinstance(value, str | int):
+        raise CardError(
+            f"expected text, got {type(value).__name__}", file=path, field=name, line=line
+        )
+    return str(value).strip()
+
+
+def _probability(value: object, path: Path, line: int | None, name: str) -> float:
+    if value is None:
+        raise CardError("missing probability", file=path, field=name, line=line)
+    if isinstance(value, bool):
+        raise CardError(
+            "probability must be a number, got a boolean", file=path, field=name, line=line
+        )
+    try:
+        p = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise CardError(f"not a number: {value!r}", file=path, field=name, line=line) from None
+    if not math.isfinite(p) or not 0.0 <= p <= 1.0:
+        raise CardError(
+            f"probability {value!r} is outside [0, 1]", file=path, field=name, line=line
+        )
+    return p
+
+
+def _optional_probability(value: object, path: Path, line: int | None, name: str) -> float | None:
+    return None if value is None else _probability(value, path, line, name)
+
+
+def _options(
+    value: object, path: Path, line: int | None, name: str
+) -> tuple[tuple[str, float], ...]:
+    if not isinstance(value, dict) or len(value) < 2:
+        raise CardError(
+            "expected a mapping of at least two options", file=path, field=name, line=line
+        )
+    out = tuple(sorted((str(k), _probability(v, path, line, f"p_{k}")) for k, v in value.items()))
+    total = sum(p for _, p in out)
+    if abs(total - 1.0) > _TOLERANCE:
+        raise CardError(
+            f"option probabilities sum to {total:.6g}, not 1", file=path, field=name, line=line
+        )
+    return out

@@ -1,0 +1,137 @@
+"""The per-card table behind every aggregate, with failure tags, as rows, CSV and Markdown."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from worldsim.scoring.analysis import Analysis, ScoreResult
+from worldsim.scoring.table import ScoredForecast
+
+__all__ = ["COLUMNS", "card_tags", "per_card_csv", "per_card_markdown", "per_card_rows"]
+
+#: Columns of the per-card table, in order.
+COLUMNS = (
+    "card_id",
+    "method",
+    "model",
+    "prompt_version",
+    "response_id",
+    "extraction_rule",
+    "n_replicates",
+    "p_yes_raw",
+    "p_yes",
+    "p_options",
+    "unresolved_mass",
+    "outcome",
+    "brier",
+    "log",
+    "correct",
+    "tags",
+)
+
+
+def card_tags(analysis: Analysis, tie_eps: Sequence[float]) -> dict[tuple[str, str], list[str]]:
+    """Failure tags per (method, card), each naming the baseline it was found against.
+
+    ``near-tie``: |Δ| below the smallest positive tie threshold. ``branch-dilution`` (binary):
+    the baseline is within 0.1 of the label and the method moved toward 0.5 (or past it) by more
+    than 0.25. ``both-wrong``: neither forecast is on the right side.
+    """
+    positive = [e for e in tie_eps if e > 0]
+    smallest = min(positive) if positive else None
+    tags: dict[tuple[str, str], list[str]] = {}
+    for comp in analysis.comparisons:
+        a = analysis.table.methods[comp.baseline]
+        b = analysis.table.methods[comp.method]
+        for card, delta in zip(comp.card_ids, comp.deltas, strict=True):
+            found: list[str] = []
+            if smallest is not None and abs(delta) < smallest:
+                found.append("near-tie")
+            if _diluted(a[card], b[card]):
+                found.append("branch-dilution")
+            if not a[card].score.correct and not b[card].score.correct:
+                found.append("both-wrong")
+            if found:
+                bucket = tags.setdefault((comp.method, card), [])
+                bucket.extend(f"{tag} vs {comp.baseline}" for tag in found)
+    return tags
+
+
+def _diluted(base: ScoredForecast, other: ScoredForecast) -> bool:
+    pa, pb = base.forecast.p_yes, other.forecast.p_yes
+    if pa is None or pb is None:
+        return False
+    y = 1.0 if base.outcome == "yes" else 0.0
+    if abs(pa - y) > 0.1:
+        return False
+    toward_half = (pa - pb) if pa > 0.5 else (pb - pa)
+    return toward_half > 0.25
+
+
+def per_card_rows(result: ScoreResult) -> list[dict[str, Any]]:
+    """One row per (method, card) of the unfiltered table, sorted by card then method."""
+    analysis = result.analysis
+    tags = card_tags(analysis, result.tie_eps)
+    rows: list[dict[str, Any]] = []
+    for card in analysis.table.card_ids:
+        for method in sorted(analysis.table.methods):
+            sf = analysis.table.methods[method].get(card)
+            if sf is None:
+                continue
+            fc = sf.forecast
+            rows.append(
+                {
+                    "card_id": card,
+                    "method": method,
+                    "model": fc.model,
+                    "prompt_version": fc.prompt_version,
+                    "response_id": fc.response_id,
+                    "extraction_rule": fc.extraction_rule,
+                    "n_replicates": fc.n_replicates,
+                    "run_ids": list(fc.run_ids),
+                    "p_yes_raw": fc.p_yes_raw,
+                    "p_yes": fc.p_yes,
+                    "p_options": dict(fc.p_options) if fc.p_options is not None else None,
+                    "unresolved_mass": fc.unresolved_mass,
+                    "outcome": sf.outcome,
+                    "brier": sf.score.brier,
+                    "log": sf.score.log,
+                    "correct": sf.score.correct,
+                    "tags": tags.get((method, card), []),
+                }
+            )
+    return rows
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, dict):
+        return ";".join(f"{k}={_cell(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return "; ".join(str(v) for v in value)
+    return str(value)
+
+
+def per_card_csv(rows: Sequence[Mapping[str, Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for row in rows:
+        writer.writerow([_cell(row[c]) for c in COLUMNS])
+    return buf.getvalue()
+
+
+def per_card_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for row in rows:
+        cells = [_cell(row[c]).replace("|", "\\|") for c in COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

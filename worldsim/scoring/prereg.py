@@ -1,0 +1,210 @@
+"""Pre-registration: the analysis fixed before labels are opened, and the lock that proves it.
+
+``worldsim prereg lock`` hashes the prereg file and every prediction input (recursively for
+folders) into a lock file. ``worldsim score --prereg LOCK`` re-hashes them and refuses to score
+if anything changed, was removed or was added.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from worldsim._io import first_error, load_mapping, sha256_file
+from worldsim.errors import ConfigError
+from worldsim.scoring.table import Blend
+
+__all__ = [
+    "LOCK_SCHEMA",
+    "BootstrapSettings",
+    "Lock",
+    "LockedFile",
+    "Prereg",
+    "create_lock",
+    "load_lock",
+    "load_prereg",
+    "lock_json",
+    "locked_files",
+    "verify_lock",
+]
+
+LOCK_SCHEMA = "worldsim.prereg-lock/1"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BootstrapSettings(_Model):
+    n_resamples: int = Field(10_000, ge=100)
+    seed: int = 0
+    level: float = Field(0.95, gt=0.0, lt=1.0)
+
+
+class Prereg(_Model):
+    """The pre-registered analysis (see ``docs/prereg-template.yaml``)."""
+
+    primary_metric: Literal["brier", "log"] = "brier"
+    methods: tuple[str, ...] = Field(min_length=1)
+    baseline: str
+    comparisons: tuple[str, ...] = Field(min_length=1, description="BASELINE:METHOD pairs")
+    tie_eps: tuple[float, ...] = Field((0.0,), min_length=1)
+    bootstrap: BootstrapSettings = BootstrapSettings()
+    blends: dict[str, dict[str, float]] = Field(default_factory=dict)
+    extraction_rule: str | None = None
+
+    @field_validator("tie_eps")
+    @classmethod
+    def _non_negative(cls, values: tuple[float, ...]) -> tuple[float, ...]:
+        if any(v < 0 for v in values):
+            raise ValueError("tie thresholds must be non-negative")
+        return values
+
+    @field_validator("comparisons")
+    @classmethod
+    def _pairs(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        for v in values:
+            a, sep, b = v.partition(":")
+            if not sep or not a or not b or a == b:
+                raise ValueError(f"comparison {v!r} is not BASELINE:METHOD")
+        return values
+
+    @model_validator(mode="after")
+    def _known_names(self) -> Prereg:
+        names = {*self.methods, self.baseline, *self.blends}
+        for pair in self.comparisons:
+            for name in pair.split(":"):
+                if name not in names:
+                    raise ValueError(f"comparison names '{name}', not a listed method or blend")
+        for blend, weights in self.blends.items():
+            for method in weights:
+                if method not in self.methods and method != self.baseline:
+                    raise ValueError(f"blend '{blend}' uses unlisted method '{method}'")
+        return self
+
+    def blend_objects(self) -> list[Blend]:
+        return [
+            Blend.of(name, list(weights.items()), field=f"blends.{name}")
+            for name, weights in self.blends.items()
+        ]
+
+    def pairs(self) -> list[tuple[str, str]]:
+        return [(p.split(":")[0], p.split(":")[1]) for p in self.comparisons]
+
+
+class LockedFile(_Model):
+    path: str
+    sha256: str
+
+
+class Lock(_Model):
+    """What ``prereg lock`` records; paths are relative to the lock file's folder."""
+
+    schema_: str = Field(LOCK_SCHEMA, alias="schema")
+    locked_at: str
+    prereg: LockedFile
+    predictions: tuple[LockedFile, ...]
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+def load_prereg(path: str | Path) -> Prereg:
+    data = load_mapping(path, what="prereg", error=ConfigError)
+    try:
+        prereg = Prereg.model_validate(data)
+    except ValidationError as exc:
+        field, message = first_error(exc)
+        raise ConfigError(message, file=path, field=field) from None
+    try:
+        prereg.blend_objects()  # weights are checked when the prereg is read, not when scored
+    except ConfigError as exc:
+        raise ConfigError(exc.message, file=path, field=exc.field) from None
+    return prereg
+
+
+def locked_files(paths: Sequence[str | Path]) -> list[Path]:
+    """Every file a prediction argument names: the file, or every file under a folder.
+
+    The lock covers all files, not only those the scorer reads, so nothing in a locked folder
+    can change unnoticed.
+    """
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            out.extend(sorted(f for f in p.rglob("*") if f.is_file()))
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise ConfigError("prediction input not found", file=p)
+    return out
+
+
+def _relative(path: Path, base: Path) -> str:
+    return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
+
+
+def create_lock(prereg: str | Path, predictions: Sequence[str | Path], out: str | Path) -> Lock:
+    """Validate the prereg, hash it and every prediction file, and build the lock."""
+    load_prereg(prereg)
+    base = Path(out).parent
+    files = locked_files(predictions)
+    if not files:
+        raise ConfigError("no prediction files to lock", field="--predictions")
+    return Lock(
+        locked_at=datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        prereg=LockedFile(path=_relative(Path(prereg), base), sha256=sha256_file(prereg)),
+        predictions=tuple(
+            LockedFile(path=_relative(f, base), sha256=sha256_file(f)) for f in files
+        ),
+    )
+
+
+def lock_json(lock: Lock) -> str:
+    return json.dumps(lock.model_dump(mode="json", by_alias=True), indent=2) + "\n"
+
+
+def load_lock(path: str | Path) -> Lock:
+    data = load_mapping(path, what="prereg lock", error=ConfigError)
+    if data.get("schema") != LOCK_SCHEMA:
+        raise ConfigError(f"not a {LOCK_SCHEMA} file", file=path, field="schema")
+    try:
+        return Lock.model_validate(data)
+    except ValidationError as exc:
+        field, message = first_error(exc)
+        raise ConfigError(message, file=path, field=field) from None
+
+
+def verify_lock(lock_path: str | Path, predictions: Sequence[str | Path]) -> tuple[Lock, Prereg]:
+    """Check the prereg and the prediction inputs against the lock; raise naming what changed."""
+    lock = load_lock(lock_path)
+    base = Path(lock_path).parent
+    prereg_path = base / lock.prereg.path
+    if not prereg_path.is_file():
+        raise ConfigError("locked prereg is missing", file=prereg_path)
+    if sha256_file(prereg_path) != lock.prereg.sha256:
+        raise ConfigError(f"prereg changed since it was locked in {lock_path}", file=prereg_path)
+    locked = {(base / f.path).resolve(): f for f in lock.predictions}
+    current = {f.resolve(): f for f in locked_files(predictions)}
+    for path, entry in sorted(locked.items()):
+        if path not in current:
+            raise ConfigError(
+                f"locked prediction input is not among the inputs (or is gone) since {lock_path}",
+                file=base / entry.path,
+            )
+        if sha256_file(path) != entry.sha256:
+            raise ConfigError(
+                f"prediction input changed since it was locked in {lock_path}", file=current[path]
+            )
+    for path, given in sorted(current.items()):
+        if path not in locked:
+            raise ConfigError(
+                f"prediction input is not covered by the lock {lock_path}", file=given
+            )
+    return lock, load_prereg(prereg_path)
