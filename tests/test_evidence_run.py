@@ -86,8 +86,9 @@ def test_retrievals_are_traced_and_the_future_never_reaches_an_agent(
 
 def test_evidence_stance_moves_p_yes(demo_card: Card, tmp_path: Path, run: RunFn) -> None:
     card = _card_with_database(demo_card, tmp_path)
+    bare = demo_card.model_copy(update={"evidence": None})
     with_evidence = [run(card, "no_branch", s).p_yes for s in range(12)]
-    without = [run(demo_card, "no_branch", s).p_yes for s in range(12)]
+    without = [run(bare, "no_branch", s).p_yes for s in range(12)]
     # The documents lean yes on balance (+0.8, −0.6): never lower, and higher somewhere.
     pairs = list(zip(with_evidence, without, strict=True))
     assert all(a is not None and b is not None and a >= b - 1e-12 for a, b in pairs)

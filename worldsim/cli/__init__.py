@@ -12,11 +12,11 @@ from worldsim.errors import WorldsimError
 __all__ = ["app", "main"]
 
 # Each module adds its subcommands to ``app`` when imported.
-from worldsim.cli import gateway as _gateway  # noqa: E402
-from worldsim.cli import hindsight as _hindsight  # noqa: E402
-from worldsim.cli import prereg as _prereg  # noqa: E402
-from worldsim.cli import run as _run  # noqa: E402
-from worldsim.cli import score as _score  # noqa: E402
+from worldsim.cli import gateway as _gateway  # noqa: F401
+from worldsim.cli import hindsight as _hindsight  # noqa: F401
+from worldsim.cli import prereg as _prereg  # noqa: F401
+from worldsim.cli import run as _run  # noqa: F401
+from worldsim.cli import score as _score  # noqa: F401
 
 
 def main() -> None:
