@@ -1,8 +1,8 @@
-"""Shared fixtures: the demo card, and a helper that runs a card into a temporary folder."""
+"""Shared fixtures: no network beyond loopback, the demo card, a helper that runs a card."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +13,16 @@ from tests.support import DEMO_CARD
 from worldsim.cards import Card, load_card
 from worldsim.engine import RunConfig, RunResult, run_card
 from worldsim.policy import BranchPolicy, load_policy
+from worldsim.testing import block_network
 
 RunFn = Callable[..., RunResult]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_network() -> Iterator[None]:
+    """Any connection to an address other than loopback fails inside the test suite."""
+    with block_network():
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -1,22 +1,15 @@
-"""Fixtures for the model-layer tests: no network beyond loopback, a small output model."""
+"""Fixtures for the model-layer tests: a small output model, fast retries, recorded sleeps."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Literal
 
 import pytest
 from pydantic import BaseModel, Field
 
 from worldsim.models import RetryPolicy
-from worldsim.testing import block_network
 from worldsim.types import CallSite, ChatMessage, ModelRequest
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _no_network() -> Iterator[None]:
-    with block_network():
-        yield
 
 
 class Forecast(BaseModel):
