@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from worldsim.gateway.gateway import RetrievalRecord as RetrievalData
+from worldsim.models.call import LlmCallData
 from worldsim.roles import BranchCandidate, Claim, Proposal, Review
 from worldsim.state import Delta
 
@@ -28,6 +29,7 @@ __all__ = [
     "ReviewData",
     "RunCompletedData",
     "RunFailedData",
+    "RunResumedData",
     "RunStartedData",
     "TickCommittedData",
     "TickStartedData",
@@ -57,6 +59,7 @@ class RunStartedData(_Data):
     seed: int
     ticks: int
     extraction_rule: str
+    kind: Literal["multiverse", "direct"] = "multiverse"
     resumed_from: str | None = None
 
 
@@ -181,6 +184,14 @@ class AuditData(_Data):
     leakage_findings: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class RunResumedData(_Data):
+    """A resume marker: records of ticks left uncommitted before it are void."""
+
+    after_seq: int
+    reason: str
+    voided: int
+
+
 class RunCompletedData(_Data):
     status: Literal["complete"] = "complete"
     timelines: int
@@ -259,6 +270,16 @@ class TimelineEndedRecord(_Envelope):
     data: TimelineEndedData
 
 
+class LlmCallRecord(_Envelope):
+    type: Literal["llm_call"]
+    data: LlmCallData
+
+
+class RunResumedRecord(_Envelope):
+    type: Literal["run_resumed"]
+    data: RunResumedData
+
+
 class RetrievalRecord(_Envelope):
     type: Literal["retrieval"]
     data: RetrievalData
@@ -301,6 +322,8 @@ RECORD_TYPES: dict[str, type[BaseModel]] = {
     "tick_committed": TickCommittedData,
     "timeline_ended": TimelineEndedData,
     "retrieval": RetrievalData,
+    "llm_call": LlmCallData,
+    "run_resumed": RunResumedData,
     "extraction": ExtractionData,
     "report": ReportData,
     "audit": AuditData,
@@ -320,6 +343,8 @@ TraceRecord = Annotated[
     | TickCommittedRecord
     | TimelineEndedRecord
     | RetrievalRecord
+    | LlmCallRecord
+    | RunResumedRecord
     | ExtractionRecord
     | ReportRecord
     | AuditRecord

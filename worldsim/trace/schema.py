@@ -59,6 +59,9 @@ _WHAT = {
     "tick_committed": "state digest, mass, status, ledger statuses, pressure, p_yes now",
     "timeline_ended": "status (settled/terminated/deadline), settlement, forced values, mass",
     "retrieval": "an evidence search or document open by an agent, recorded by the tool",
+    "llm_call": "one model call: route, requested and resolved model, response id, prompt "
+    "version, request hash, usage, latency, attempts, cache status, cost, reply or error",
+    "run_resumed": "a resume marker: the records of ticks left uncommitted before it are void",
     "extraction": "the extraction rule's p_yes, unresolved mass, concentration, leaves",
     "report": "the reporter's summary and claims with trace references",
     "audit": "the audit vector",
