@@ -16,7 +16,7 @@ from rich.table import Table
 
 from worldsim.cards import load_card
 from worldsim.cli._app import app, err_console, out_console
-from worldsim.engine import RunConfig, RunResult, run_card, trace_name
+from worldsim.engine import ModelConfig, RunConfig, RunResult, run_card, trace_name
 from worldsim.errors import ConfigError, TraceError
 from worldsim.extraction import EXTRACTION_RULES
 from worldsim.policy import load_policy
@@ -101,15 +101,53 @@ def run(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print one JSON object per trace, nothing else.")
     ] = False,
+    role_model: Annotated[
+        list[str] | None,
+        typer.Option(help="ROLE=ROUTE for one role (repeatable), e.g. cohort=openai/gpt-4o-mini."),
+    ] = None,
+    max_connections: Annotated[
+        int, typer.Option(min=1, help="Concurrent requests per route, shared by all timelines.")
+    ] = 8,
+    cache: Annotated[str, typer.Option(help="Response cache: use, refresh or off.")] = "use",
+    cache_path: Annotated[
+        Path | None, typer.Option(help="Cache file (default OUT/.cache/responses.sqlite).")
+    ] = None,
+    replay_strict: Annotated[
+        bool, typer.Option(help="A cache miss is an error (replay without calling a model).")
+    ] = False,
+    max_cost_usd: Annotated[
+        float | None, typer.Option(min=0.0, help="Stop cleanly at this spend; resumable.")
+    ] = None,
+    prices: Annotated[
+        Path | None, typer.Option(help="Price table YAML overriding the shipped one.")
+    ] = None,
+    forbidden_strings: Annotated[
+        Path | None, typer.Option(help="Strings that must never appear in a prompt or reply.")
+    ] = None,
+    leakage: Annotated[
+        str, typer.Option(help="On a forbidden string: record (default) or fail.")
+    ] = "record",
 ) -> None:
     """Run a scenario card as a branching multiverse and write one trace per seed."""
     card_obj = load_card(card)
     policy_obj = load_policy(policy)
-    if model != "offline":
-        raise ConfigError(
-            f"model route '{model}' is not available: this build runs the offline model only",
-            field="model",
-        )
+    if cache not in {"use", "refresh", "off"}:
+        raise ConfigError(f"--cache must be use, refresh or off, not '{cache}'", field="cache")
+    if leakage not in {"record", "fail"}:
+        raise ConfigError(f"--leakage must be record or fail, not '{leakage}'", field="leakage")
+    models = ModelConfig(
+        model=model,
+        role_models=tuple(role_model or ()),
+        max_connections=max_connections,
+        cache=cache,  # type: ignore[arg-type]
+        cache_path=cache_path,
+        replay_strict=replay_strict,
+        max_cost_usd=max_cost_usd,
+        prices=prices,
+        forbidden_strings=forbidden_strings,
+        leakage=leakage,  # type: ignore[arg-type]
+    )
+    models.routes()  # a malformed route is reported before anything runs
     if extraction not in EXTRACTION_RULES:
         raise ConfigError(
             f"unknown extraction rule '{extraction}' (known: {', '.join(EXTRACTION_RULES)})",
@@ -123,8 +161,8 @@ def run(
             ticks=ticks,
             extraction_rule=extraction,
             method=method_label,
-            model=model,
             card_path=card,
+            models=models,
         )
         for s in range(seed, seed + replicates)
     ]
