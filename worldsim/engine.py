@@ -281,8 +281,8 @@ class Engine:
             RunStartedData(
                 worldsim_version=__version__,
                 git_revision=_git_revision(),
-                card_hash=card_hash(card),
-                card=card.public_dict(),
+                card_hash=card_hash(self.config.card),
+                card=self.config.card.public_dict(),
                 method=self.config.method_label,
                 model=self.config.models.model,
                 policy=policy.model_dump(mode="json"),
@@ -291,6 +291,7 @@ class Engine:
                 seed=seed,
                 ticks=self.ticks,
                 extraction_rule=self.config.extraction_rule,
+                card_path=str(self.config.card_path) if self.config.card_path else None,
             ),
         )
         initializer: InitRole = self.roles["initializer"]
@@ -306,14 +307,27 @@ class Engine:
             durable=True,
         )
         root = Timeline("t0", None, None, 0, 1.0, policy.max_active, state)
+        await self.simulate([(root, 0, True)])
+        return await self.finish(started)
+
+    async def simulate(self, starts: Sequence[tuple[Timeline, int, bool]]) -> None:
+        """Run timelines from the given ticks until every one has ended.
+
+        Each start is (timeline, first tick, whether to announce it with timeline_started);
+        a resumed run passes the timelines its trace left unfinished.
+        """
         async with contextlib.AsyncExitStack() as stack:
-            if card.evidence is not None:
+            if self.config.card.evidence is not None:
                 self.gateway = await stack.enter_async_context(
-                    gateway_for_card(card, card_path=self.config.card_path)
+                    gateway_for_card(self.config.card, card_path=self.config.card_path)
                 )
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._run_timeline, root, 0, tg)
+                for tl, tick, announce in starts:
+                    tg.start_soon(self._run_timeline, tl, tick, tg, announce)
 
+    async def finish(self, started: float) -> RunResult:
+        """Extraction, report, audit and the sealed end of the trace."""
+        card, seed = self.card, self.config.seed
         leaves = [
             Leaf(tl.id, tl.mass, tl.settlement, tl.forced_p_yes, tl.forced_probs)
             for tl in self.timelines.values()
@@ -396,20 +410,23 @@ class Engine:
 
     # ------------------------------------------------------------------ timelines
 
-    async def _run_timeline(self, tl: Timeline, start_tick: int, tg: TaskGroup) -> None:
+    async def _run_timeline(
+        self, tl: Timeline, start_tick: int, tg: TaskGroup, announce: bool = True
+    ) -> None:
         self.timelines[tl.id] = tl
-        await self.writer.emit(
-            "timeline_started",
-            TimelineStartedData(
-                parent=tl.parent,
-                fork_tick=tl.fork_tick,
-                depth=tl.depth,
-                mass=tl.mass,
-                slots=tl.slots,
-                digest=state_digest(tl.state),
-            ),
-            tl=tl.id,
-        )
+        if announce:
+            await self.writer.emit(
+                "timeline_started",
+                TimelineStartedData(
+                    parent=tl.parent,
+                    fork_tick=tl.fork_tick,
+                    depth=tl.depth,
+                    mass=tl.mass,
+                    slots=tl.slots,
+                    digest=state_digest(tl.state),
+                ),
+                tl=tl.id,
+            )
         self._notify("timeline_started", timeline=tl.id, parent=tl.parent, mass=tl.mass)
         for k in range(start_tick, self.ticks):
             await self._tick(tl, k, tg)
@@ -565,8 +582,9 @@ class Engine:
             tl.forced_probs = review.forced_probs
 
         ending = state.all_scored_settled() or review.decision == "terminate"
+        children: list[Timeline] = []
         if not ending and review.branches:
-            state = await self._branch(tl, k, state, review.branches, tg)
+            state = await self._branch(tl, k, state, review.branches, children)
 
         if state.all_scored_settled():
             tl.status = "settled"
@@ -579,6 +597,10 @@ class Engine:
             tl.end_tick = k
             tl.reason = review.reason or "terminated by the reviewer"
         await self._commit(tl, k, state)
+        # children start once the fork tick is committed: a crash never leaves a child whose
+        # fork is not in the committed history
+        for child in children:
+            tg.start_soon(self._run_timeline, child, k + 1, tg, True)
 
     async def _trace_retrievals(self) -> None:
         """Write the gateway accesses made since the last call (the tool logs, not the agent)."""
@@ -601,6 +623,9 @@ class Engine:
                 ledger={key: row.status for key, row in sorted(state.ledger.items())},
                 pressure={key: state.pressure[key] for key in sorted(state.pressure.keys())},
                 p_yes_now=probs[yes] if yes is not None else None,
+                reason=tl.reason,
+                forced_p_yes=tl.forced_p_yes,
+                forced_probs=tl.forced_probs,
             ),
             tl=tl.id,
             tick=k,
@@ -646,7 +671,7 @@ class Engine:
         k: int,
         state: WorldState,
         candidates: Sequence[BranchCandidate],
-        tg: TaskGroup,
+        children: list[Timeline],
     ) -> WorldState:
         """Resolve the tick's branch candidates in order: fork, or sample in place, or drop."""
         sampler = rng_for(self.config.seed, "sample", tl.id, k)
@@ -696,8 +721,9 @@ class Engine:
                     }
                 )
                 self._notify("fork", parent=tl.id, child=cid, tick=k)
-                child = Timeline(cid, tl.id, k, tl.depth + 1, mass_child, slots_child, child_state)
-                tg.start_soon(self._run_timeline, child, k + 1, tg)
+                children.append(
+                    Timeline(cid, tl.id, k, tl.depth + 1, mass_child, slots_child, child_state)
+                )
             else:
                 self.forks_rejected += 1
                 came_true: bool | None = None

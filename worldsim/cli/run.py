@@ -21,6 +21,7 @@ from worldsim.errors import ConfigError, TraceError
 from worldsim.extraction import EXTRACTION_RULES
 from worldsim.policy import load_policy
 from worldsim.replay import TickStep, replay_steps
+from worldsim.resume import resume_run
 from worldsim.roles import registered_roles
 from worldsim.trace.reader import read_trace
 from worldsim.verify import verify_trace
@@ -61,6 +62,15 @@ class _Progress:
         )
 
 
+def _resume(trace: Path, models: ModelConfig, json_out: bool) -> None:
+    result = anyio.run(lambda: resume_run(trace, models=models))
+    if json_out:
+        sys.stdout.write(json.dumps(result.summary()) + "\n")
+        return
+    out_console.print(_summary_table([result]))
+    out_console.print(f"resumed and completed: {result.trace}", highlight=False)
+
+
 def _summary_table(results: list[RunResult]) -> Table:
     table = Table(title="worldsim run", show_lines=False)
     for col in ("seed", "p_yes", "unresolved", "timelines", "forks", "rejected", "wall s", "trace"):
@@ -82,7 +92,9 @@ def _summary_table(results: list[RunResult]) -> Table:
 
 @app.command()
 def run(
-    card: Annotated[Path, typer.Argument(help="Scenario card (YAML or JSON).")],
+    card: Annotated[
+        Path | None, typer.Argument(help="Scenario card (YAML or JSON); omit with --resume.")
+    ] = None,
     policy: Annotated[str, typer.Option(help="Policy preset name or file.")] = "branching",
     model: Annotated[str, typer.Option(help="Model route for every role.")] = "offline",
     seed: Annotated[int, typer.Option(min=0, help="Seed of the first run.")] = 0,
@@ -127,10 +139,16 @@ def run(
     leakage: Annotated[
         str, typer.Option(help="On a forbidden string: record (default) or fail.")
     ] = "record",
+    resume: Annotated[
+        Path | None, typer.Option(help="Continue the run recorded in this trace.")
+    ] = None,
 ) -> None:
-    """Run a scenario card as a branching multiverse and write one trace per seed."""
-    card_obj = load_card(card)
-    policy_obj = load_policy(policy)
+    """Run a scenario card as a branching multiverse and write one trace per seed.
+
+    With --resume TRACE, continue a run that crashed, was interrupted or hit its budget: the
+    card, policy, seed and routes come from the trace; completed ticks are not run again and
+    completed model calls come from the response cache.
+    """
     if cache not in {"use", "refresh", "off"}:
         raise ConfigError(f"--cache must be use, refresh or off, not '{cache}'", field="cache")
     if leakage not in {"record", "fail"}:
@@ -148,6 +166,15 @@ def run(
         leakage=leakage,  # type: ignore[arg-type]
     )
     models.routes()  # a malformed route is reported before anything runs
+    if resume is not None:
+        if card is not None:
+            raise ConfigError("give a card or --resume TRACE, not both", field="resume")
+        _resume(resume, models, json_out)
+        return
+    if card is None:
+        raise ConfigError("missing card (or --resume TRACE)", field="card")
+    card_obj = load_card(card)
+    policy_obj = load_policy(policy)
     if extraction not in EXTRACTION_RULES:
         raise ConfigError(
             f"unknown extraction rule '{extraction}' (known: {', '.join(EXTRACTION_RULES)})",
@@ -234,7 +261,7 @@ def replay(
                 sys.stdout.write(json.dumps(item.as_json()) + "\n")
             else:
                 _print_step(item)
-        else:
+        elif item[0] == "extraction":
             recorded = item[1][0]
             if recorded is not None:
                 from worldsim.replay import replay as full_replay
