@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -791,7 +791,7 @@ def _git_revision() -> str | None:
         return None
 
 
-def _first_error(exc: BaseException) -> BaseException:
+def unwrap_error(exc: BaseException) -> BaseException:
     """The error a task group's exception group stands for: a worldsim error if there is one."""
     if isinstance(exc, BaseExceptionGroup):
         leaves: list[BaseException] = []
@@ -847,6 +847,55 @@ def build_pool(
     return pool, guard
 
 
+async def open_models(
+    config: RunConfig, out: str | Path, stack: contextlib.AsyncExitStack
+) -> tuple[ModelPool | None, LeakageGuard | None]:
+    """Open the run's response cache and model pool on ``stack``; None when all is offline."""
+    models = config.models
+    remote = not all(route.is_offline for route in models.routes().routes())
+    cache: ResponseCache | None = None
+    if remote and models.cache != "off":
+        cache = await ResponseCache.open(
+            models.cache_path or default_cache_path(out),
+            mode=models.cache,
+            strict=models.replay_strict,
+        )
+        stack.push_async_callback(cache.aclose)
+    pool, guard = await anyio.to_thread.run_sync(build_pool, models, out, cache)
+    if pool is not None:
+        stack.push_async_callback(pool.aclose)
+    return pool, guard
+
+
+async def guarded(writer: TraceWriter, body: Callable[[], Awaitable[RunResult]]) -> RunResult:
+    """Run ``body``; a failure ends the trace with a sealed ``run_failed`` and is re-raised.
+
+    Cancellation (Ctrl-C, a kill) writes nothing: the trace stays open-ended, resumable.
+    """
+    try:
+        return await body()
+    except BaseException as raw:
+        exc = unwrap_error(raw)
+        if isinstance(exc, Exception):
+            kind = "config" if isinstance(exc, RoleError) else type(exc).__name__
+            log.error("run_failed", error=str(exc), trace=str(writer.path))
+            with anyio.CancelScope(shield=True):
+                await writer.emit(
+                    "run_failed",
+                    RunFailedData(
+                        error=str(exc)[:2000],
+                        kind=kind,
+                        resumable=isinstance(exc, BudgetExhausted | ModelError),
+                    ),
+                    durable=True,
+                )
+            if exc is not raw:
+                raise exc from None
+        raise
+    finally:
+        await writer.aclose()
+
+
 async def run_card(
     config: RunConfig,
     out: str | Path = "traces",
@@ -862,10 +911,7 @@ async def run_card(
     leaves nothing behind. A failure during the run ends the trace with ``run_failed``; a run
     stopped by its budget is marked resumable.
     """
-    models = config.models
-    routes = models.routes()
-    remote = not all(route.is_offline for route in routes.routes())
-    if not remote:
+    if all(route.is_offline for route in config.models.routes().routes()):
         resolve_roles(config)  # validate names before touching any file
     path = (
         Path(trace_path)
@@ -875,40 +921,11 @@ async def run_card(
     if path.exists() and not overwrite:
         raise ConfigError("trace already exists (use --force to replace it)", file=path)
     async with contextlib.AsyncExitStack() as stack:
-        cache: ResponseCache | None = None
-        if remote and models.cache != "off":
-            cache_file = models.cache_path or default_cache_path(out)
-            cache = await ResponseCache.open(
-                cache_file, mode=models.cache, strict=models.replay_strict
-            )
-            stack.push_async_callback(cache.aclose)
-        pool, guard = await anyio.to_thread.run_sync(build_pool, models, out, cache)
-        if pool is not None:
-            stack.push_async_callback(pool.aclose)
+        pool, guard = await open_models(config, out, stack)
         roles = resolve_roles(config, pool)
-        run_id = uuid.uuid4().hex[:16]
-        writer = await TraceWriter.create(path, run_id, fsync=fsync, overwrite=overwrite)
+        writer = await TraceWriter.create(
+            path, uuid.uuid4().hex[:16], fsync=fsync, overwrite=overwrite
+        )
         engine = Engine(config, writer, roles, observer, guard)
-        try:
-            return await engine.run()
-        except BaseException as raw:
-            exc = _first_error(raw)
-            if isinstance(exc, Exception):
-                kind = "config" if isinstance(exc, RoleError) else type(exc).__name__
-                log.error("run_failed", error=str(exc), trace=str(path))
-                with anyio.CancelScope(shield=True):
-                    await writer.emit(
-                        "run_failed",
-                        RunFailedData(
-                            error=str(exc)[:2000],
-                            kind=kind,
-                            resumable=isinstance(exc, BudgetExhausted | ModelError),
-                        ),
-                        durable=True,
-                    )
-                if exc is not raw:
-                    raise exc from None
-            raise
-        finally:
-            await writer.aclose()
+        return await guarded(writer, engine.run)
     raise AssertionError("unreachable")  # pragma: no cover

@@ -15,8 +15,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from worldsim.cards import Card
 from worldsim.engine import (
     Engine,
@@ -24,20 +22,18 @@ from worldsim.engine import (
     Observer,
     RunConfig,
     RunResult,
-    _first_error,
-    build_pool,
-    default_cache_path,
+    guarded,
+    open_models,
     resolve_roles,
 )
-from worldsim.errors import BudgetExhausted, ConfigError, ModelError
-from worldsim.models import ResponseCache
+from worldsim.errors import ConfigError
 from worldsim.policy import BranchPolicy
 from worldsim.replay import replay_steps
 from worldsim.state import WorldState
 from worldsim.timeline import Timeline
 from worldsim.trace.effective import void_lines
 from worldsim.trace.reader import Trace, read_trace
-from worldsim.trace.records import RunFailedData, RunResumedData
+from worldsim.trace.records import RunResumedData
 from worldsim.trace.writer import TraceWriter
 
 __all__ = ["resume_config", "resume_run"]
@@ -178,20 +174,8 @@ async def resume_run(
     void = void_lines(trace.lines[last_marker + 1 :])
     kept = [line for line in trace.effective if line.number not in void]
     out = Path(path).parent
-    cache = None
-    routes = config.models.routes()
-    remote = not all(route.is_offline for route in routes.routes())
     async with AsyncExitStack() as stack:
-        if remote and config.models.cache != "off":
-            cache = await ResponseCache.open(
-                config.models.cache_path or default_cache_path(out),
-                mode=config.models.cache,
-                strict=config.models.replay_strict,
-            )
-            stack.push_async_callback(cache.aclose)
-        pool, guard = await anyio.to_thread.run_sync(build_pool, config.models, out, cache)
-        if pool is not None:
-            stack.push_async_callback(pool.aclose)
+        pool, guard = await open_models(config, out, stack)
         roles = resolve_roles(config, pool)
         writer = await TraceWriter.append_to(
             trace.path,
@@ -203,39 +187,20 @@ async def resume_run(
         )
         engine = Engine(config, writer, roles, observer, guard)
         began = time.perf_counter()
-        try:
+        cause = trace.terminal.data.kind if trace.terminal is not None else "an interruption"
+
+        async def body() -> RunResult:
             await writer.emit(
                 "run_resumed",
                 RunResumedData(
                     after_seq=trace.lines[-1].record.seq,
-                    reason=(
-                        f"resumed after {trace.terminal.data.kind}"
-                        if trace.terminal is not None
-                        else "resumed after an interruption"
-                    ),
+                    reason=f"resumed after {cause}",
                     voided=len(void),
                 ),
                 durable=True,
             )
-            starts = _rebuild(engine, trace, kept)
-            await engine.simulate(starts)
+            await engine.simulate(_rebuild(engine, trace, kept))
             return await engine.finish(began)
-        except BaseException as raw:
-            exc = _first_error(raw)
-            if isinstance(exc, Exception):
-                with anyio.CancelScope(shield=True):
-                    await writer.emit(
-                        "run_failed",
-                        RunFailedData(
-                            error=str(exc)[:2000],
-                            kind=type(exc).__name__,
-                            resumable=isinstance(exc, BudgetExhausted | ModelError),
-                        ),
-                        durable=True,
-                    )
-                if exc is not raw:
-                    raise exc from None
-            raise
-        finally:
-            await writer.aclose()
+
+        return await guarded(writer, body)
     raise AssertionError("unreachable")  # pragma: no cover
