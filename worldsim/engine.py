@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 import structlog
@@ -85,6 +85,7 @@ from worldsim.trace.records import (
     WorldInitializedData,
 )
 from worldsim.trace.writer import TraceWriter
+from worldsim.types import Model
 
 __all__ = ["DEFAULT_TICKS", "Observer", "RunConfig", "RunResult", "run_card", "trace_name"]
 
@@ -179,7 +180,13 @@ def trace_name(card_id: str, method: str, seed: int) -> str:
 _PHASES = {"initializer": "init", "governance": "review", "reporter": "report"}
 
 
-def resolve_roles(config: RunConfig, pool: ModelPool | None = None) -> dict[str, Any]:
+class ModelSource(Protocol):
+    """Anything that hands out a model per role: a :class:`ModelPool`, or a test's double."""
+
+    def for_role(self, role: str) -> Model: ...
+
+
+def resolve_roles(config: RunConfig, pool: ModelSource | None = None) -> dict[str, Any]:
     """Instantiate the run's roles before anything is written; unknown ones are config errors.
 
     A built-in role whose route is a model becomes its LLM implementation (prompt from
@@ -904,12 +911,14 @@ async def run_card(
     fsync: bool = True,
     observer: Observer | None = None,
     trace_path: str | Path | None = None,
+    model_source: ModelSource | None = None,
 ) -> RunResult:
     """Run one card under one policy and seed; stream the trace into ``out``.
 
     Everything that can be checked is checked before the trace file is created, so bad input
     leaves nothing behind. A failure during the run ends the trace with ``run_failed``; a run
-    stopped by its budget is marked resumable.
+    stopped by its budget is marked resumable. ``model_source`` replaces the configured routes'
+    models (tests pass ``worldsim.testing`` doubles).
     """
     if all(route.is_offline for route in config.models.routes().routes()):
         resolve_roles(config)  # validate names before touching any file
@@ -922,7 +931,7 @@ async def run_card(
         raise ConfigError("trace already exists (use --force to replace it)", file=path)
     async with contextlib.AsyncExitStack() as stack:
         pool, guard = await open_models(config, out, stack)
-        roles = resolve_roles(config, pool)
+        roles = resolve_roles(config, model_source or pool)
         writer = await TraceWriter.create(
             path, uuid.uuid4().hex[:16], fsync=fsync, overwrite=overwrite
         )
