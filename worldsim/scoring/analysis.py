@@ -14,6 +14,8 @@ from pathlib import Path
 from worldsim._io import load_mapping, sha256_file
 from worldsim.cards import load_card, parse_utc
 from worldsim.errors import CardError, ConfigError
+from worldsim.hindsight.ker import DEFAULT_DATE_WINDOW_DAYS
+from worldsim.scoring.axes import Axes, compute_axes
 from worldsim.scoring.calibration import Calibration, calibrate
 from worldsim.scoring.inputs import LoadedPredictions, load_predictions, read_csv
 from worldsim.scoring.labels import LabelSet, load_labels
@@ -65,6 +67,8 @@ class ScoreOptions:
     prereg_lock: Path | None = None
     allow_unlabelled: bool = False
     n_bins: int = 10
+    hindsight: Path | None = None
+    date_window_days: float | None = DEFAULT_DATE_WINDOW_DAYS
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +102,7 @@ class ScoreResult:
     lock_path: Path | None = None
     prereg: Prereg | None = None
     rule_mismatches: tuple[str, ...] = field(default=())
+    axes: Axes | None = None
 
 
 def score(options: ScoreOptions) -> ScoreResult:
@@ -175,6 +180,16 @@ def score(options: ScoreOptions) -> ScoreResult:
         kept, exclusions = contamination_filter(forecasts, cutoffs, card_as_of)
         filtered = analyse(kept, filtered=True)
 
+    axes: Axes | None = None
+    if options.hindsight is not None:
+        axes = compute_axes(
+            analysis.table,
+            analysis.summaries,
+            loaded.rows,
+            options.hindsight,
+            date_window_days=options.date_window_days,
+        )
+
     mismatches: list[str] = []
     if prereg is not None and prereg.extraction_rule is not None:
         for fc in forecasts:
@@ -200,6 +215,7 @@ def score(options: ScoreOptions) -> ScoreResult:
         lock_path=options.prereg_lock,
         prereg=prereg,
         rule_mismatches=tuple(mismatches),
+        axes=axes,
     )
 
 
