@@ -292,6 +292,8 @@ def test_date_window_option(
         "score", trace_dir, "--labels", LABELS, "--hindsight", HINDSIGHT, "--date-window", "-1"
     )
     assert bad.code == 2 and "--date-window" in bad.err
+    alone = run("score", trace_dir, "--labels", LABELS, "--date-window", "3")
+    assert alone.code == 2 and "--hindsight" in alone.err
 
 
 def test_tables_gain_axes_columns_only_with_hindsight(

@@ -92,9 +92,12 @@ def score_command(
         ),
     ] = None,
     date_window: Annotated[
-        str,
-        typer.Option("--date-window", help="KER: days between matched dates, or 'none'."),
-    ] = f"{DEFAULT_DATE_WINDOW_DAYS:g}",
+        str | None,
+        typer.Option(
+            "--date-window",
+            help="KER: days between matched dates, or 'none' (default 7; needs --hindsight).",
+        ),
+    ] = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON report.")] = None,
     csv_path: Annotated[
         Path | None, typer.Option("--csv", help="Write the per-card table as CSV.")
@@ -109,7 +112,11 @@ def score_command(
     """Score forecasts against labels: proper scores, paired comparisons, calibration."""
     if plots is not None:
         require_matplotlib()
-    window = parse_date_window(date_window)
+    window: float | None = DEFAULT_DATE_WINDOW_DAYS
+    if date_window is not None:
+        if hindsight is None:
+            raise ConfigError("--date-window applies only with --hindsight", field="--date-window")
+        window = parse_date_window(date_window)
     options = ScoreOptions(
         inputs=tuple(inputs),
         labels=labels,
