@@ -164,21 +164,26 @@ def test_method_axes_are_the_means_of_the_per_card_rows(
 
 
 def test_card_without_a_graph_is_listed_in_the_coverage(
-    run: Runner, tmp_path: Path, trace_dir: Path
+    run: Runner, tmp_path: Path, traces: dict[str, list[Path]], trace_dir: Path
 ) -> None:
     graphs = tmp_path / "hindsight"
     shutil.copytree(HINDSIGHT, graphs)
-    dropped = sorted(graphs.glob("*.json"))[0]
-    dropped.unlink()
+    with_graph = sorted(c for c in traces if (graphs / f"{c}.json").is_file())
+    assert with_graph, "no demo card has a hindsight graph"
+    dropped = with_graph[0]
+    (graphs / f"{dropped}.json").unlink()
+    expected = sorted(c for c in traces if not (graphs / f"{c}.json").is_file())
     doc, result = _score(run, tmp_path, trace_dir, hindsight=graphs)
     axes = doc["axes"]
-    assert axes["coverage"]["cards_without_graph"] == [dropped.stem]
-    assert dropped.stem not in axes["coverage"]["cards_with_graph"]
-    row = next(r for r in doc["per_card"] if r["card_id"] == dropped.stem)
+    assert axes["coverage"]["cards_without_graph"] == expected
+    assert dropped not in axes["coverage"]["cards_with_graph"]
+    row = next(r for r in doc["per_card"] if r["card_id"] == dropped)
     assert row["ker"] is None and row["srcp"] is None
-    assert f"without a graph: {dropped.stem}" in result.out
-    # Still scored on the outcome axis.
-    assert doc["axes"]["methods"]["branching"]["n"] == len({r["card_id"] for r in doc["per_card"]})
+    assert f"without a graph: {','.join(expected)}" in result.out
+    # Still scored on the outcome axis, and left out of the axes' own counts.
+    method = axes["methods"]["branching"]
+    assert method["n"] == len(traces)
+    assert method["n_hindsight"] == len(traces) - len(expected)
 
 
 def test_table_rows_have_no_ker_or_srcp(run: Runner, tmp_path: Path, trace_dir: Path) -> None:

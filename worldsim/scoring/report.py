@@ -409,46 +409,37 @@ def _print_axes(axes: Mapping[str, Any], console: Console) -> None:
         line += f"; {n_warnings} graph quality warning(s)"
     console.print(line, highlight=False)
     table = Table(
-        title="Three axes (outcome | evidence | reasoning; ✓ correct, ✗ incorrect; (n) counts)",
+        title="Three axes (cards: with a graph and a trace / scored; (n): cards averaged)",
         title_justify="left",
     )
-    columns = (
-        "method",
-        "n",
-        "hindsight",
-        "✓/✗",
-        "accuracy",
-        "Brier",
-        "log",
-        "SrcP",
-        "KER",
-        "mass-wtd",
-        "SrcP ✓",
-        "SrcP ✗",
-        "KER ✓",
-        "KER ✗",
+    for col in ("method", "cards", "accuracy", "SrcP", "KER", "mass-wtd"):
+        table.add_column(col, justify="left" if col == "method" else "right", overflow="fold")
+    split = Table(
+        title="KER and SrcP by correctness (✓ correct, ✗ incorrect forecasts)",
+        title_justify="left",
     )
-    for col in columns:
-        table.add_column(col, justify="left" if col == "method" else "right")
+    for col in ("method", "✓/✗", "SrcP ✓", "SrcP ✗", "KER ✓", "KER ✗"):
+        split.add_column(col, justify="left" if col == "method" else "right", overflow="fold")
     for name, m in axes["methods"].items():
-        ok, bad = m["by_correctness"]["correct"], m["by_correctness"]["incorrect"]
         table.add_row(
             name,
-            str(m["n"]),
-            str(m["n_hindsight"]),
-            f"{ok['n']}/{bad['n']}",
+            f"{m['n_hindsight']}/{m['n']}",
             _fmt(m["outcome"]["accuracy"], 3),
-            _fmt(m["outcome"]["brier"]),
-            _fmt(m["outcome"]["log"]),
             _fmt_n(m["evidence"]["srcp_mean"], m["evidence"]["n"]),
             _fmt_n(m["reasoning"]["ker_mean"], m["reasoning"]["n"]),
             _fmt(m["reasoning"]["mass_weighted_recall_mean"], 3),
+        )
+        ok, bad = m["by_correctness"]["correct"], m["by_correctness"]["incorrect"]
+        split.add_row(
+            name,
+            f"{ok['n']}/{bad['n']}",
             _fmt_n(ok["srcp_mean"], ok["srcp_n"]),
             _fmt_n(bad["srcp_mean"], bad["srcp_n"]),
             _fmt_n(ok["ker_mean"], ok["ker_n"]),
             _fmt_n(bad["ker_mean"], bad["ker_n"]),
         )
     console.print(table)
+    console.print(split)
 
 
 # --------------------------------------------------------------------------------------------
