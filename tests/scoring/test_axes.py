@@ -259,6 +259,12 @@ def test_structural_error_refuses_and_quality_warnings_are_reported(
     assert "graph quality warning" in outcome.out
 
 
+def test_hindsight_must_be_a_folder(run: Runner, tmp_path: Path, trace_dir: Path) -> None:
+    graph = next(HINDSIGHT.glob("*.json"))
+    result = run("score", trace_dir, "--labels", LABELS, "--hindsight", graph)
+    assert result.code == 2 and str(graph) in result.err and "folder" in result.err
+
+
 def test_graph_for_another_card_is_refused(run: Runner, tmp_path: Path, trace_dir: Path) -> None:
     graphs = tmp_path / "hindsight"
     shutil.copytree(HINDSIGHT, graphs)

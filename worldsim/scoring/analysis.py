@@ -6,6 +6,7 @@ result into JSON, CSV, Markdown and the printed summary.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -140,6 +141,11 @@ def score(options: ScoreOptions) -> ScoreResult:
         pairs = _unique(list(options.compare))
         blends = _unique_blends(list(options.blends))
     _check_settings(tie_eps, n_resamples, level)
+    window = options.date_window_days
+    if window is not None and not (math.isfinite(window) and window >= 0):
+        raise ConfigError(
+            "the date window must be a finite number of days, zero or more", field="--date-window"
+        )
 
     loaded = load_predictions(options.inputs)
     if not loaded.rows:
