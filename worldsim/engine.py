@@ -38,6 +38,7 @@ from worldsim.llm.tracing import TracingModel
 from worldsim.models import (
     Budget,
     LeakageGuard,
+    LeakageGuardModel,
     LlmCallData,
     ModelOptions,
     ModelPool,
@@ -854,11 +855,36 @@ def build_pool(
     return pool, guard
 
 
+class _GuardedSource:
+    """A caller's model source with the run's leakage guard around every model."""
+
+    def __init__(self, source: ModelSource, guard: LeakageGuard | None) -> None:
+        self.source = source
+        self.guard = guard
+
+    def for_role(self, role: str) -> Model:
+        model = self.source.for_role(role)
+        return LeakageGuardModel(model, self.guard) if self.guard is not None else model
+
+
 async def open_models(
-    config: RunConfig, out: str | Path, stack: contextlib.AsyncExitStack
-) -> tuple[ModelPool | None, LeakageGuard | None]:
-    """Open the run's response cache and model pool on ``stack``; None when all is offline."""
+    config: RunConfig,
+    out: str | Path,
+    stack: contextlib.AsyncExitStack,
+    source: ModelSource | None = None,
+) -> tuple[ModelSource | None, LeakageGuard | None]:
+    """Open the run's response cache and model pool on ``stack``; None when all is offline.
+
+    With ``source`` (a test's doubles), its models replace the routes' and no pool is built.
+    """
     models = config.models
+    if source is not None:
+        guard = (
+            LeakageGuard.from_file(models.forbidden_strings, mode=models.leakage)
+            if models.forbidden_strings is not None
+            else None
+        )
+        return _GuardedSource(source, guard), guard
     remote = not all(route.is_offline for route in models.routes().routes())
     cache: ResponseCache | None = None
     if remote and models.cache != "off":
@@ -930,8 +956,8 @@ async def run_card(
     if path.exists() and not overwrite:
         raise ConfigError("trace already exists (use --force to replace it)", file=path)
     async with contextlib.AsyncExitStack() as stack:
-        pool, guard = await open_models(config, out, stack)
-        roles = resolve_roles(config, model_source or pool)
+        pool, guard = await open_models(config, out, stack, model_source)
+        roles = resolve_roles(config, pool)
         writer = await TraceWriter.create(
             path, uuid.uuid4().hex[:16], fsync=fsync, overwrite=overwrite
         )
