@@ -148,5 +148,8 @@ def test_verify_exit_codes(tmp_path: Path) -> None:
 def test_roles_lists_the_builtins() -> None:
     proc = cli("roles")
     assert proc.returncode == 0
-    for name in ("initializer", "actor", "cohort", "governance", "reporter"):
+    for name in ("initializer", "actor", "cohort", "governance", "reporter", "direct"):
         assert name in proc.stdout
+    from worldsim.prompts import load_prompt_role
+
+    assert load_prompt_role("governance").version in proc.stdout

@@ -21,8 +21,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-out_console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)
+# Piped output is read by programs and people with wide windows: do not cut it at 80 columns.
+out_console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 160)
 
 
 def configure_logging(level: int = logging.WARNING) -> None:

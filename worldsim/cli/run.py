@@ -20,6 +20,7 @@ from worldsim.engine import ModelConfig, RunConfig, RunResult, run_card, trace_n
 from worldsim.errors import ConfigError, TraceError
 from worldsim.extraction import EXTRACTION_RULES
 from worldsim.policy import load_policy
+from worldsim.prompts import known_prompt_roles, load_prompt_role
 from worldsim.replay import TickStep, replay_steps
 from worldsim.resume import resume_run
 from worldsim.roles import registered_roles
@@ -74,7 +75,10 @@ def _resume(trace: Path, models: ModelConfig, json_out: bool) -> None:
 def _summary_table(results: list[RunResult]) -> Table:
     table = Table(title="worldsim run", show_lines=False)
     for col in ("seed", "p_yes", "unresolved", "timelines", "forks", "rejected", "wall s", "trace"):
-        table.add_column(col, justify="right" if col not in {"trace"} else "left")
+        if col == "trace":
+            table.add_column(col, overflow="fold", min_width=20)
+        else:
+            table.add_column(col, justify="right", no_wrap=True)
     for r in results:
         p = f"{r.p_yes:.4f}" if r.p_yes is not None else json.dumps(r.p_options)
         table.add_row(
@@ -371,10 +375,25 @@ def verify(
 
 @app.command()
 def roles() -> None:
-    """List the installed roles: built-in, plug-ins (entry point group worldsim.roles)."""
-    table = Table(title="roles")
+    """List the installed roles: Python roles (built-in offline model, plug-ins from the entry
+    point group worldsim.roles) and prompt roles from agents/ with their prompt versions."""
+    table = Table(title="Python roles (offline route and plug-ins)")
     for col in ("name", "phase", "source", "description"):
         table.add_column(col)
     for entry in registered_roles().values():
         table.add_row(entry.name, entry.phase, entry.source, entry.description)
     out_console.print(table)
+    prompts = Table(title="Prompt roles (model routes)")
+    for col in ("name", "phase", "version", "output", "tools", "file"):
+        prompts.add_column(col)
+    for name in known_prompt_roles():
+        role = load_prompt_role(name)
+        prompts.add_row(
+            name,
+            role.meta.phase,
+            role.version,
+            role.meta.output,
+            ", ".join(role.meta.tools),
+            str(role.path),
+        )
+    out_console.print(prompts)
