@@ -127,13 +127,17 @@ RECORDS: list[tuple[str, str | None, int | None, dict[str, Any]]] = [
         {
             "child": "t0.1",
             "parent": "t0",
-            "probability": 0.4,
+            "index": 0,
+            "candidate": {
+                "hypothesis": "Regulator R blocks the merger",
+                "hypothesis_id": "h1",
+                "endpoint_id": "block",
+                "probability": 0.4,
+                "score": 0.9,
+            },
             "mass_before": 1.0,
             "mass_child": 0.4,
             "mass_parent": 0.6,
-            "hypothesis": "Regulator R blocks the merger",
-            "hypothesis_id": "h1",
-            "endpoint_id": "block",
         },
     ),
     (

@@ -82,3 +82,22 @@ def test_causal_pressure_is_a_running_sum_with_mixed_and_neutral_at_zero() -> No
     # h1: −0.4·0.5 = −0.2; h2: +0.6·0.5 + 0 (mixed) = +0.3 → 0.1; h3: +1 → 1.1
     assert [p.value for p in points] == pytest.approx([-0.2, 0.1, 1.1])
     assert [p.date.day for p in points] == [2, 5, 30]
+
+
+def test_real_engine_traces_give_branch_events_and_positive_ker(tmp_path: Path) -> None:
+    """The extractor reads the engine's own fork records: hypotheses become branch events."""
+    import anyio
+
+    from worldsim.cards import load_card
+    from worldsim.engine import RunConfig, run_card
+    from worldsim.policy import load_policy
+
+    root = Path(__file__).resolve().parents[2]
+    card = load_card(root / "scenarios" / "merger-review.yaml")
+    config = RunConfig(card=card, policy=load_policy("branching"), seed=6)
+    result = anyio.run(lambda: run_card(config, tmp_path, fsync=False))
+    assert result.forks > 0
+    graph = extract_forecast(read_trace(result.trace))
+    branches = [e for e in graph.events if e.kind == "branch"]
+    assert len(branches) == result.forks
+    assert all(e.timeline.count(".") >= 1 for e in branches)

@@ -223,7 +223,8 @@ def extract_forecast(records: list[TraceRecord]) -> ForecastGraph:
                     accepted.append((r.tl, r.tick, agent, _index(item.get("index"))))
         elif r.type == "fork":
             child = r.data.get("child")
-            hypothesis = r.data.get("hypothesis")
+            candidate = r.data.get("candidate")
+            hypothesis = candidate.get("hypothesis") if isinstance(candidate, dict) else None
             if isinstance(child, str) and isinstance(hypothesis, str):
                 add(f"{child}/{r.tick}/branch", hypothesis, "", child, r.tick, "branch")
 
