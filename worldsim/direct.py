@@ -195,6 +195,7 @@ class BaseRateModel:
         )
         call.resolved_model = "offline"
         call.finish_reason = "stop"
+        call.cost_usd = 0.0
         call.reply = text
         return ModelResponse(output=output, text=text, call=call.model_dump(mode="json"))
 
@@ -249,7 +250,6 @@ async def forecast_card(
     seed: int = 0,
     overwrite: bool = False,
     fsync: bool = True,
-    card_path: str | Path | None = None,
     method: str = "direct",
     guard: LeakageGuard | None = None,
 ) -> DirectResult:
