@@ -480,3 +480,31 @@ def test_score_takes_direct_traces_next_to_offline_traces(tmp_path: Path) -> Non
     assert row["model"] == ROUTE
     y = 1.0 if row["outcome"] == "yes" else 0.0
     assert row["brier"] == pytest.approx((0.37 - y) ** 2)
+
+
+def test_cli_cache_path_and_cache_off(tmp_path: Path) -> None:
+    out = tmp_path / "traces"
+    custom = tmp_path / "elsewhere" / "cache.sqlite"
+    with StubServer(scripted(reply(0.37))) as server:
+        runs = [
+            cli(
+                *forecast_args(out, "--json", "--cache-path", str(custom)),
+                server=server,
+                cwd=tmp_path,
+            ),
+            cli(
+                *forecast_args(out, "--json", "--force", "--cache-path", str(custom)),
+                server=server,
+                cwd=tmp_path,
+            ),
+            cli(
+                *forecast_args(out, "--json", "--force", "--cache", "off"),
+                server=server,
+                cwd=tmp_path,
+            ),
+        ]
+        assert server.request_count == 2  # the first run and the uncached third
+    assert [r.returncode for r in runs] == [0, 0, 0], [r.stderr for r in runs]
+    assert [json.loads(r.stdout)["cache"] for r in runs] == ["miss", "hit", "off"]
+    assert custom.is_file()
+    assert not (out / ".cache").exists()
