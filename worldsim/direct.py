@@ -257,10 +257,11 @@ async def forecast_card(
     ``<out>/<card>__<method>__s<seed>.jsonl``.
 
     ``route`` is the route name recorded in the trace; ``guard`` is the leakage guard wrapped
-    around ``model``, if any, whose findings go into the audit. Bad input (a non-binary card,
-    an existing trace without ``overwrite``) raises `ConfigError` before the trace is created.
-    A failed call (`ModelError`, `BudgetExhausted`, `LeakageError`, ...) ends the trace with
-    ``run_failed`` and is raised.
+    around ``model``, if any, whose findings go into the audit. A non-binary card raises
+    `ConfigError` and an existing trace without ``overwrite`` `TraceError`, both before the
+    trace is created. The trace's ``run_started`` records the whole card (evidence included,
+    as its hash does); only the prompt leaves the evidence out. A failed call (`ModelError`,
+    `BudgetExhausted`, `LeakageError`, ...) ends the trace with ``run_failed`` and is raised.
     """
     started = time.perf_counter()
     request = direct_request(card, seed=seed)
