@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from worldsim.cards import Card
+from worldsim.models.leakage import LeakageGuard
 from worldsim.roles import Claim, TimelineSummary
 from worldsim.state import WorldState
 from worldsim.trace.records import AuditData, ExtractionData
@@ -94,6 +95,8 @@ def audit_run(
     claims: Sequence[Claim],
     proposals: set[tuple[str, int, str]],
     documents: set[str] | None = None,
+    report_failed: str | None = None,
+    leakage: LeakageGuard | None = None,
 ) -> AuditData:
     endpoint_bad = endpoint_problems(card, timelines)
     mass_sum = 0.0
@@ -102,6 +105,9 @@ def audit_run(
     ungrounded = ground_claims(
         claims, timelines, proposals, {ep.id for ep in card.endpoints}, documents
     )
+    if report_failed is not None:
+        ungrounded = [report_failed, *ungrounded]
+    findings = [f.model_dump(mode="json") for f in leakage.findings] if leakage else []
     return AuditData(
         initialization_valid=not init_problems,
         initialization_problems=init_problems,
@@ -113,5 +119,6 @@ def audit_run(
         extraction_rule=extraction.rule,
         report_grounding="grounded" if not ungrounded else "ungrounded",
         ungrounded_refs=ungrounded,
-        leakage="not-checked",
+        leakage="not-checked" if leakage is None else ("findings" if findings else "clean"),
+        leakage_findings=findings,
     )

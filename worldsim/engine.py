@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import anyio
 import structlog
@@ -23,9 +23,30 @@ from anyio.abc import TaskGroup
 from worldsim import __version__
 from worldsim.audit import audit_run, check_world
 from worldsim.cards import Card, card_hash
-from worldsim.errors import ConfigError, RoleError, StateError
+from worldsim.errors import (
+    BudgetExhausted,
+    ConfigError,
+    ModelError,
+    RoleError,
+    StateError,
+    WorldsimError,
+)
 from worldsim.extraction import EXTRACTION_RULES, Leaf, extract
 from worldsim.gateway import AgentTools, Gateway, gateway_for_card, unretrieved_citations
+from worldsim.llm import LLMRole, llm_role
+from worldsim.llm.tracing import TracingModel
+from worldsim.models import (
+    Budget,
+    LeakageGuard,
+    LeakageGuardModel,
+    LlmCallData,
+    ModelOptions,
+    ModelPool,
+    PriceTable,
+    ResponseCache,
+    RetryPolicy,
+    RouteTable,
+)
 from worldsim.offline.world import tick_dates
 from worldsim.policy import BranchPolicy
 from worldsim.rng import rng_for
@@ -35,6 +56,7 @@ from worldsim.roles import (
     InitContext,
     InitRole,
     Proposal,
+    Report,
     ReportContext,
     ReportRole,
     Review,
@@ -64,6 +86,7 @@ from worldsim.trace.records import (
     WorldInitializedData,
 )
 from worldsim.trace.writer import TraceWriter
+from worldsim.types import Model
 
 __all__ = ["DEFAULT_TICKS", "Observer", "RunConfig", "RunResult", "run_card", "trace_name"]
 
@@ -71,6 +94,27 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_TICKS = 8
 Observer = Callable[[str, Mapping[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    """How model routes are reached: flags of ``worldsim run`` beyond the card and policy."""
+
+    model: str = "offline"
+    role_models: tuple[str, ...] = ()
+    max_connections: int = 8
+    cache: Literal["use", "refresh", "off"] = "use"
+    cache_path: Path | None = None
+    replay_strict: bool = False
+    max_cost_usd: float | None = None
+    prices: Path | None = None
+    forbidden_strings: Path | None = None
+    leakage: Literal["record", "fail"] = "record"
+    retry: RetryPolicy | None = None
+    environ: Mapping[str, str] | None = None
+
+    def routes(self) -> RouteTable:
+        return RouteTable.from_flags(self.model, self.role_models)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +127,9 @@ class RunConfig:
     ticks: int | None = None
     extraction_rule: str = "path-ledger/1"
     method: str | None = None
-    model: str = "offline"
     roles: Mapping[str, str] = field(default_factory=dict)
     card_path: Path | None = None
+    models: ModelConfig = field(default_factory=ModelConfig)
 
     @property
     def effective_ticks(self) -> int:
@@ -134,23 +178,41 @@ def trace_name(card_id: str, method: str, seed: int) -> str:
     return f"{card_id}__{method}__s{seed}.jsonl"
 
 
-_ROLE_SLOTS = ("initializer", "governance", "reporter")
+_PHASES = {"initializer": "init", "governance": "review", "reporter": "report"}
 
 
-def resolve_roles(config: RunConfig) -> dict[str, Any]:
-    """Instantiate the run's roles before anything is written; unknown ones are config errors."""
-    names = {slot: config.roles.get(slot, slot) for slot in _ROLE_SLOTS}
-    roles: dict[str, Any] = {
-        "initializer": get_role(names["initializer"], "init"),
-        "governance": get_role(names["governance"], "review"),
-        "reporter": get_role(names["reporter"], "report"),
-    }
+class ModelSource(Protocol):
+    """Anything that hands out a model per role: a :class:`ModelPool`, or a test's double."""
+
+    def for_role(self, role: str) -> Model: ...
+
+
+def resolve_roles(config: RunConfig, pool: ModelSource | None = None) -> dict[str, Any]:
+    """Instantiate the run's roles before anything is written; unknown ones are config errors.
+
+    A built-in role whose route is a model becomes its LLM implementation (prompt from
+    ``agents/``); on the ``offline`` route, or for a role a user plugged in, the registered
+    Python class runs.
+    """
+    routes = config.models.routes()
+    roles: dict[str, Any] = {}
+
+    def build(slot: str, phase: Any) -> Any:
+        name = config.roles.get(slot, slot)
+        if name == slot and not routes.for_role(slot).is_offline:
+            if pool is None:
+                raise ConfigError(f"role '{slot}' needs a model pool", field="model")
+            return llm_role(slot, pool.for_role(slot), seed=config.seed)
+        return get_role(name, phase)
+
+    for slot, phase in _PHASES.items():
+        roles[slot] = build(slot, phase)
     seeds = config.card.seeds
     tick_roles = {"actor", "cohort"}
     if seeds is not None:
         tick_roles |= {a.role for a in seeds.actors} | {c.role for c in seeds.cohorts}
     for name in sorted(tick_roles):
-        roles[f"tick:{name}"] = get_role(config.roles.get(name, name), "tick")
+        roles[f"tick:{name}"] = build(name, "tick")
     if config.extraction_rule not in EXTRACTION_RULES:
         raise ConfigError(
             f"unknown extraction rule '{config.extraction_rule}' "
@@ -169,8 +231,13 @@ class Engine:
         writer: TraceWriter,
         roles: dict[str, Any],
         observer: Observer | None = None,
+        guard: LeakageGuard | None = None,
     ) -> None:
         self.config = config
+        self.guard = guard
+        for role in roles.values():
+            if isinstance(role, LLMRole):
+                role.model = TracingModel(role.model, self._trace_call)
         self.card = config.card
         self.policy = config.policy
         self.ticks = config.effective_ticks
@@ -189,6 +256,9 @@ class Engine:
         )
 
     # ------------------------------------------------------------------ helpers
+
+    async def _trace_call(self, call: LlmCallData) -> None:
+        await self.writer.emit("llm_call", call, tl=call.timeline, tick=call.tick)
 
     def _notify(self, event: str, **payload: Any) -> None:
         if self.observer is not None:
@@ -210,21 +280,26 @@ class Engine:
             key.removeprefix("tick:"): getattr(role, "prompt_version", "offline")
             for key, role in sorted(self.roles.items())
         }
+        routes = {
+            key.removeprefix("tick:"): role.route if isinstance(role, LLMRole) else "offline"
+            for key, role in sorted(self.roles.items())
+        }
         await self.writer.emit(
             "run_started",
             RunStartedData(
                 worldsim_version=__version__,
                 git_revision=_git_revision(),
-                card_hash=card_hash(card),
-                card=card.public_dict(),
+                card_hash=card_hash(self.config.card),
+                card=self.config.card.public_dict(),
                 method=self.config.method_label,
-                model=self.config.model,
+                model=self.config.models.model,
                 policy=policy.model_dump(mode="json"),
-                routes={key.removeprefix("tick:"): self.config.model for key in self.roles},
+                routes=routes,
                 prompt_versions=prompt_versions,
                 seed=seed,
                 ticks=self.ticks,
                 extraction_rule=self.config.extraction_rule,
+                card_path=str(self.config.card_path) if self.config.card_path else None,
             ),
         )
         initializer: InitRole = self.roles["initializer"]
@@ -240,14 +315,27 @@ class Engine:
             durable=True,
         )
         root = Timeline("t0", None, None, 0, 1.0, policy.max_active, state)
+        await self.simulate([(root, 0, True)])
+        return await self.finish(started)
+
+    async def simulate(self, starts: Sequence[tuple[Timeline, int, bool]]) -> None:
+        """Run timelines from the given ticks until every one has ended.
+
+        Each start is (timeline, first tick, whether to announce it with timeline_started);
+        a resumed run passes the timelines its trace left unfinished.
+        """
         async with contextlib.AsyncExitStack() as stack:
-            if card.evidence is not None:
+            if self.config.card.evidence is not None:
                 self.gateway = await stack.enter_async_context(
-                    gateway_for_card(card, card_path=self.config.card_path)
+                    gateway_for_card(self.config.card, card_path=self.config.card_path)
                 )
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._run_timeline, root, 0, tg)
+                for tl, tick, announce in starts:
+                    tg.start_soon(self._run_timeline, tl, tick, tg, announce)
 
+    async def finish(self, started: float) -> RunResult:
+        """Extraction, report, audit and the sealed end of the trace."""
+        card, seed = self.card, self.config.seed
         leaves = [
             Leaf(tl.id, tl.mass, tl.settlement, tl.forced_p_yes, tl.forced_probs)
             for tl in self.timelines.values()
@@ -255,7 +343,6 @@ class Engine:
         extraction = extract(leaves, self.config.extraction_rule, self.options)
         await self.writer.emit("extraction", extraction)
 
-        reporter: ReportRole = self.roles["reporter"]
         summaries = tuple(
             TimelineSummary(
                 tl.id,
@@ -269,15 +356,21 @@ class Engine:
             )
             for tl in sorted(self.timelines.values(), key=lambda t: timeline_sort_key(t.id))
         )
-        report = await reporter.report(
-            ReportContext(
-                card=card,
-                timelines=summaries,
-                p_yes=extraction.p_yes,
-                rng=rng_for(seed, "report"),
-                forks=tuple(self.forks),
+        reporter: ReportRole = self.roles["reporter"]
+        report_failed: str | None = None
+        try:
+            report = await reporter.report(
+                ReportContext(
+                    card=card,
+                    timelines=summaries,
+                    p_yes=extraction.p_yes,
+                    rng=rng_for(seed, "report"),
+                    forks=tuple(self.forks),
+                )
             )
-        )
+        except ModelError as exc:
+            report_failed = f"reporter failed: {exc.message}"
+            report = Report(summary=report_failed[:2000], claims=())
         await self.writer.emit(
             "report", ReportData(summary=report.summary, claims=list(report.claims))
         )
@@ -293,6 +386,8 @@ class Engine:
                 if self.gateway is not None
                 else None
             ),
+            report_failed=report_failed,
+            leakage=self.guard,
         )
         await self.writer.emit("audit", audit)
         await self.writer.emit(
@@ -323,20 +418,23 @@ class Engine:
 
     # ------------------------------------------------------------------ timelines
 
-    async def _run_timeline(self, tl: Timeline, start_tick: int, tg: TaskGroup) -> None:
+    async def _run_timeline(
+        self, tl: Timeline, start_tick: int, tg: TaskGroup, announce: bool = True
+    ) -> None:
         self.timelines[tl.id] = tl
-        await self.writer.emit(
-            "timeline_started",
-            TimelineStartedData(
-                parent=tl.parent,
-                fork_tick=tl.fork_tick,
-                depth=tl.depth,
-                mass=tl.mass,
-                slots=tl.slots,
-                digest=state_digest(tl.state),
-            ),
-            tl=tl.id,
-        )
+        if announce:
+            await self.writer.emit(
+                "timeline_started",
+                TimelineStartedData(
+                    parent=tl.parent,
+                    fork_tick=tl.fork_tick,
+                    depth=tl.depth,
+                    mass=tl.mass,
+                    slots=tl.slots,
+                    digest=state_digest(tl.state),
+                ),
+                tl=tl.id,
+            )
         self._notify("timeline_started", timeline=tl.id, parent=tl.parent, mass=tl.mass)
         for k in range(start_tick, self.ticks):
             await self._tick(tl, k, tg)
@@ -418,7 +516,12 @@ class Engine:
                     AgentTools(self.gateway, agent, tl.id, k) if self.gateway is not None else None
                 ),
             )
-            results[agent] = await role.act(ctx)
+            try:
+                results[agent] = await role.act(ctx)
+            except ModelError as exc:
+                # the failed call is in the trace; this agent sits the tick out
+                log.warning("agent_failed", agent=agent, timeline=tl.id, tick=k, error=str(exc))
+                results[agent] = []
 
         async with anyio.create_task_group() as agents:
             for agent, role_name in active:
@@ -449,21 +552,28 @@ class Engine:
 
         # (5) review, validated and applied
         reviewer: ReviewRole = self.roles["governance"]
-        review = await reviewer.review(
-            ReviewContext(
-                card=self.card,
-                timeline=tl.id,
-                tick=k,
-                ticks=self.ticks,
-                date=self.dates[k],
-                state=snapshot,
-                observations=observations,
-                proposals=tuple(proposals),
-                rng=rng_for(seed, "review", tl.id, k),
-                mass=tl.mass,
-                depth=tl.depth,
+        try:
+            review = await reviewer.review(
+                ReviewContext(
+                    card=self.card,
+                    timeline=tl.id,
+                    tick=k,
+                    ticks=self.ticks,
+                    date=self.dates[k],
+                    state=snapshot,
+                    observations=observations,
+                    proposals=tuple(proposals),
+                    rng=rng_for(seed, "review", tl.id, k),
+                    mass=tl.mass,
+                    depth=tl.depth,
+                )
             )
-        )
+        except ModelError as exc:
+            tl.status = "terminated"
+            tl.reason = f"reviewer failed: {exc.message}"[:500]
+            tl.end_tick = k
+            await self._commit(tl, k, snapshot)
+            return
         await self.writer.emit("review", ReviewData(**review.model_dump()), tl=tl.id, tick=k)
         try:
             _check_refs(review, proposals)
@@ -480,8 +590,9 @@ class Engine:
             tl.forced_probs = review.forced_probs
 
         ending = state.all_scored_settled() or review.decision == "terminate"
+        children: list[Timeline] = []
         if not ending and review.branches:
-            state = await self._branch(tl, k, state, review.branches, tg)
+            state = await self._branch(tl, k, state, review.branches, children)
 
         if state.all_scored_settled():
             tl.status = "settled"
@@ -494,6 +605,10 @@ class Engine:
             tl.end_tick = k
             tl.reason = review.reason or "terminated by the reviewer"
         await self._commit(tl, k, state)
+        # children start once the fork tick is committed: a crash never leaves a child whose
+        # fork is not in the committed history
+        for child in children:
+            tg.start_soon(self._run_timeline, child, k + 1, tg, True)
 
     async def _trace_retrievals(self) -> None:
         """Write the gateway accesses made since the last call (the tool logs, not the agent)."""
@@ -516,6 +631,9 @@ class Engine:
                 ledger={key: row.status for key, row in sorted(state.ledger.items())},
                 pressure={key: state.pressure[key] for key in sorted(state.pressure.keys())},
                 p_yes_now=probs[yes] if yes is not None else None,
+                reason=tl.reason,
+                forced_p_yes=tl.forced_p_yes,
+                forced_probs=tl.forced_probs,
             ),
             tl=tl.id,
             tick=k,
@@ -561,7 +679,7 @@ class Engine:
         k: int,
         state: WorldState,
         candidates: Sequence[BranchCandidate],
-        tg: TaskGroup,
+        children: list[Timeline],
     ) -> WorldState:
         """Resolve the tick's branch candidates in order: fork, or sample in place, or drop."""
         sampler = rng_for(self.config.seed, "sample", tl.id, k)
@@ -611,8 +729,9 @@ class Engine:
                     }
                 )
                 self._notify("fork", parent=tl.id, child=cid, tick=k)
-                child = Timeline(cid, tl.id, k, tl.depth + 1, mass_child, slots_child, child_state)
-                tg.start_soon(self._run_timeline, child, k + 1, tg)
+                children.append(
+                    Timeline(cid, tl.id, k, tl.depth + 1, mass_child, slots_child, child_state)
+                )
             else:
                 self.forks_rejected += 1
                 came_true: bool | None = None
@@ -680,6 +799,136 @@ def _git_revision() -> str | None:
         return None
 
 
+def unwrap_error(exc: BaseException) -> BaseException:
+    """The error a task group's exception group stands for: a worldsim error if there is one."""
+    if isinstance(exc, BaseExceptionGroup):
+        leaves: list[BaseException] = []
+
+        def walk(group: BaseExceptionGroup[BaseException]) -> None:
+            for inner in group.exceptions:
+                if isinstance(inner, BaseExceptionGroup):
+                    walk(inner)
+                else:
+                    leaves.append(inner)
+
+        walk(exc)
+        for leaf in leaves:
+            if isinstance(leaf, WorldsimError):
+                return leaf
+        return leaves[0] if leaves else exc
+    return exc
+
+
+def default_cache_path(out: str | Path) -> Path:
+    """Where the response cache lives unless ``--cache-path`` says otherwise."""
+    return Path(out) / ".cache" / "responses.sqlite"
+
+
+def build_pool(
+    models: ModelConfig, out: str | Path, cache: ResponseCache | None
+) -> tuple[ModelPool | None, LeakageGuard | None]:
+    """The run's models (None when every role is offline) and its leakage guard.
+
+    Reads keys and base URLs (environment, ``.env``) and the price table, so a missing setting
+    fails here, before a trace exists.
+    """
+    routes = models.routes()
+    guard = (
+        LeakageGuard.from_file(models.forbidden_strings, mode=models.leakage)
+        if models.forbidden_strings is not None
+        else None
+    )
+    if all(route.is_offline for route in routes.routes()):
+        return None, guard
+    pool = ModelPool(
+        routes,
+        options=ModelOptions(
+            retry=models.retry or RetryPolicy(),
+            max_connections=models.max_connections,
+            prices=PriceTable.load(models.prices),
+        ),
+        cache=cache,
+        budget=Budget(models.max_cost_usd) if models.max_cost_usd is not None else None,
+        guard=guard,
+        environ=models.environ,
+    )
+    return pool, guard
+
+
+class _GuardedSource:
+    """A caller's model source with the run's leakage guard around every model."""
+
+    def __init__(self, source: ModelSource, guard: LeakageGuard | None) -> None:
+        self.source = source
+        self.guard = guard
+
+    def for_role(self, role: str) -> Model:
+        model = self.source.for_role(role)
+        return LeakageGuardModel(model, self.guard) if self.guard is not None else model
+
+
+async def open_models(
+    config: RunConfig,
+    out: str | Path,
+    stack: contextlib.AsyncExitStack,
+    source: ModelSource | None = None,
+) -> tuple[ModelSource | None, LeakageGuard | None]:
+    """Open the run's response cache and model pool on ``stack``; None when all is offline.
+
+    With ``source`` (a test's doubles), its models replace the routes' and no pool is built.
+    """
+    models = config.models
+    if source is not None:
+        guard = (
+            LeakageGuard.from_file(models.forbidden_strings, mode=models.leakage)
+            if models.forbidden_strings is not None
+            else None
+        )
+        return _GuardedSource(source, guard), guard
+    remote = not all(route.is_offline for route in models.routes().routes())
+    cache: ResponseCache | None = None
+    if remote and models.cache != "off":
+        cache = await ResponseCache.open(
+            models.cache_path or default_cache_path(out),
+            mode=models.cache,
+            strict=models.replay_strict,
+        )
+        stack.push_async_callback(cache.aclose)
+    pool, guard = await anyio.to_thread.run_sync(build_pool, models, out, cache)
+    if pool is not None:
+        stack.push_async_callback(pool.aclose)
+    return pool, guard
+
+
+async def guarded(writer: TraceWriter, body: Callable[[], Awaitable[RunResult]]) -> RunResult:
+    """Run ``body``; a failure ends the trace with a sealed ``run_failed`` and is re-raised.
+
+    Cancellation (Ctrl-C, a kill) writes nothing: the trace stays open-ended, resumable.
+    """
+    try:
+        return await body()
+    except BaseException as raw:
+        exc = unwrap_error(raw)
+        if isinstance(exc, Exception):
+            kind = "config" if isinstance(exc, RoleError) else type(exc).__name__
+            log.error("run_failed", error=str(exc), trace=str(writer.path))
+            with anyio.CancelScope(shield=True):
+                await writer.emit(
+                    "run_failed",
+                    RunFailedData(
+                        error=str(exc)[:2000],
+                        kind=kind,
+                        resumable=isinstance(exc, BudgetExhausted | ModelError),
+                    ),
+                    durable=True,
+                )
+            if exc is not raw:
+                raise exc from None
+        raise
+    finally:
+        await writer.aclose()
+
+
 async def run_card(
     config: RunConfig,
     out: str | Path = "traces",
@@ -688,32 +937,30 @@ async def run_card(
     fsync: bool = True,
     observer: Observer | None = None,
     trace_path: str | Path | None = None,
+    model_source: ModelSource | None = None,
 ) -> RunResult:
     """Run one card under one policy and seed; stream the trace into ``out``.
 
     Everything that can be checked is checked before the trace file is created, so bad input
-    leaves nothing behind. A failure during the run ends the trace with ``run_failed``.
+    leaves nothing behind. A failure during the run ends the trace with ``run_failed``; a run
+    stopped by its budget is marked resumable. ``model_source`` replaces the configured routes'
+    models (tests pass ``worldsim.testing`` doubles).
     """
-    roles = resolve_roles(config)
+    if all(route.is_offline for route in config.models.routes().routes()):
+        resolve_roles(config)  # validate names before touching any file
     path = (
         Path(trace_path)
         if trace_path
         else Path(out) / trace_name(config.card.id, config.method_label, config.seed)
     )
-    run_id = uuid.uuid4().hex[:16]
-    writer = await TraceWriter.create(path, run_id, fsync=fsync, overwrite=overwrite)
-    engine = Engine(config, writer, roles, observer)
-    try:
-        return await engine.run()
-    except Exception as exc:
-        kind = "config" if isinstance(exc, RoleError) else type(exc).__name__
-        log.error("run_failed", error=str(exc), trace=str(path))
-        with anyio.CancelScope(shield=True):
-            await writer.emit(
-                "run_failed",
-                RunFailedData(error=str(exc)[:2000], kind=kind, resumable=False),
-                durable=True,
-            )
-        raise
-    finally:
-        await writer.aclose()
+    if path.exists() and not overwrite:
+        raise ConfigError("trace already exists (use --force to replace it)", file=path)
+    async with contextlib.AsyncExitStack() as stack:
+        pool, guard = await open_models(config, out, stack, model_source)
+        roles = resolve_roles(config, pool)
+        writer = await TraceWriter.create(
+            path, uuid.uuid4().hex[:16], fsync=fsync, overwrite=overwrite
+        )
+        engine = Engine(config, writer, roles, observer, guard)
+        return await guarded(writer, engine.run)
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -139,7 +139,7 @@ def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
     ended: dict[str, Leaf] = {}
     recorded: ExtractionData | None = None
 
-    for line in trace.lines:
+    for line in trace.effective:
         rec = line.record
         tl, tick = rec.tl, rec.tick
         t = line.type
@@ -252,12 +252,13 @@ def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
             raise
         except StateError as exc:
             raise _fail(line, trace, f"cannot apply: {exc.message}") from None
-    if pending_children:
+    if pending_children and trace.complete:
         raise TraceError(
             f"forked timelines never started: {', '.join(sorted(pending_children))}",
             file=trace.path,
         )
     yield ("extraction", (recorded, tuple(ended.values())))
+    yield ("cursors", (cursors, pending_children))
 
 
 def replay(path_or_trace: str | Path | Trace) -> ReplayResult:
@@ -271,7 +272,7 @@ def replay(path_or_trace: str | Path | Trace) -> ReplayResult:
     for item in replay_steps(trace):
         if isinstance(item, TickStep):
             steps.append(item)
-        else:
+        elif item[0] == "extraction":
             recorded, leaves = item[1]
     recomputed: ExtractionData | None = None
     mass_sum: float | None = None

@@ -28,10 +28,10 @@ async def test_batch_completes_through_rate_limits_errors_timeouts_and_bad_repli
     make_request: Any, fast_retry: Any, forecast_type: Any
 ) -> None:
     faults = Faults(
-        rate_limit=0.20, server_error=0.05, timeout=0.05, malformed=0.05, timeout_sleep_s=0.6
+        rate_limit=0.20, server_error=0.05, timeout=0.05, malformed=0.05, timeout_sleep_s=2.0
     )
     calls = 40
-    policy = fast_retry(max_attempts=10, timeout_s=0.3)
+    policy = fast_retry(max_attempts=10, timeout_s=1.0)
     results: list[dict[str, Any]] = []
     failures: list[ModelError] = []
     async with StubServer(faults=faults, seed=11) as server:
@@ -146,9 +146,9 @@ async def test_attempts_are_bounded_and_the_failure_is_recorded(
 
 @pytest.mark.asyncio
 async def test_timeouts_are_retried(make_request: Any, fast_retry: Any) -> None:
-    faults = Faults(timeout_sleep_s=0.5)
+    faults = Faults(timeout_sleep_s=1.5)
     async with StubServer(faults=faults, fault_sequence=["timeout"]) as server:
-        model = OpenAIModel(server.settings(), retry=fast_retry(timeout_s=0.2))
+        model = OpenAIModel(server.settings(), retry=fast_retry(timeout_s=0.6))
         response = await model.request(make_request())
         await model.aclose()
     assert [e["kind"] for e in response.call["errors"]] == ["timeout"]

@@ -22,7 +22,7 @@ from worldsim.hindsight.graph import (
     load_hindsight,
     validate_graph,
 )
-from worldsim.hindsight.ker import DEFAULT_DATE_WINDOW_DAYS, key_event_recall
+from worldsim.hindsight.ker import DEFAULT_DATE_WINDOW_DAYS, key_event_recall, parse_date_window
 from worldsim.hindsight.pressure import read_market, require_matplotlib, write_pressure
 
 __all__ = ["hindsight_app"]
@@ -45,20 +45,6 @@ def _load_checked(path: Path) -> tuple[HindsightGraph, ValidationReport]:
 
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
-
-
-def _window(text: str) -> float | None:
-    if text.strip().lower() == "none":
-        return None
-    try:
-        days = float(text)
-    except ValueError:
-        raise ConfigError(
-            f"expected a number of days or 'none', got {text!r}", field="--date-window"
-        ) from None
-    if not days >= 0:
-        raise ConfigError("the date window must be zero or more days", field="--date-window")
-    return days
 
 
 @hindsight_app.command("validate")
@@ -162,7 +148,7 @@ def ker(
 ) -> None:
     """Key-event recall of simulated events against a hindsight graph."""
     try:
-        window = _window(date_window)
+        window = parse_date_window(date_window)
         graph, _ = _load_checked(hindsight)
         events = load_forecast_events(forecast)
     except WorldsimError as exc:

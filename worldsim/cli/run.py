@@ -16,11 +16,12 @@ from rich.table import Table
 
 from worldsim.cards import load_card
 from worldsim.cli._app import app, err_console, out_console
-from worldsim.engine import RunConfig, RunResult, run_card, trace_name
+from worldsim.engine import ModelConfig, RunConfig, RunResult, run_card, trace_name
 from worldsim.errors import ConfigError, TraceError
 from worldsim.extraction import EXTRACTION_RULES
 from worldsim.policy import load_policy
 from worldsim.replay import TickStep, replay_direct, replay_steps
+from worldsim.resume import resume_run
 from worldsim.roles import registered_roles
 from worldsim.trace.reader import Trace, read_trace
 from worldsim.verify import verify_trace
@@ -61,6 +62,15 @@ class _Progress:
         )
 
 
+def _resume(trace: Path, models: ModelConfig, json_out: bool) -> None:
+    result = anyio.run(lambda: resume_run(trace, models=models))
+    if json_out:
+        sys.stdout.write(json.dumps(result.summary()) + "\n")
+        return
+    out_console.print(_summary_table([result]))
+    out_console.print(f"resumed and completed: {result.trace}", highlight=False)
+
+
 def _summary_table(results: list[RunResult]) -> Table:
     table = Table(title="worldsim run", show_lines=False)
     for col in ("seed", "p_yes", "unresolved", "timelines", "forks", "rejected", "wall s", "trace"):
@@ -82,7 +92,9 @@ def _summary_table(results: list[RunResult]) -> Table:
 
 @app.command()
 def run(
-    card: Annotated[Path, typer.Argument(help="Scenario card (YAML or JSON).")],
+    card: Annotated[
+        Path | None, typer.Argument(help="Scenario card (YAML or JSON); omit with --resume.")
+    ] = None,
     policy: Annotated[str, typer.Option(help="Policy preset name or file.")] = "branching",
     model: Annotated[str, typer.Option(help="Model route for every role.")] = "offline",
     seed: Annotated[int, typer.Option(min=0, help="Seed of the first run.")] = 0,
@@ -101,15 +113,68 @@ def run(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print one JSON object per trace, nothing else.")
     ] = False,
+    role_model: Annotated[
+        list[str] | None,
+        typer.Option(help="ROLE=ROUTE for one role (repeatable), e.g. cohort=openai/gpt-4o-mini."),
+    ] = None,
+    max_connections: Annotated[
+        int, typer.Option(min=1, help="Concurrent requests per route, shared by all timelines.")
+    ] = 8,
+    cache: Annotated[str, typer.Option(help="Response cache: use, refresh or off.")] = "use",
+    cache_path: Annotated[
+        Path | None, typer.Option(help="Cache file (default OUT/.cache/responses.sqlite).")
+    ] = None,
+    replay_strict: Annotated[
+        bool, typer.Option(help="A cache miss is an error (replay without calling a model).")
+    ] = False,
+    max_cost_usd: Annotated[
+        float | None, typer.Option(min=0.0, help="Stop cleanly at this spend; resumable.")
+    ] = None,
+    prices: Annotated[
+        Path | None, typer.Option(help="Price table YAML overriding the shipped one.")
+    ] = None,
+    forbidden_strings: Annotated[
+        Path | None, typer.Option(help="Strings that must never appear in a prompt or reply.")
+    ] = None,
+    leakage: Annotated[
+        str, typer.Option(help="On a forbidden string: record (default) or fail.")
+    ] = "record",
+    resume: Annotated[
+        Path | None, typer.Option(help="Continue the run recorded in this trace.")
+    ] = None,
 ) -> None:
-    """Run a scenario card as a branching multiverse and write one trace per seed."""
+    """Run a scenario card as a branching multiverse and write one trace per seed.
+
+    With --resume TRACE, continue a run that crashed, was interrupted or hit its budget: the
+    card, policy, seed and routes come from the trace; completed ticks are not run again and
+    completed model calls come from the response cache.
+    """
+    if cache not in {"use", "refresh", "off"}:
+        raise ConfigError(f"--cache must be use, refresh or off, not '{cache}'", field="cache")
+    if leakage not in {"record", "fail"}:
+        raise ConfigError(f"--leakage must be record or fail, not '{leakage}'", field="leakage")
+    models = ModelConfig(
+        model=model,
+        role_models=tuple(role_model or ()),
+        max_connections=max_connections,
+        cache=cache,  # type: ignore[arg-type]
+        cache_path=cache_path,
+        replay_strict=replay_strict,
+        max_cost_usd=max_cost_usd,
+        prices=prices,
+        forbidden_strings=forbidden_strings,
+        leakage=leakage,  # type: ignore[arg-type]
+    )
+    models.routes()  # a malformed route is reported before anything runs
+    if resume is not None:
+        if card is not None:
+            raise ConfigError("give a card or --resume TRACE, not both", field="resume")
+        _resume(resume, models, json_out)
+        return
+    if card is None:
+        raise ConfigError("missing card (or --resume TRACE)", field="card")
     card_obj = load_card(card)
     policy_obj = load_policy(policy)
-    if model != "offline":
-        raise ConfigError(
-            f"model route '{model}' is not available: this build runs the offline model only",
-            field="model",
-        )
     if extraction not in EXTRACTION_RULES:
         raise ConfigError(
             f"unknown extraction rule '{extraction}' (known: {', '.join(EXTRACTION_RULES)})",
@@ -123,8 +188,8 @@ def run(
             ticks=ticks,
             extraction_rule=extraction,
             method=method_label,
-            model=model,
             card_path=card,
+            models=models,
         )
         for s in range(seed, seed + replicates)
     ]
@@ -199,7 +264,7 @@ def replay(
                 sys.stdout.write(json.dumps(item.as_json()) + "\n")
             else:
                 _print_step(item)
-        else:
+        elif item[0] == "extraction":
             recorded = item[1][0]
             if recorded is not None:
                 from worldsim.replay import replay as full_replay

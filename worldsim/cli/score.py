@@ -11,9 +11,15 @@ from rich.markup import escape
 
 from worldsim.cli._app import app, err_console, out_console
 from worldsim.errors import ConfigError
+from worldsim.hindsight.ker import DEFAULT_DATE_WINDOW_DAYS, parse_date_window
 from worldsim.scoring.analysis import ScoreOptions, score
 from worldsim.scoring.paired import parse_pair
-from worldsim.scoring.per_card import per_card_csv, per_card_markdown, per_card_rows
+from worldsim.scoring.per_card import (
+    per_card_columns,
+    per_card_csv,
+    per_card_markdown,
+    per_card_rows,
+)
 from worldsim.scoring.plots import render_plots, require_matplotlib
 from worldsim.scoring.report import print_summary, to_json, write_files
 from worldsim.scoring.table import Blend
@@ -78,6 +84,20 @@ def score_command(
         ),
     ] = False,
     bins: Annotated[int, typer.Option("--bins", help="Calibration bins.", min=1)] = 10,
+    hindsight: Annotated[
+        Path | None,
+        typer.Option(
+            "--hindsight",
+            help="Folder of hindsight graphs <card-id>.json: adds the three axes (KER, SrcP).",
+        ),
+    ] = None,
+    date_window: Annotated[
+        str | None,
+        typer.Option(
+            "--date-window",
+            help="KER: days between matched dates, or 'none' (default 7; needs --hindsight).",
+        ),
+    ] = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON report.")] = None,
     csv_path: Annotated[
         Path | None, typer.Option("--csv", help="Write the per-card table as CSV.")
@@ -92,6 +112,11 @@ def score_command(
     """Score forecasts against labels: proper scores, paired comparisons, calibration."""
     if plots is not None:
         require_matplotlib()
+    window: float | None = DEFAULT_DATE_WINDOW_DAYS
+    if date_window is not None:
+        if hindsight is None:
+            raise ConfigError("--date-window applies only with --hindsight", field="--date-window")
+        window = parse_date_window(date_window)
     options = ScoreOptions(
         inputs=tuple(inputs),
         labels=labels,
@@ -107,19 +132,29 @@ def score_command(
         prereg_lock=prereg,
         allow_unlabelled=allow_unlabelled,
         n_bins=bins,
+        hindsight=hindsight,
+        date_window_days=window,
     )
     result = score(options)
     for warning in result.loaded.warnings:
         err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    if result.axes is not None:
+        for graph in result.axes.graphs:
+            for warning in graph.warnings:
+                err_console.print(
+                    f"[yellow]warning:[/] {escape(str(graph.path))}: {escape(warning)}",
+                    highlight=False,
+                )
     doc = to_json(result)
     files: dict[Path, bytes] = {}
     if json_path is not None:
         files[json_path] = (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode()
     rows = per_card_rows(result)
+    columns = per_card_columns(result)
     if csv_path is not None:
-        files[csv_path] = per_card_csv(rows).encode()
+        files[csv_path] = per_card_csv(rows, columns).encode()
     if markdown_path is not None:
-        files[markdown_path] = per_card_markdown(rows).encode()
+        files[markdown_path] = per_card_markdown(rows, columns).encode()
     if plots is not None:
         for name, content in render_plots(result.analysis).items():
             files[plots / name] = content

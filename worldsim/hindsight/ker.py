@@ -22,11 +22,13 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
+from worldsim.errors import ConfigError
 from worldsim.hindsight.forecast import ForecastEvent
 from worldsim.hindsight.graph import HindsightEvent, HindsightGraph
 
 __all__ = [
     "CANDIDATES_PER_EVENT",
+    "DEFAULT_DATE_WINDOW_DAYS",
     "KEY_EVENT_LIMIT",
     "KEY_SCORE_MIN",
     "PAIR_SCORE_MIN",
@@ -35,6 +37,7 @@ __all__ = [
     "bm25_scores",
     "key_event_recall",
     "key_events",
+    "parse_date_window",
     "token_f1",
     "tokens",
 ]
@@ -51,6 +54,23 @@ KEY_EVENT_LIMIT = 5
 DEFAULT_DATE_WINDOW_DAYS = 7.0
 
 _WORD = re.compile(r"[a-z0-9]+")
+
+
+def parse_date_window(text: str) -> float | None:
+    """Read a ``--date-window`` value: a number of days (zero or more), or ``none``."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        days = float(text)
+    except ValueError:
+        raise ConfigError(
+            f"expected a number of days or 'none', got {text!r}", field="--date-window"
+        ) from None
+    if not math.isfinite(days) or days < 0:
+        raise ConfigError(
+            "the date window must be a finite number of days, zero or more", field="--date-window"
+        )
+    return days
 
 
 def tokens(text: str) -> frozenset[str]:

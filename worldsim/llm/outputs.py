@@ -44,8 +44,11 @@ class ActorMove(_Out):
     direction: float = Field(ge=-1.0, le=1.0, description="+1 toward the endpoint, -1 against")
     magnitude: float = Field(ge=0.0, le=1.0, description="how strong the move is")
     summary: str = Field(max_length=300, description="what the actor does, one sentence")
-    cites: list[str] = Field(default_factory=list, max_length=5,
-                             description="ids of evidence documents this move relies on")
+    cites: list[str] = Field(
+        default_factory=list,
+        max_length=5,
+        description="ids of evidence documents this move relies on",
+    )
 
 
 class ActorOutput(_Out):
@@ -93,20 +96,22 @@ class BranchIdea(_Out):
 
 
 class GovernanceOutput(_Out):
-    accepted: list[str] = Field(default_factory=list, max_length=200,
-                                description="'agent#index' of accepted proposals")
+    accepted: list[str] = Field(
+        default_factory=list, max_length=200, description="'agent#index' of accepted proposals"
+    )
     rejected: list[RejectedMove] = Field(default_factory=list, max_length=200)
     pressure: list[PressureShift] = Field(default_factory=list, max_length=20)
     ledger: list[LedgerMove] = Field(default_factory=list, max_length=20)
     decision: Literal["continue", "terminate", "fork"] = "continue"
     reason: str = Field("", max_length=400)
     branches: list[BranchIdea] = Field(default_factory=list, max_length=4)
-    forced_p_yes: float | None = Field(None, ge=0.0, le=1.0,
-                                       description="on the last tick, if unresolved")
+    forced_p_yes: float | None = Field(
+        None, ge=0.0, le=1.0, description="on the last tick, if unresolved"
+    )
 
 
 class InitActor(_Out):
-    id: str = Field(max_length=40, pattern=r"^[A-Za-z0-9_.:-]+$")
+    id: str = Field(max_length=40)
     name: str = Field(max_length=80)
     kind: Literal["individual", "institution"] = "institution"
     stance: float = Field(ge=-1.0, le=1.0)
@@ -115,7 +120,7 @@ class InitActor(_Out):
 
 
 class InitCohort(_Out):
-    id: str = Field(max_length=40, pattern=r"^[A-Za-z0-9_.:-]+$")
+    id: str = Field(max_length=40)
     name: str = Field(max_length=80)
     size: int = Field(ge=1, le=10_000_000_000)
     attention: float = Field(ge=0.0, le=1.0)
@@ -130,14 +135,14 @@ class InitRelation(_Out):
 
 
 class InitEvent(_Out):
-    id: str = Field(max_length=40, pattern=r"^[A-Za-z0-9_.:-]+$")
+    id: str = Field(max_length=40)
     title: str = Field(max_length=200)
     date: str = Field(max_length=30, description="ISO date within [as_of, deadline)")
     pressure: float = Field(0.0, ge=-3.0, le=3.0, description="shift toward yes")
 
 
 class InitHypothesis(_Out):
-    id: str = Field(max_length=40, pattern=r"^[A-Za-z0-9_.:-]+$")
+    id: str = Field(max_length=40)
     title: str = Field(max_length=200)
     endpoint: str = Field(max_length=80)
     probability: float = Field(gt=0.0, lt=1.0)

@@ -3,7 +3,8 @@
 Data flows inputs → matched table → statistics → report: :mod:`.inputs` reads traces and
 prediction tables, :mod:`.labels` the resolutions, :mod:`.table` averages replicates, joins
 labels and adds blends; :mod:`.metrics`, :mod:`.paired` and :mod:`.calibration` compute the
-statistics; :mod:`.prereg` locks and checks a pre-registration; :mod:`.analysis` runs it all;
+statistics; :mod:`.prereg` locks and checks a pre-registration; :mod:`.axes` scores traces against
+hindsight graphs (the evidence and reasoning axes); :mod:`.analysis` runs it all;
 :mod:`.per_card`, :mod:`.report` and :mod:`.plots` render the results.
 """
 

@@ -6,6 +6,7 @@ result into JSON, CSV, Markdown and the printed summary.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -14,6 +15,8 @@ from pathlib import Path
 from worldsim._io import load_mapping, sha256_file
 from worldsim.cards import load_card, parse_utc
 from worldsim.errors import CardError, ConfigError
+from worldsim.hindsight.ker import DEFAULT_DATE_WINDOW_DAYS
+from worldsim.scoring.axes import Axes, compute_axes
 from worldsim.scoring.calibration import Calibration, calibrate
 from worldsim.scoring.inputs import LoadedPredictions, load_predictions, read_csv
 from worldsim.scoring.labels import LabelSet, load_labels
@@ -65,6 +68,8 @@ class ScoreOptions:
     prereg_lock: Path | None = None
     allow_unlabelled: bool = False
     n_bins: int = 10
+    hindsight: Path | None = None
+    date_window_days: float | None = DEFAULT_DATE_WINDOW_DAYS
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +103,7 @@ class ScoreResult:
     lock_path: Path | None = None
     prereg: Prereg | None = None
     rule_mismatches: tuple[str, ...] = field(default=())
+    axes: Axes | None = None
 
 
 def score(options: ScoreOptions) -> ScoreResult:
@@ -135,6 +141,11 @@ def score(options: ScoreOptions) -> ScoreResult:
         pairs = _unique(list(options.compare))
         blends = _unique_blends(list(options.blends))
     _check_settings(tie_eps, n_resamples, level)
+    window = options.date_window_days
+    if window is not None and not (math.isfinite(window) and window >= 0):
+        raise ConfigError(
+            "the date window must be a finite number of days, zero or more", field="--date-window"
+        )
 
     loaded = load_predictions(options.inputs)
     if not loaded.rows:
@@ -175,6 +186,16 @@ def score(options: ScoreOptions) -> ScoreResult:
         kept, exclusions = contamination_filter(forecasts, cutoffs, card_as_of)
         filtered = analyse(kept, filtered=True)
 
+    axes: Axes | None = None
+    if options.hindsight is not None:
+        axes = compute_axes(
+            analysis.table,
+            analysis.summaries,
+            loaded.rows,
+            options.hindsight,
+            date_window_days=options.date_window_days,
+        )
+
     mismatches: list[str] = []
     if prereg is not None and prereg.extraction_rule is not None:
         for fc in forecasts:
@@ -200,6 +221,7 @@ def score(options: ScoreOptions) -> ScoreResult:
         lock_path=options.prereg_lock,
         prereg=prereg,
         rule_mismatches=tuple(mismatches),
+        axes=axes,
     )
 
 

@@ -67,6 +67,8 @@ class PredictionRow:
     extraction_rule: str | None = None
     as_of: datetime | None = None
     p_yes_raw: float | None = None
+    trace: bool = False
+    """True when the row was read from a trace (``source`` is then the trace file)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +205,7 @@ def rows_from_trace(path: Path) -> PredictionRow | None:
         extraction_rule=str(ext.get("rule") or head.get("extraction_rule") or "") or None,
         as_of=as_of,
         p_yes_raw=_optional_probability(raw, path, None, "data.p_yes_raw"),
+        trace=True,
     )
 
 

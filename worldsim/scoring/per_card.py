@@ -10,7 +10,15 @@ from typing import Any
 from worldsim.scoring.analysis import Analysis, ScoreResult
 from worldsim.scoring.table import ScoredForecast
 
-__all__ = ["COLUMNS", "card_tags", "per_card_csv", "per_card_markdown", "per_card_rows"]
+__all__ = [
+    "AXES_COLUMNS",
+    "COLUMNS",
+    "card_tags",
+    "per_card_columns",
+    "per_card_csv",
+    "per_card_markdown",
+    "per_card_rows",
+]
 
 #: Columns of the per-card table, in order.
 COLUMNS = (
@@ -31,6 +39,14 @@ COLUMNS = (
     "correct",
     "tags",
 )
+
+#: Columns added with ``--hindsight``: replicate-averaged KER and source precision.
+AXES_COLUMNS = ("ker", "srcp")
+
+
+def per_card_columns(result: ScoreResult) -> tuple[str, ...]:
+    """The per-card table's columns for this run (the axes columns only with ``--hindsight``)."""
+    return COLUMNS + AXES_COLUMNS if result.axes is not None else COLUMNS
 
 
 def card_tags(analysis: Analysis, tie_eps: Sequence[float]) -> dict[tuple[str, str], list[str]]:
@@ -74,6 +90,7 @@ def _diluted(base: ScoredForecast, other: ScoredForecast) -> bool:
 def per_card_rows(result: ScoreResult) -> list[dict[str, Any]]:
     """One row per (method, card) of the unfiltered table, sorted by card then method."""
     analysis = result.analysis
+    axes = {(c.card_id, c.method): c for c in result.axes.cards} if result.axes else None
     tags = card_tags(analysis, result.tie_eps)
     rows: list[dict[str, Any]] = []
     for card in analysis.table.card_ids:
@@ -82,27 +99,30 @@ def per_card_rows(result: ScoreResult) -> list[dict[str, Any]]:
             if sf is None:
                 continue
             fc = sf.forecast
-            rows.append(
-                {
-                    "card_id": card,
-                    "method": method,
-                    "model": fc.model,
-                    "prompt_version": fc.prompt_version,
-                    "response_id": fc.response_id,
-                    "extraction_rule": fc.extraction_rule,
-                    "n_replicates": fc.n_replicates,
-                    "run_ids": list(fc.run_ids),
-                    "p_yes_raw": fc.p_yes_raw,
-                    "p_yes": fc.p_yes,
-                    "p_options": dict(fc.p_options) if fc.p_options is not None else None,
-                    "unresolved_mass": fc.unresolved_mass,
-                    "outcome": sf.outcome,
-                    "brier": sf.score.brier,
-                    "log": sf.score.log,
-                    "correct": sf.score.correct,
-                    "tags": tags.get((method, card), []),
-                }
-            )
+            row: dict[str, Any] = {
+                "card_id": card,
+                "method": method,
+                "model": fc.model,
+                "prompt_version": fc.prompt_version,
+                "response_id": fc.response_id,
+                "extraction_rule": fc.extraction_rule,
+                "n_replicates": fc.n_replicates,
+                "run_ids": list(fc.run_ids),
+                "p_yes_raw": fc.p_yes_raw,
+                "p_yes": fc.p_yes,
+                "p_options": dict(fc.p_options) if fc.p_options is not None else None,
+                "unresolved_mass": fc.unresolved_mass,
+                "outcome": sf.outcome,
+                "brier": sf.score.brier,
+                "log": sf.score.log,
+                "correct": sf.score.correct,
+                "tags": tags.get((method, card), []),
+            }
+            if axes is not None:
+                found = axes.get((card, method))
+                row["ker"] = found.ker if found is not None else None
+                row["srcp"] = found.srcp if found is not None else None
+            rows.append(row)
     return rows
 
 
@@ -120,18 +140,18 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def per_card_csv(rows: Sequence[Mapping[str, Any]]) -> str:
+def per_card_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] = COLUMNS) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(COLUMNS)
+    writer.writerow(columns)
     for row in rows:
-        writer.writerow([_cell(row[c]) for c in COLUMNS])
+        writer.writerow([_cell(row[c]) for c in columns])
     return buf.getvalue()
 
 
-def per_card_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+def per_card_markdown(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] = COLUMNS) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
-        cells = [_cell(row[c]).replace("|", "\\|") for c in COLUMNS]
+        cells = [_cell(row[c]).replace("|", "\\|") for c in columns]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

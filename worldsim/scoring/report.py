@@ -18,12 +18,14 @@ from rich.table import Table
 
 from worldsim._io import sha256_file
 from worldsim.scoring.analysis import Analysis, ScoreResult, label_hashes
+from worldsim.scoring.axes import Axes, CorrectnessGroup
 from worldsim.scoring.metrics import CLIP
 from worldsim.scoring.paired import Comparison
 from worldsim.scoring.per_card import per_card_rows
 
 __all__ = [
     "SCHEMA",
+    "axes_json",
     "coverage",
     "print_summary",
     "statistic_names",
@@ -49,6 +51,13 @@ def statistic_names(result: ScoreResult) -> tuple[list[str], list[str]]:
         names += [f"sign_test:{pair}@{st.eps:g}" for st in comp.sign_tests]
     if result.filtered is not None:
         names.append("contamination_filtered:*")
+    if result.axes is not None:
+        # The prereg format has no place for these, so they are always exploratory.
+        for method, m in result.axes.methods.items():
+            if not m.n_hindsight:
+                continue
+            names += [f"{m}:{method}" for m in ("srcp", "ker", "mass_weighted_recall")]
+            names += [f"srcp_by_correctness:{method}", f"ker_by_correctness:{method}"]
     covered: set[str] = set()
     if result.prereg is not None:
         p = result.prereg
@@ -127,6 +136,93 @@ def _analysis_json(analysis: Analysis) -> dict[str, Any]:
     }
 
 
+def _group_json(group: CorrectnessGroup) -> dict[str, Any]:
+    return {
+        "n": group.n,
+        "ker_mean": group.ker_mean,
+        "ker_n": group.ker_n,
+        "srcp_mean": group.srcp_mean,
+        "srcp_n": group.srcp_n,
+    }
+
+
+def axes_json(axes: Axes) -> dict[str, Any]:
+    """The ``axes`` block: outcome, evidence and reasoning per method, and the cards behind it."""
+    with_graph = {g.card_id for g in axes.graphs}
+    return {
+        "hindsight_dir": str(axes.hindsight_dir),
+        "date_window_days": axes.date_window_days,
+        "graphs": [
+            {
+                "card_id": g.card_id,
+                "path": str(g.path),
+                "sha256": g.sha256,
+                "warnings": list(g.warnings),
+            }
+            for g in axes.graphs
+        ],
+        "coverage": {
+            "cards_with_graph": sorted(with_graph),
+            "cards_without_graph": list(axes.cards_without_graph),
+            "forecasts_without_trace": [
+                {"card_id": card, "method": method} for card, method in axes.forecasts_without_trace
+            ],
+        },
+        "methods": {
+            name: {
+                "n": m.summary.n,
+                "n_hindsight": m.n_hindsight,
+                "n_traces": m.n_traces,
+                "outcome": {
+                    "accuracy": m.summary.accuracy,
+                    "brier": m.summary.brier,
+                    "log": m.summary.log,
+                },
+                "evidence": {"srcp_mean": m.srcp_mean, "n": m.srcp_n},
+                "reasoning": {
+                    "ker_mean": m.ker_mean,
+                    "n": m.ker_n,
+                    "mass_weighted_recall_mean": m.mass_weighted_recall_mean,
+                },
+                "by_correctness": {
+                    "correct": _group_json(m.correct),
+                    "incorrect": _group_json(m.incorrect),
+                },
+            }
+            for name, m in axes.methods.items()
+        },
+        "cards": [
+            {
+                "card_id": c.card_id,
+                "method": c.method,
+                "graph": str(c.graph.path) if c.graph is not None else None,
+                "correct": c.correct,
+                "n_traces": len(c.traces),
+                "ker": c.ker,
+                "ker_n": c.ker_n,
+                "mass_weighted_recall": c.mass_weighted_recall,
+                "srcp": c.srcp,
+                "srcp_n": c.srcp_n,
+                "traces": [
+                    {
+                        "source": t.source,
+                        "run_id": t.run_id,
+                        "ker": t.ker,
+                        "mass_weighted_recall": t.mass_weighted_recall,
+                        "key_events": t.n_key_events,
+                        "matched_key_events": t.n_matched_key_events,
+                        "srcp": t.srcp,
+                        "accessed": t.n_accessed,
+                        "relevant": t.n_relevant,
+                    }
+                    for t in c.traces
+                ],
+            }
+            for c in axes.cards
+        ],
+    }
+
+
 def coverage(result: ScoreResult) -> dict[str, Any]:
     """How many predictions were read, how many met a label, and which ids did not."""
     labelled = set(result.labels.entries)
@@ -196,6 +292,7 @@ def to_json(result: ScoreResult) -> dict[str, Any]:
         "labels": label_hashes(result.labels),
         "prereg": prereg,
         "exploratory": exploratory,
+        "axes": axes_json(result.axes) if result.axes is not None else None,
     }
 
 
@@ -222,6 +319,8 @@ def print_summary(result: ScoreResult, doc: Mapping[str, Any], console: Console)
         highlight=False,
     )
     _print_analysis(doc, console, title="Scores")
+    if doc["axes"] is not None:
+        _print_axes(doc["axes"], console)
     if doc["contamination"] is not None:
         c = doc["contamination"]
         console.print(f"contamination filter: {len(c['excluded'])} forecast(s) excluded")
@@ -283,6 +382,64 @@ def _print_analysis(doc: Mapping[str, Any], console: Console, *, title: str) -> 
                 f"{s['p_value']:.4g}",
             )
     console.print(comp_table)
+
+
+def _fmt_n(x: float | None, n: int, digits: int = 3) -> str:
+    return f"{_fmt(x, digits)} ({n})"
+
+
+def _print_axes(axes: Mapping[str, Any], console: Console) -> None:
+    cov = axes["coverage"]
+    n_cards = len(cov["cards_with_graph"]) + len(cov["cards_without_graph"])
+    window = axes["date_window_days"]
+    line = (
+        f"hindsight: graphs for {len(cov['cards_with_graph'])} of {n_cards} card(s) in "
+        f"{axes['hindsight_dir']} (KER date window "
+        + ("none" if window is None else f"{window:g} days")
+        + ")"
+    )
+    if cov["cards_without_graph"]:
+        line += f"; without a graph: {','.join(cov['cards_without_graph'])}"
+    if cov["forecasts_without_trace"]:
+        line += "; forecasts without a trace: " + ",".join(
+            f"{f['card_id']}/{f['method']}" for f in cov["forecasts_without_trace"]
+        )
+    n_warnings = sum(len(g["warnings"]) for g in axes["graphs"])
+    if n_warnings:
+        line += f"; {n_warnings} graph quality warning(s)"
+    console.print(line, highlight=False)
+    table = Table(
+        title="Three axes (cards: with a graph and a trace / scored; (n): cards averaged)",
+        title_justify="left",
+    )
+    for col in ("method", "cards", "accuracy", "SrcP", "KER", "mass-wtd"):
+        table.add_column(col, justify="left" if col == "method" else "right", overflow="fold")
+    split = Table(
+        title="KER and SrcP by correctness (✓ correct, ✗ incorrect forecasts)",
+        title_justify="left",
+    )
+    for col in ("method", "✓/✗", "SrcP ✓", "SrcP ✗", "KER ✓", "KER ✗"):
+        split.add_column(col, justify="left" if col == "method" else "right", overflow="fold")
+    for name, m in axes["methods"].items():
+        table.add_row(
+            name,
+            f"{m['n_hindsight']}/{m['n']}",
+            _fmt(m["outcome"]["accuracy"], 3),
+            _fmt_n(m["evidence"]["srcp_mean"], m["evidence"]["n"]),
+            _fmt_n(m["reasoning"]["ker_mean"], m["reasoning"]["n"]),
+            _fmt(m["reasoning"]["mass_weighted_recall_mean"], 3),
+        )
+        ok, bad = m["by_correctness"]["correct"], m["by_correctness"]["incorrect"]
+        split.add_row(
+            name,
+            f"{ok['n']}/{bad['n']}",
+            _fmt_n(ok["srcp_mean"], ok["srcp_n"]),
+            _fmt_n(bad["srcp_mean"], bad["srcp_n"]),
+            _fmt_n(ok["ker_mean"], ok["ker_n"]),
+            _fmt_n(bad["ker_mean"], bad["ker_n"]),
+        )
+    console.print(table)
+    console.print(split)
 
 
 # --------------------------------------------------------------------------------------------

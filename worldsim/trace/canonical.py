@@ -60,7 +60,7 @@ def _content(type_: str, data: dict[str, Any]) -> dict[str, Any]:
 
 def canonical_hash(trace: Trace) -> str:
     entries: list[tuple[tuple[Any, ...], list[Any]]] = []
-    for line in trace.lines:
+    for line in trace.effective:
         t = line.type
         if t not in _PHASE:
             continue  # run_failed and other resume markers are operational

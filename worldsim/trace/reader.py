@@ -74,6 +74,13 @@ class Trace:
     def first(self, type_: str) -> TraceLine | None:
         return next(self.of_type(type_), None)
 
+    @property
+    def effective(self) -> list[TraceLine]:
+        """The lines that count once resumes are taken into account (see trace.effective)."""
+        from worldsim.trace.effective import effective_lines
+
+        return effective_lines(self.lines)
+
 
 def _check_seal(raw: bytes) -> bool:
     found = _SEAL.findall(raw)
@@ -81,6 +88,14 @@ def _check_seal(raw: bytes) -> bool:
         return False
     unsealed = _SEAL.sub(b'"seal":""', raw)
     return bool(hashlib.sha256(unsealed).hexdigest() == found[0].decode())
+
+
+def _next_type(raw: bytes) -> str | None:
+    try:
+        value = json.loads(raw.decode("utf-8")).get("type")
+    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def read_trace(path: str | Path) -> Trace:
@@ -131,8 +146,14 @@ def read_trace(path: str | Path) -> Trace:
         if record.type in SEALED_TYPES:
             if not _check_seal(raw):
                 raise TraceError("seal does not match the record", file=p, line=number)
-            if i != len(chunks) - 1:
-                raise TraceError(f"{record.type} must be the last record", file=p, line=number)
+            if i != len(chunks) - 1 and not (
+                record.type == "run_failed" and _next_type(chunks[i + 1]) == "run_resumed"
+            ):
+                raise TraceError(
+                    f"{record.type} must be the last record (or be followed by run_resumed)",
+                    file=p,
+                    line=number,
+                )
         if raw != raw.strip() or raw.startswith(b"\xef\xbb\xbf"):
             raise TraceError("stray whitespace around the record", file=p, line=number)
         canonical = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()

@@ -60,7 +60,7 @@ class RunStartedData(_Data):
     ticks: int
     extraction_rule: str
     kind: Literal["multiverse", "direct"] = "multiverse"
-    resumed_from: str | None = None
+    card_path: str | None = None
 
 
 class WorldInitializedData(_Data):
@@ -131,6 +131,9 @@ class TickCommittedData(_Data):
     ledger: dict[str, str]
     pressure: dict[str, float]
     p_yes_now: float | None
+    reason: str = ""
+    forced_p_yes: float | None = None
+    forced_probs: dict[str, float] | None = None
 
 
 class TimelineEndedData(_Data):

@@ -81,6 +81,7 @@ def render_markdown() -> str:
         "fork_rejected",
         "tick_committed",
         "retrieval",
+        "llm_call",
     }
     for name in RECORD_TYPES:
         scope = "tl, tick" if name in ticked else ("tl" if name in scoped else "—")

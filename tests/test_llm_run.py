@@ -1,0 +1,163 @@
+"""Runs with model routes against a stub OpenAI-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from worldsim.cards import Card
+from worldsim.engine import ModelConfig, RunConfig, RunResult, run_card
+from worldsim.errors import BudgetExhausted, ConfigError
+from worldsim.models import RetryPolicy
+from worldsim.policy import load_policy
+from worldsim.testing import Faults, StubServer
+from worldsim.trace.canonical import canonical_hash
+from worldsim.trace.reader import read_trace
+from worldsim.verify import verify_trace
+
+KEY = "sk-planted-secret-0123456789abcdef"
+FAST = RetryPolicy(
+    max_attempts=6,
+    timeout_s=0.5,
+    backoff_initial_s=0.001,
+    backoff_max_s=0.01,
+    jitter_s=0.001,
+    retry_after_cap_s=0.01,
+)
+
+
+def _env(server: StubServer) -> dict[str, str]:
+    return {"STUB_API_KEY": KEY, "STUB_BASE_URL": server.base_url}
+
+
+def _run(
+    card: Card, server: StubServer, out: Path, *, seed: int = 3, ticks: int = 3, **models: Any
+) -> RunResult:
+    config = RunConfig(
+        card=card,
+        policy=load_policy("branching"),
+        seed=seed,
+        ticks=ticks,
+        models=ModelConfig(
+            model="stub/test-model",
+            environ=_env(server),
+            retry=FAST,
+            cache_path=out / "cache.sqlite",
+            **models,
+        ),
+    )
+    return anyio.run(lambda: run_card(config, out, fsync=False, overwrite=True))
+
+
+def test_schema_valid_but_arbitrary_replies_still_complete(demo_card: Card, tmp_path: Path) -> None:
+    with StubServer(seed=1) as server:
+        result = _run(demo_card, server, tmp_path)
+        assert server.request_count > 0
+    verdict = verify_trace(result.trace)
+    assert verdict.exit_code == 0
+    trace = read_trace(result.trace)
+    calls = [line.record.data for line in trace.of_type("llm_call")]
+    assert {c.role for c in calls} >= {"initializer", "actor", "cohort", "governance", "reporter"}
+    for c in calls:
+        assert c.provider == "stub" and c.requested_model == "test-model"
+        assert c.base_url_host.startswith("127.0.0.1:")
+        assert c.response_id and len(c.request_hash) == 64 and len(c.prompt_version) == 12
+        assert c.cache == "miss" and c.attempts >= 1 and c.output_mode
+    started = trace.started
+    assert started.routes["governance"] == "stub/test-model"
+    assert set(started.prompt_versions.values()) != {"offline"}
+
+
+def test_faults_are_retried_and_recorded_and_nothing_is_lost(
+    demo_card: Card, tmp_path: Path
+) -> None:
+    faults = Faults(
+        rate_limit=0.2,
+        server_error=0.05,
+        timeout=0.05,
+        malformed=0.05,
+        retry_after="0",
+        timeout_sleep_s=0.8,
+    )
+    calls: list[Any] = []
+    with StubServer(faults=faults, seed=7) as server:
+        for seed in range(8):
+            result = _run(demo_card, server, tmp_path / str(seed), seed=seed, ticks=3)
+            assert verify_trace(result.trace).exit_code == 0
+            calls += [line.record.data for line in read_trace(result.trace).of_type("llm_call")]
+        injected = sum(server.fault_counts.values())
+        requests = server.request_count
+    assert injected >= 10
+    assert sum(c.attempts for c in calls) == requests  # every HTTP attempt is accounted for
+    retried = [e for c in calls for e in c.errors]
+    assert retried, "every fault and retry is in the trace"
+    # bounded: max_attempts per request, and the one repair round trip gets its own
+    assert all(c.attempts <= 2 * FAST.max_attempts for c in calls)
+    kinds = {e.kind for e in retried}
+    assert "rate_limit" in kinds and "server_error" in kinds
+    assert kinds <= {"rate_limit", "server_error", "timeout", "invalid_output", "bad_response"}
+    # every injected fault shows up in the trace as a recorded error
+    assert len(retried) >= injected
+
+
+def test_a_second_run_with_the_cache_calls_nothing(demo_card: Card, tmp_path: Path) -> None:
+    with StubServer(seed=2) as server:
+        first = _run(demo_card, server, tmp_path / "a", seed=5)
+        calls_first = server.request_count
+        cache = tmp_path / "a" / "cache.sqlite"
+        config = RunConfig(
+            card=demo_card,
+            policy=load_policy("branching"),
+            seed=5,
+            ticks=3,
+            models=ModelConfig(
+                model="stub/test-model",
+                environ=_env(server),
+                retry=FAST,
+                cache_path=cache,
+                replay_strict=True,
+            ),
+        )
+        second = anyio.run(lambda: run_card(config, tmp_path / "b", fsync=False))
+        assert server.request_count == calls_first
+    a, b = read_trace(first.trace), read_trace(second.trace)
+    assert canonical_hash(a) == canonical_hash(b)
+    assert all(line.record.data.cache == "hit" for line in b.of_type("llm_call"))
+
+
+def test_the_api_key_never_reaches_trace_or_cache(
+    demo_card: Card, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    with StubServer(seed=4) as server:
+        result = _run(demo_card, server, tmp_path, ticks=2)
+        assert any(KEY in r.headers.get("authorization", "") for r in server.requests)
+    assert KEY not in result.trace.read_text(encoding="utf-8")
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
+    captured = capfd.readouterr()
+    assert KEY not in captured.out and KEY not in captured.err
+
+
+def test_the_budget_stops_the_run_cleanly(demo_card: Card, tmp_path: Path) -> None:
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("models:\n  test-model: {input: 1000.0, output: 1000.0}\n")
+    with StubServer(seed=5) as server, pytest.raises(BudgetExhausted):
+        _run(demo_card, server, tmp_path, ticks=2, max_cost_usd=0.5, prices=prices)
+    trace = read_trace(tmp_path / "merger-review__branching__s3.jsonl")
+    assert trace.terminal is not None and trace.terminal.type == "run_failed"
+    assert trace.terminal.data.resumable and trace.terminal.data.kind == "BudgetExhausted"
+
+
+def test_a_missing_base_url_fails_before_any_trace(demo_card: Card, tmp_path: Path) -> None:
+    config = RunConfig(
+        card=demo_card,
+        policy=load_policy("branching"),
+        models=ModelConfig(model="acme/model-x", environ={}),
+    )
+    with pytest.raises(ConfigError, match="ACME_BASE_URL"):
+        anyio.run(lambda: run_card(config, tmp_path, fsync=False))
+    assert not list(tmp_path.rglob("*.jsonl"))

@@ -1,0 +1,183 @@
+"""Resume: any crash point continues to the same canonical hash, with nothing paid twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.support import DEMO_CARD
+from worldsim.cards import load_card
+from worldsim.engine import RunConfig, run_card
+from worldsim.errors import ConfigError
+from worldsim.policy import load_policy
+from worldsim.resume import resume_run
+from worldsim.testing import StubServer
+from worldsim.trace.canonical import canonical_hash
+from worldsim.trace.reader import read_trace
+from worldsim.verify import verify_trace
+
+
+@pytest.fixture(scope="module")
+def complete(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, str, int]:
+    out = tmp_path_factory.mktemp("whole")
+    config = RunConfig(card=load_card(DEMO_CARD), policy=load_policy("branching"), seed=6)
+    result = anyio.run(lambda: run_card(config, out, fsync=False))
+    assert result.timelines > 2
+    blob = result.trace.read_bytes()
+    trace = read_trace(result.trace)
+    init = trace.first("world_initialized")
+    assert init is not None
+    after_init = len(b"".join(line.raw + b"\n" for line in trace.lines[: init.number]))
+    return blob, canonical_hash(trace), after_init
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.data())
+def test_a_crash_anywhere_resumes_to_the_same_hash(
+    complete: tuple[bytes, str, int], tmp_path: Path, data: st.DataObject
+) -> None:
+    blob, want, after_init = complete
+    cut = data.draw(st.integers(after_init, len(blob) - 2), label="cut")
+    path = tmp_path / "crashed.jsonl"
+    path.write_bytes(blob[:cut])
+    anyio.run(lambda: resume_run(path, fsync=False))
+    verdict = verify_trace(path)
+    assert verdict.exit_code == 0 and verdict.complete
+    assert verdict.canonical == want
+    assert read_trace(path).first("run_resumed") is not None
+
+
+def test_resuming_twice_keeps_the_hash(complete: tuple[bytes, str, int], tmp_path: Path) -> None:
+    blob, want, after_init = complete
+    path = tmp_path / "twice.jsonl"
+    path.write_bytes(blob[: after_init + (len(blob) - after_init) // 3])
+    # a second crash in the middle of the resumed stretch
+    anyio.run(lambda: resume_run(path, fsync=False))
+    resumed = path.read_bytes()
+    marker = resumed.index(b'"type":"run_resumed"')
+    path.write_bytes(resumed[: marker + (len(resumed) - marker) // 2])
+    anyio.run(lambda: resume_run(path, fsync=False))
+    verdict = verify_trace(path)
+    assert verdict.exit_code == 0 and verdict.canonical == want
+
+
+def test_complete_or_uninitialized_runs_are_not_resumed(
+    complete: tuple[bytes, str, int], tmp_path: Path
+) -> None:
+    blob, _, _ = complete
+    done = tmp_path / "done.jsonl"
+    done.write_bytes(blob)
+    with pytest.raises(ConfigError, match="nothing to resume"):
+        anyio.run(lambda: resume_run(done))
+    early = tmp_path / "early.jsonl"
+    first_line = blob.index(b"\n") + 1
+    early.write_bytes(blob[:first_line])
+    with pytest.raises(ConfigError, match="before its world was initialized"):
+        anyio.run(lambda: resume_run(early))
+
+
+WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]
+
+
+def test_sigkill_mid_tick_resumes_without_repaying_calls(tmp_path: Path) -> None:
+    """A live run against the stub server is killed mid-tick; resume finishes it, every call
+    completed before the kill is answered from the cache, and an uninterrupted run with the
+    same cache gives the same canonical hash with zero calls."""
+    with StubServer(seed=3, latency_s=0.02) as server:
+        env = {**os.environ, "STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}
+        args = [
+            str(DEMO_CARD),
+            "--model",
+            "stub/test-model",
+            "--seed",
+            "2",
+            "--ticks",
+            "4",
+            "--out",
+            str(tmp_path),
+            "--json",
+        ]
+        proc = subprocess.Popen(
+            [*WORLDSIM, "run", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        trace = tmp_path / "merger-review__branching__s2.jsonl"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if trace.exists() and trace.read_bytes().count(b'"type":"llm_call"') >= 12:
+                break
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+        before = read_trace(trace)
+        assert before.terminal is None
+        paid_before = {
+            (c.data.timeline, c.data.tick, c.data.role, c.data.agent, c.data.index)
+            for c in before.of_type("llm_call")
+        }
+        requests_before = server.request_count
+
+        resumed = subprocess.run(
+            [*WORLDSIM, "run", "--resume", str(trace), "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert resumed.returncode == 0, resumed.stderr
+        assert json.loads(resumed.stdout)["trace"] == str(trace)
+        after = read_trace(trace)
+        marker = after.first("run_resumed")
+        assert marker is not None
+        repaid = [
+            c.data
+            for c in after.lines[marker.number :]
+            if c.type == "llm_call"
+            and c.data.cache == "miss"
+            and (c.data.timeline, c.data.tick, c.data.role, c.data.agent, c.data.index)
+            in paid_before
+        ]
+        assert repaid == []
+        assert server.request_count - requests_before == sum(
+            1
+            for c in after.lines[marker.number :]
+            if c.type == "llm_call" and c.data.cache == "miss"
+        )
+        verdict = verify_trace(trace)
+        assert verdict.exit_code == 0
+
+        calls = server.request_count
+        again = subprocess.run(
+            [
+                *WORLDSIM,
+                "run",
+                *args[:-3],
+                "--out",
+                str(tmp_path / "again"),
+                "--cache-path",
+                str(tmp_path / ".cache" / "responses.sqlite"),
+                "--replay-strict",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert again.returncode == 0, again.stderr
+        assert server.request_count == calls
+    whole = verify_trace(tmp_path / "again" / trace.name)
+    assert whole.canonical == verdict.canonical

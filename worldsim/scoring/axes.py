@@ -1,0 +1,280 @@
+"""Three-axis evaluation: outcome, evidence (source precision) and reasoning (KER) per method.
+
+For every scored card whose hindsight graph ``DIR/<card_id>.json`` exists, each trace behind the
+card's forecast is scored against the graph with :mod:`worldsim.hindsight`: key-event recall of
+its simulated events and source precision of its logged accesses. Replicate traces of one card
+and method are averaged (each figure over the traces where it is defined) and counted. Forecasts
+read from prediction tables, blends and the uniform reference have no trace, so no KER or SrcP.
+
+Per method the axes are: outcome (accuracy, Brier, log loss over its scored cards), evidence
+(mean SrcP over its cards) and reasoning (mean KER and mass-weighted recall), and the split of
+KER and SrcP by whether the forecast was correct.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from worldsim._io import sha256_file
+from worldsim.errors import CardError, ConfigError
+from worldsim.hindsight.evidence import source_precision
+from worldsim.hindsight.forecast import extract_forecast, read_trace
+from worldsim.hindsight.graph import HindsightGraph, load_hindsight, validate_graph
+from worldsim.hindsight.ker import DEFAULT_DATE_WINDOW_DAYS, key_event_recall
+from worldsim.scoring.inputs import PredictionRow
+from worldsim.scoring.metrics import MethodSummary
+from worldsim.scoring.table import MatchedTable
+
+__all__ = [
+    "Axes",
+    "CardAxes",
+    "CorrectnessGroup",
+    "GraphFile",
+    "MethodAxes",
+    "TraceAxes",
+    "compute_axes",
+    "load_graphs",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class GraphFile:
+    """A hindsight graph read for a scored card, with its hash and quality warnings."""
+
+    card_id: str
+    path: Path
+    sha256: str
+    graph: HindsightGraph
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TraceAxes:
+    """KER and source precision of one trace against its card's hindsight graph."""
+
+    source: str
+    run_id: str | None
+    ker: float | None
+    mass_weighted_recall: float | None
+    n_key_events: int
+    n_matched_key_events: int
+    srcp: float | None
+    n_accessed: int
+    n_relevant: int
+
+
+def _mean(values: Iterable[float | None]) -> tuple[float | None, int]:
+    """The mean of the defined values and how many there were (None, 0 when none)."""
+    known = [v for v in values if v is not None]
+    return (math.fsum(known) / len(known), len(known)) if known else (None, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class CardAxes:
+    """One method's forecast of one card on the evidence and reasoning axes."""
+
+    card_id: str
+    method: str
+    correct: bool
+    graph: GraphFile | None
+    traces: tuple[TraceAxes, ...] = ()
+
+    @property
+    def scored(self) -> bool:
+        """Whether the card has a graph and the forecast at least one trace."""
+        return self.graph is not None and bool(self.traces)
+
+    @property
+    def ker(self) -> float | None:
+        return _mean(t.ker for t in self.traces)[0]
+
+    @property
+    def ker_n(self) -> int:
+        return _mean(t.ker for t in self.traces)[1]
+
+    @property
+    def mass_weighted_recall(self) -> float | None:
+        return _mean(t.mass_weighted_recall for t in self.traces)[0]
+
+    @property
+    def srcp(self) -> float | None:
+        return _mean(t.srcp for t in self.traces)[0]
+
+    @property
+    def srcp_n(self) -> int:
+        return _mean(t.srcp for t in self.traces)[1]
+
+
+@dataclass(frozen=True, slots=True)
+class CorrectnessGroup:
+    """KER and SrcP over the correct (or the incorrect) forecasts of a method."""
+
+    n: int
+    ker_mean: float | None
+    ker_n: int
+    srcp_mean: float | None
+    srcp_n: int
+
+    @classmethod
+    def of(cls, cards: Sequence[CardAxes]) -> CorrectnessGroup:
+        ker, ker_n = _mean(c.ker for c in cards)
+        srcp, srcp_n = _mean(c.srcp for c in cards)
+        return cls(n=len(cards), ker_mean=ker, ker_n=ker_n, srcp_mean=srcp, srcp_n=srcp_n)
+
+
+@dataclass(frozen=True, slots=True)
+class MethodAxes:
+    """The three axes of one method."""
+
+    method: str
+    summary: MethodSummary
+    n_hindsight: int
+    n_traces: int
+    srcp_mean: float | None
+    srcp_n: int
+    ker_mean: float | None
+    ker_n: int
+    mass_weighted_recall_mean: float | None
+    correct: CorrectnessGroup
+    incorrect: CorrectnessGroup
+
+
+@dataclass(frozen=True, slots=True)
+class Axes:
+    """Every figure of the three-axis evaluation of one scoring run."""
+
+    hindsight_dir: Path
+    date_window_days: float | None
+    graphs: tuple[GraphFile, ...]
+    cards_without_graph: tuple[str, ...]
+    forecasts_without_trace: tuple[tuple[str, str], ...]
+    cards: tuple[CardAxes, ...]
+    methods: Mapping[str, MethodAxes]
+
+
+def load_graphs(folder: Path, card_ids: Iterable[str]) -> tuple[dict[str, GraphFile], list[str]]:
+    """The hindsight graphs ``folder/<card_id>.json`` of the cards that have one.
+
+    A graph that does not parse, has a structural error or names another card is an error
+    naming its file; quality-threshold findings are kept as warnings. Returns the graphs by
+    card id and the card ids without a graph.
+    """
+    if not folder.is_dir():
+        raise ConfigError("--hindsight must be a folder of <card-id>.json graphs", file=folder)
+    graphs: dict[str, GraphFile] = {}
+    missing: list[str] = []
+    for card_id in sorted(set(card_ids)):
+        path = folder / f"{card_id}.json"
+        if not path.is_file():
+            missing.append(card_id)
+            continue
+        graph = load_hindsight(path)
+        report = validate_graph(graph)
+        if report.errors:
+            raise CardError(report.errors[0], file=path)
+        if graph.card_id is not None and graph.card_id != card_id:
+            raise CardError(
+                f"graph is for card '{graph.card_id}', not '{card_id}'", file=path, field="card_id"
+            )
+        graphs[card_id] = GraphFile(
+            card_id=card_id,
+            path=path,
+            sha256=sha256_file(path),
+            graph=graph,
+            warnings=report.warnings,
+        )
+    return graphs, missing
+
+
+def _trace_axes(row: PredictionRow, graph: HindsightGraph, window: float | None) -> TraceAxes:
+    records = read_trace(row.source)
+    ker = key_event_recall(graph, extract_forecast(records).events, date_window_days=window)
+    srcp = source_precision(records, graph)
+    return TraceAxes(
+        source=row.source,
+        run_id=row.run_id,
+        ker=ker.ker,
+        mass_weighted_recall=ker.mass_weighted_recall,
+        n_key_events=len(ker.key_events),
+        n_matched_key_events=len(ker.matched_key_events),
+        srcp=srcp.precision,
+        n_accessed=len(srcp.accessed),
+        n_relevant=len(srcp.relevant),
+    )
+
+
+def compute_axes(
+    table: MatchedTable,
+    summaries: Mapping[str, MethodSummary],
+    rows: Sequence[PredictionRow],
+    folder: Path,
+    *,
+    date_window_days: float | None = DEFAULT_DATE_WINDOW_DAYS,
+) -> Axes:
+    """Score every trace of the matched table against its card's graph and aggregate per method.
+
+    ``rows`` are the prediction rows read (the traces among them are scored); only forecasts in
+    ``table`` (labelled and scored) take part.
+    """
+    graphs, missing = load_graphs(folder, table.card_ids)
+    trace_rows: dict[tuple[str, str], list[PredictionRow]] = {}
+    for row in rows:
+        if row.trace:
+            trace_rows.setdefault((row.card_id, row.method), []).append(row)
+
+    cards: list[CardAxes] = []
+    without_trace: list[tuple[str, str]] = []
+    for method, by_card in sorted(table.methods.items()):
+        for card_id, sf in sorted(by_card.items()):
+            graph = graphs.get(card_id)
+            traces: tuple[TraceAxes, ...] = ()
+            used = trace_rows.get((card_id, method), [])
+            if graph is not None:
+                traces = tuple(
+                    _trace_axes(r, graph.graph, date_window_days)
+                    for r in sorted(used, key=lambda r: r.source)
+                )
+                # Forecasts built from inputs (not blends or the reference) but without a trace.
+                if not traces and sf.forecast.sources:
+                    without_trace.append((card_id, method))
+            cards.append(
+                CardAxes(
+                    card_id=card_id,
+                    method=method,
+                    correct=sf.score.correct,
+                    graph=graph,
+                    traces=traces,
+                )
+            )
+
+    methods: dict[str, MethodAxes] = {}
+    for method, summary in summaries.items():
+        scored = [c for c in cards if c.method == method and c.scored]
+        ker, ker_n = _mean(c.ker for c in scored)
+        srcp, srcp_n = _mean(c.srcp for c in scored)
+        methods[method] = MethodAxes(
+            method=method,
+            summary=summary,
+            n_hindsight=len(scored),
+            n_traces=sum(len(c.traces) for c in scored),
+            srcp_mean=srcp,
+            srcp_n=srcp_n,
+            ker_mean=ker,
+            ker_n=ker_n,
+            mass_weighted_recall_mean=_mean(c.mass_weighted_recall for c in scored)[0],
+            correct=CorrectnessGroup.of([c for c in scored if c.correct]),
+            incorrect=CorrectnessGroup.of([c for c in scored if not c.correct]),
+        )
+    cards.sort(key=lambda c: (c.card_id, c.method))
+    return Axes(
+        hindsight_dir=folder,
+        date_window_days=date_window_days,
+        graphs=tuple(graphs[c] for c in sorted(graphs)),
+        cards_without_graph=tuple(missing),
+        forecasts_without_trace=tuple(sorted(without_trace)),
+        cards=tuple(cards),
+        methods=methods,
+    )
