@@ -15,7 +15,7 @@ from rich.markup import escape
 from worldsim.cards import load_card
 from worldsim.cli._app import app, out_console
 from worldsim.direct import BaseRateModel, DirectResult, direct_request, forecast_card
-from worldsim.engine import trace_name
+from worldsim.engine import default_cache_path, trace_name
 from worldsim.errors import ConfigError
 from worldsim.models.cache import CacheMode, ResponseCache
 from worldsim.models.leakage import LeakageGuard, LeakageMode
@@ -23,10 +23,7 @@ from worldsim.models.pool import ModelOptions, ModelPool
 from worldsim.models.pricing import Budget, PriceTable
 from worldsim.models.routes import RouteTable, resolve_settings
 
-__all__ = ["DEFAULT_CACHE", "forecast"]
-
-DEFAULT_CACHE = Path(".cache") / "responses.sqlite"
-"""The response cache, relative to ``--out`` unless ``--cache-path`` is given."""
+__all__ = ["forecast"]
 
 _CACHE_MODES = ("use", "refresh", "off")
 _LEAKAGE_MODES = ("record", "fail")
@@ -94,7 +91,7 @@ def forecast(
     path = out / trace_name(card_obj.id, method_label, seed)
     if path.exists() and not force:
         raise ConfigError("trace already exists (use --force to replace it)", file=path)
-    cache_file = cache_path if cache_path is not None else out / DEFAULT_CACHE
+    cache_file = cache_path if cache_path is not None else default_cache_path(out)
     mode: CacheMode = "use" if cache == "use" else "refresh" if cache == "refresh" else "off"
 
     async def go() -> DirectResult:
