@@ -86,7 +86,7 @@ from worldsim.trace.records import (
     WorldInitializedData,
 )
 from worldsim.trace.writer import TraceWriter
-from worldsim.types import Model
+from worldsim.types import Model, ModelRequest, ModelResponse
 
 __all__ = ["DEFAULT_TICKS", "Observer", "RunConfig", "RunResult", "run_card", "trace_name"]
 
@@ -851,8 +851,23 @@ def build_pool(
         budget=Budget(models.max_cost_usd) if models.max_cost_usd is not None else None,
         guard=guard,
         environ=models.environ,
+        offline=_OfflineRoute,
     )
     return pool, guard
+
+
+class _OfflineRoute:
+    """The ``offline`` route inside a mixed pool. Offline roles are Python classes that never
+    ask a model, so a request reaching this is a wiring error, said plainly."""
+
+    route = "offline"
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        raise ConfigError(
+            f"role '{request.site.role}' is on the offline route, which answers through the "
+            "rule-based roles, not through model requests",
+            field="route",
+        )
 
 
 class _GuardedSource:

@@ -8,14 +8,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from worldsim.audit import MASS_TOLERANCE
+from worldsim.direct import DIRECT_RULE, direct_extraction
 from worldsim.errors import StateError, TraceError
 from worldsim.extraction import Leaf, extract
+from worldsim.llm.outputs import DirectOutput
+from worldsim.models.schema import extract_json
 from worldsim.state import WorldState, apply_deltas, apply_review, state_digest
 from worldsim.trace.reader import Trace, TraceLine, read_trace
 from worldsim.trace.records import ExtractionData
 
-__all__ = ["ReplayResult", "TickStep", "replay", "replay_steps"]
+__all__ = ["ReplayResult", "TickStep", "replay", "replay_direct", "replay_steps"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +264,8 @@ def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
 def replay(path_or_trace: str | Path | Trace) -> ReplayResult:
     """Rebuild the whole multiverse and re-extract; raises TraceError at the first inconsistency."""
     trace = path_or_trace if isinstance(path_or_trace, Trace) else read_trace(path_or_trace)
+    if trace.started.kind == "direct":
+        return replay_direct(trace)
     steps: list[TickStep] = []
     recorded: ExtractionData | None = None
     leaves: tuple[Leaf, ...] = ()
@@ -289,3 +296,47 @@ def replay(path_or_trace: str | Path | Trace) -> ReplayResult:
                 line=line.number if line else None,
             )
     return ReplayResult(trace, tuple(steps), recorded, recomputed, mass_sum)
+
+
+def replay_direct(trace: Trace) -> ReplayResult:
+    """Check a direct trace (one model call, no world): the recorded extraction must be the
+    ``direct/1`` extraction of the p_yes in the ``llm_call`` reply, exactly, with mass sum 1.
+
+    A trace without an extraction (a failed run) has nothing to compare and passes with
+    ``recorded`` None. Raises TraceError naming the line at the first inconsistency.
+    """
+    line = trace.first("extraction")
+    if line is None:
+        return ReplayResult(trace, (), None, None, None)
+    recorded: ExtractionData = line.data
+    if recorded.rule != DIRECT_RULE:
+        raise _fail(line, trace, f"direct trace with extraction rule '{recorded.rule}'")
+    calls = [c for c in trace.of_type("llm_call") if c.data.error is None]
+    if len(calls) != 1:
+        raise _fail(line, trace, f"direct trace with {len(calls)} successful model calls, not 1")
+    call = calls[0]
+    reply = call.data.reply
+    if reply is None:
+        raise _fail(call, trace, "the model call recorded no reply")
+    try:
+        output = DirectOutput.model_validate_json(extract_json(reply))
+    except ValidationError as exc:
+        raise _fail(
+            call, trace, f"the recorded reply is not a valid DirectOutput: {exc.errors()[0]['msg']}"
+        ) from None
+    recomputed = direct_extraction(output.p_yes)
+    if abs(recorded.mass_sum - 1.0) > MASS_TOLERANCE:
+        raise _fail(line, trace, f"path mass sums to {recorded.mass_sum!r}, not 1")
+    if recomputed != recorded:
+        raise _fail(
+            line,
+            trace,
+            f"recorded extraction (p_yes {recorded.p_yes!r}) differs from the reply's "
+            f"(p_yes {output.p_yes!r})",
+        )
+    done = trace.first("run_completed")
+    if done is not None and done.data.p_yes != output.p_yes:
+        raise _fail(
+            done, trace, f"run_completed p_yes {done.data.p_yes!r} differs from the reply's"
+        )
+    return ReplayResult(trace, (), recorded, recomputed, recomputed.mass_sum)

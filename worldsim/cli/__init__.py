@@ -12,6 +12,7 @@ from worldsim.errors import WorldsimError
 __all__ = ["app", "main"]
 
 # Each module adds its subcommands to ``app`` when imported.
+from worldsim.cli import forecast as _forecast  # noqa: F401
 from worldsim.cli import gateway as _gateway  # noqa: F401
 from worldsim.cli import hindsight as _hindsight  # noqa: F401
 from worldsim.cli import prereg as _prereg  # noqa: F401

@@ -21,10 +21,10 @@ from worldsim.errors import ConfigError, TraceError
 from worldsim.extraction import EXTRACTION_RULES
 from worldsim.policy import load_policy
 from worldsim.prompts import known_prompt_roles, load_prompt_role
-from worldsim.replay import TickStep, replay_steps
+from worldsim.replay import TickStep, replay_direct, replay_steps
 from worldsim.resume import resume_run
 from worldsim.roles import registered_roles
-from worldsim.trace.reader import read_trace
+from worldsim.trace.reader import Trace, read_trace
 from worldsim.verify import verify_trace
 
 __all__: list[str] = []
@@ -254,6 +254,9 @@ def replay(
     tr = read_trace(trace)
     if tr.torn_line is not None:
         err_console.print(f"note: torn final line {tr.torn_line} ignored (the run was cut off)")
+    if tr.started.kind == "direct":
+        _replay_direct(tr, json_out)
+        return
     recorded = recomputed = None
     for item in replay_steps(tr):
         if isinstance(item, TickStep):
@@ -301,6 +304,33 @@ def replay(
         )
     if not same:
         raise typer.Exit(1)
+
+
+def _replay_direct(tr: Trace, json_out: bool) -> None:
+    """A direct trace has no world to rebuild: check its extraction against the model's reply."""
+    result = replay_direct(tr)
+    recorded = result.recorded
+    if recorded is None:
+        msg = "direct trace with no extraction (the model call failed); nothing to compare"
+        if json_out:
+            sys.stdout.write(json.dumps({"extraction": None, "note": msg}) + "\n")
+        else:
+            out_console.print(msg)
+        return
+    replayed = result.recomputed.p_yes if result.recomputed else None
+    if json_out:
+        extraction = {
+            "rule": recorded.rule,
+            "recorded_p_yes": recorded.p_yes,
+            "replayed_p_yes": replayed,
+            "matches": result.matches,
+        }
+        sys.stdout.write(json.dumps({"extraction": extraction}) + "\n")
+    else:
+        out_console.print(
+            f"direct trace: p_yes {replayed!r} from the recorded reply under {recorded.rule} "
+            f"matches the recorded {recorded.p_yes!r}"
+        )
 
 
 def _print_step(step: TickStep) -> None:

@@ -1,0 +1,510 @@
+"""The direct baseline: one model call per card against the stub server, in process and on the
+command line; its trace verifies, caches, fails cleanly, keeps keys out and scores."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.support import DEMO_CARD, ROOT
+from worldsim.cards import load_card
+from worldsim.direct import DirectResult, forecast_card
+from worldsim.errors import ConfigError, ModelError, TraceError
+from worldsim.models import ModelOptions, ModelPool, RetryPolicy, RouteTable
+from worldsim.models.leakage import LeakageGuard, fingerprint
+from worldsim.testing import StubServer
+from worldsim.trace.canonical import canonical_hash
+from worldsim.trace.reader import read_trace
+from worldsim.trace.writer import TraceWriter
+from worldsim.verify import verify_trace
+
+WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]
+ROUTE = "stub/test-model"
+TRACE = "merger-review__direct__s0.jsonl"
+PLANTED_KEY = "sk-planted-7c1e9a0b5d3f42e8a6b1c0d9e8f7a6b5"
+LABELS = ROOT / "scenarios" / "labels"
+
+
+def reply(p_yes: float, *, warning: bool = False) -> dict[str, Any]:
+    return {
+        "p_yes": p_yes,
+        "rationale": "Phase 2 reviews with offered remedies usually end in clearance.",
+        "drivers": ["remedies on the overlapping plants"],
+        "uncertainties": ["a three-week extension"],
+        "leakage_warning": warning,
+    }
+
+
+def scripted(*replies: dict[str, Any]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Replies in order; the last one repeats."""
+    seen: list[int] = []
+
+    def script(body: dict[str, Any]) -> dict[str, Any]:
+        n = len(seen)
+        seen.append(n)
+        return replies[min(n, len(replies) - 1)]
+
+    return script
+
+
+def cli(
+    *args: str, server: StubServer | None, cwd: Path, key: str = PLANTED_KEY
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STUB_")}
+    if server is not None:
+        env["STUB_BASE_URL"] = server.base_url
+        env["STUB_API_KEY"] = key
+    return subprocess.run(
+        [*WORLDSIM, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def forecast_args(out: Path, *extra: str) -> list[str]:
+    return ["forecast", str(DEMO_CARD), "--model", ROUTE, "--out", str(out), *extra]
+
+
+def types_of(path: Path) -> list[str]:
+    return [line.type for line in read_trace(path).lines]
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("error:")]
+
+
+# -------------------------------------------------------------------------- in process
+
+
+def run_direct(
+    server: StubServer,
+    out: Path,
+    *,
+    guard: LeakageGuard | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> DirectResult:
+    card = load_card(DEMO_CARD)
+    env = environ if environ is not None else {"STUB_BASE_URL": server.base_url}
+
+    async def go() -> DirectResult:
+        pool = ModelPool(
+            RouteTable.from_flags(ROUTE),
+            options=ModelOptions(retry=RetryPolicy(max_attempts=2, timeout_s=10)),
+            guard=guard,
+            environ=env,
+            dotenv=None,
+        )
+        try:
+            return await forecast_card(
+                card,
+                model=pool.for_role("direct"),
+                route=ROUTE,
+                out=out,
+                fsync=False,
+                guard=guard,
+            )
+        finally:
+            await pool.aclose()
+
+    return anyio.run(go)
+
+
+def test_direct_trace_verifies_and_carries_the_reply(tmp_path: Path) -> None:
+    with StubServer(scripted(reply(0.37))) as server:
+        result = run_direct(server, tmp_path)
+        body = server.requests[0].body
+    assert result.trace == tmp_path / TRACE
+    assert result.p_yes == 0.37
+    assert types_of(result.trace) == [
+        "run_started",
+        "llm_call",
+        "extraction",
+        "report",
+        "audit",
+        "run_completed",
+    ]
+    check = verify_trace(result.trace)
+    assert check.exit_code == 0
+    assert check.replay.recorded is not None and check.replay.recorded.p_yes == 0.37
+    assert check.replay.mass_sum == 1.0
+    trace = read_trace(result.trace)
+    started = trace.started
+    assert (started.kind, started.method, started.ticks) == ("direct", "direct", 0)
+    assert started.routes == {"direct": ROUTE}
+    assert started.extraction_rule == "direct/1"
+    assert set(started.prompt_versions) == {"direct"}
+    call = trace.first("llm_call")
+    assert call is not None and (call.record.tl, call.record.tick) == (None, None)
+    assert call.data.role == "direct" and call.data.error is None
+    report = trace.first("report")
+    assert report is not None and report.data.summary == reply(0.37)["rationale"]
+    audit = trace.first("audit")
+    assert audit is not None
+    assert (audit.data.report_grounding, audit.data.leakage) == ("not-checked", "not-checked")
+    # the prompt is the card without its evidence documents
+    prompt = "\n".join(m["content"] for m in body["messages"])
+    assert "Will Regulator R clear the merger" in prompt
+    assert "mr-d01" not in prompt and "Business Wire" not in prompt
+
+
+def test_verify_rejects_an_extraction_that_differs_from_the_reply(tmp_path: Path) -> None:
+    with StubServer(scripted(reply(0.37))) as server:
+        good = run_direct(server, tmp_path / "good").trace
+    forged = tmp_path / "forged.jsonl"
+
+    async def rewrite() -> None:
+        trace = read_trace(good)
+        writer = await TraceWriter.create(forged, trace.run_id, fsync=False)
+        for line in trace.lines:
+            data = line.data.model_dump(mode="json")
+            if "seal" in data:
+                data["seal"] = ""  # the writer seals terminal records again
+            if line.type == "extraction":
+                data["p_yes"] = 0.38
+            await writer.emit(line.type, data, tl=line.record.tl, tick=line.record.tick)
+        await writer.aclose()
+
+    anyio.run(rewrite)
+    with pytest.raises(TraceError, match="differs from the reply"):
+        verify_trace(forged)
+
+
+def test_model_warning_and_forbidden_strings_go_into_the_audit(tmp_path: Path) -> None:
+    guard = LeakageGuard.from_strings(["Regulator R"])
+    with StubServer(scripted(reply(0.6, warning=True))) as server:
+        result = run_direct(server, tmp_path, guard=guard)
+    assert result.audit.leakage == "findings"
+    kinds = sorted(f["kind"] for f in result.audit.leakage_findings)
+    assert kinds == ["forbidden_string", "model_warning"]
+    audit = read_trace(result.trace).first("audit")
+    assert audit is not None
+    recorded = json.dumps(audit.data.leakage_findings).casefold()
+    assert "regulator r" not in recorded  # findings name the string by its hash only
+    assert fingerprint("Regulator R") in recorded
+
+
+def test_clean_guard_and_no_warning_audit_clean(tmp_path: Path) -> None:
+    guard = LeakageGuard.from_strings(["a string nobody wrote"])
+    with StubServer(scripted(reply(0.6))) as server:
+        result = run_direct(server, tmp_path, guard=guard)
+    assert (result.audit.leakage, result.audit.leakage_findings) == ("clean", [])
+
+
+def test_multiple_choice_card_is_refused_before_any_file(tmp_path: Path) -> None:
+    card = load_card(ROOT / "scenarios" / "award-best-picture.yaml")
+    with StubServer(scripted(reply(0.5))) as server:
+
+        async def go() -> None:
+            pool = ModelPool(
+                RouteTable.from_flags(ROUTE),
+                environ={"STUB_BASE_URL": server.base_url},
+                dotenv=None,
+            )
+            try:
+                await forecast_card(card, model=pool.for_role("direct"), route=ROUTE, out=tmp_path)
+            finally:
+                await pool.aclose()
+
+        with pytest.raises(ConfigError, match="binary cards only"):
+            anyio.run(go)
+        assert server.request_count == 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_invalid_reply_in_process_raises_and_ends_with_run_failed(tmp_path: Path) -> None:
+    with StubServer(scripted(reply(498))) as server:
+        with pytest.raises(ModelError) as info:
+            run_direct(server, tmp_path)
+        assert server.request_count == 2  # the reply and one repair
+    assert info.value.call["error"]
+    assert types_of(tmp_path / TRACE) == ["run_started", "llm_call", "run_failed"]
+
+
+# -------------------------------------------------------------------------- command line
+
+
+def test_cli_forecast_json_then_cache_hit(tmp_path: Path) -> None:
+    out = tmp_path / "traces"
+    with StubServer(scripted(reply(0.37))) as server:
+        first = cli(*forecast_args(out, "--json"), server=server, cwd=tmp_path)
+        assert first.returncode == 0, first.stderr
+        assert server.request_count == 1
+        row = json.loads(first.stdout)
+        assert {"card_id", "seed", "method", "p_yes", "unresolved_mass", "trace"} <= set(row)
+        assert (row["card_id"], row["seed"], row["method"]) == ("merger-review", 0, "direct")
+        assert (row["p_yes"], row["unresolved_mass"], row["cache"]) == (0.37, 0.0, "miss")
+        trace = Path(row["trace"])
+        assert trace == out / TRACE
+        assert verify_trace(trace).exit_code == 0
+        first_hash = canonical_hash(read_trace(trace))
+        assert (out / ".cache" / "responses.sqlite").is_file()
+
+        again = cli(*forecast_args(out, "--json", "--force"), server=server, cwd=tmp_path)
+        assert again.returncode == 0, again.stderr
+        assert server.request_count == 1  # answered from the cache
+    row = json.loads(again.stdout)
+    assert (row["p_yes"], row["cache"]) == (0.37, "hit")
+    assert verify_trace(trace).exit_code == 0
+    assert canonical_hash(read_trace(trace)) == first_hash
+
+
+def test_cli_summary_names_p_yes_rationale_and_trace(tmp_path: Path) -> None:
+    out = tmp_path / "traces"
+    with StubServer(scripted(reply(0.37))) as server:
+        proc = cli(
+            *forecast_args(out, "--method-label", "direct-stub", "--seed", "3"),
+            server=server,
+            cwd=tmp_path,
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert "p_yes 0.3700" in proc.stdout
+    assert "Phase 2 reviews with offered remedies" in proc.stdout
+    assert "merger-review__direct-stub__s3.jsonl" in proc.stdout
+    assert read_trace(out / "merger-review__direct-stub__s3.jsonl").started.method == "direct-stub"
+
+
+def test_cli_replay_strict_with_an_empty_cache_fails_clearly(tmp_path: Path) -> None:
+    out = tmp_path / "traces"
+    with StubServer(scripted(reply(0.37))) as server:
+        proc = cli(*forecast_args(out, "--replay-strict"), server=server, cwd=tmp_path)
+        assert server.request_count == 0
+    assert proc.returncode == 1
+    [line] = error_lines(proc.stderr)
+    assert "strict replay: no cached reply" in line
+    assert types_of(out / TRACE) == ["run_started", "run_failed"]
+    assert verify_trace(out / TRACE).exit_code == 3
+
+
+def test_cli_out_of_bounds_reply_is_a_recorded_failure(tmp_path: Path) -> None:
+    out = tmp_path / "traces"
+    with StubServer(scripted(reply(498))) as server:
+        proc = cli(*forecast_args(out), server=server, cwd=tmp_path)
+        assert server.request_count == 2  # the reply and one repair round trip
+    assert proc.returncode == 1
+    [line] = error_lines(proc.stderr)
+    assert "invalid output after one repair" in line
+    assert types_of(out / TRACE) == ["run_started", "llm_call", "run_failed"]
+    call = read_trace(out / TRACE).first("llm_call")
+    assert call is not None and call.data.error
+    assert '"p_yes":498' in (call.data.reply or "").replace(" ", "")
+    check = verify_trace(out / TRACE)
+    assert (check.exit_code, check.terminal) == (3, "run_failed")
+
+
+def test_cli_out_of_bounds_reply_is_repaired(tmp_path: Path) -> None:
+    out = tmp_path / "traces"
+    with StubServer(scripted(reply(498), reply(0.42))) as server:
+        proc = cli(*forecast_args(out, "--json"), server=server, cwd=tmp_path)
+        assert server.request_count == 2
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["p_yes"] == 0.42
+    call = read_trace(out / TRACE).first("llm_call")
+    assert call is not None and [e.kind for e in call.data.errors] == ["invalid_output"]
+    assert verify_trace(out / TRACE).exit_code == 0
+
+
+def test_planted_key_never_leaves_the_request_header(tmp_path: Path) -> None:
+    out = tmp_path / "traces"
+    with StubServer(scripted(reply(0.37))) as server:
+        runs = [
+            cli(*forecast_args(out, "--force"), server=server, cwd=tmp_path),
+            cli(*forecast_args(out, "--force", "--json"), server=server, cwd=tmp_path),
+        ]
+        headers = [r.headers.get("authorization") for r in server.requests]
+    assert headers == [f"Bearer {PLANTED_KEY}"]  # used once, then the cache answered
+    with StubServer(scripted(reply(498))) as server:
+        runs.append(
+            cli(*forecast_args(out, "--force", "--cache", "refresh"), server=server, cwd=tmp_path)
+        )
+    assert [r.returncode for r in runs] == [0, 0, 1]
+    for proc in runs:
+        assert PLANTED_KEY not in proc.stdout and PLANTED_KEY not in proc.stderr
+    written = [p for p in out.rglob("*") if p.is_file()]
+    assert any(p.name.startswith("responses.sqlite") for p in written)
+    assert any(p.suffix == ".jsonl" for p in written)
+    for path in written:
+        assert PLANTED_KEY.encode() not in path.read_bytes(), path
+
+
+def test_cli_budget_and_leakage_fail_before_the_call(tmp_path: Path) -> None:
+    forbidden = tmp_path / "forbidden.txt"
+    forbidden.write_text("# masked names\nregulator r\n")
+    with StubServer(scripted(reply(0.37))) as server:
+        spent = cli(
+            *forecast_args(tmp_path / "a", "--max-cost-usd", "0"), server=server, cwd=tmp_path
+        )
+        leaked = cli(
+            *forecast_args(
+                tmp_path / "b", "--forbidden-strings", str(forbidden), "--leakage", "fail"
+            ),
+            server=server,
+            cwd=tmp_path,
+        )
+        assert server.request_count == 0
+    assert spent.returncode == 1 and "budget" in error_lines(spent.stderr)[0]
+    assert leaked.returncode == 1 and "forbidden string" in error_lines(leaked.stderr)[0]
+    for out in (tmp_path / "a", tmp_path / "b"):
+        assert types_of(out / TRACE) == ["run_started", "run_failed"]
+    assert "regulator r" not in leaked.stderr.casefold()
+
+
+def test_cli_bad_input_is_one_line_exit_2_and_no_trace(tmp_path: Path) -> None:
+    out = tmp_path / "traces"
+    missing_card = cli(
+        "forecast",
+        str(tmp_path / "nope.yaml"),
+        "--model",
+        ROUTE,
+        "--out",
+        str(out),
+        server=None,
+        cwd=tmp_path,
+    )
+    bad_route = cli(
+        "forecast",
+        str(DEMO_CARD),
+        "--model",
+        "no-slash-route",
+        "--out",
+        str(out),
+        server=None,
+        cwd=tmp_path,
+    )
+    no_base_url = cli(*forecast_args(out), server=None, cwd=tmp_path)
+    multiple_choice = cli(
+        "forecast",
+        str(ROOT / "scenarios" / "award-best-picture.yaml"),
+        "--model",
+        "offline",
+        "--out",
+        str(out),
+        server=None,
+        cwd=tmp_path,
+    )
+    for proc in (missing_card, bad_route, no_base_url, multiple_choice):
+        assert proc.returncode == 2, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+        assert proc.stdout == ""
+    assert "STUB_BASE_URL" in no_base_url.stderr
+    assert "--model" in bad_route.stderr
+    assert not out.exists()
+
+
+def test_cli_offline_route_answers_with_the_base_rate(tmp_path: Path) -> None:
+    out = tmp_path / "traces"
+    proc = cli(
+        "forecast",
+        str(DEMO_CARD),
+        "--model",
+        "offline",
+        "--out",
+        str(out),
+        "--json",
+        server=None,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(proc.stdout)
+    assert row["p_yes"] == load_card(DEMO_CARD).seeds.base_rate  # type: ignore[union-attr]
+    assert row["cost_usd"] == 0.0
+    trace = read_trace(out / TRACE)
+    assert "base rate" in trace.first("report").data.summary  # type: ignore[union-attr]
+    assert verify_trace(out / TRACE).exit_code == 0
+    assert not (out / ".cache").exists()
+    replayed = subprocess.run(
+        [*WORLDSIM, "replay", str(out / TRACE), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    assert json.loads(replayed.stdout)["extraction"]["matches"] is True
+
+
+def test_score_takes_direct_traces_next_to_offline_traces(tmp_path: Path) -> None:
+    out = tmp_path / "traces"
+    multiverse = subprocess.run(
+        [*WORLDSIM, "run", str(DEMO_CARD), "--policy", "no_branch", "--out", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert multiverse.returncode == 0, multiverse.stderr
+    with StubServer(scripted(reply(0.37))) as server:
+        direct = cli(*forecast_args(out, "--json"), server=server, cwd=tmp_path)
+    assert direct.returncode == 0, direct.stderr
+    report = tmp_path / "score.json"
+    scored = subprocess.run(
+        [
+            *WORLDSIM,
+            "score",
+            str(out),
+            "--labels",
+            str(LABELS),
+            "--json",
+            str(report),
+            "--compare",
+            "no_branch:direct",
+            "--bootstrap",
+            "200",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert scored.returncode == 0, scored.stderr
+    doc = json.loads(report.read_text())
+    rows = {row["method"]: row for row in doc["per_card"]}
+    assert set(rows) == {"direct", "no_branch"}
+    row = rows["direct"]
+    assert (row["card_id"], row["p_yes"], row["extraction_rule"]) == (
+        "merger-review",
+        0.37,
+        "direct/1",
+    )
+    assert row["model"] == ROUTE
+    y = 1.0 if row["outcome"] == "yes" else 0.0
+    assert row["brier"] == pytest.approx((0.37 - y) ** 2)
+
+
+def test_cli_cache_path_and_cache_off(tmp_path: Path) -> None:
+    out = tmp_path / "traces"
+    custom = tmp_path / "elsewhere" / "cache.sqlite"
+    with StubServer(scripted(reply(0.37))) as server:
+        runs = [
+            cli(
+                *forecast_args(out, "--json", "--cache-path", str(custom)),
+                server=server,
+                cwd=tmp_path,
+            ),
+            cli(
+                *forecast_args(out, "--json", "--force", "--cache-path", str(custom)),
+                server=server,
+                cwd=tmp_path,
+            ),
+            cli(
+                *forecast_args(out, "--json", "--force", "--cache", "off"),
+                server=server,
+                cwd=tmp_path,
+            ),
+        ]
+        assert server.request_count == 2  # the first run and the uncached third
+    assert [r.returncode for r in runs] == [0, 0, 0], [r.stderr for r in runs]
+    assert [json.loads(r.stdout)["cache"] for r in runs] == ["miss", "hit", "off"]
+    assert custom.is_file()
+    assert not (out / ".cache").exists()

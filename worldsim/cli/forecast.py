@@ -1,0 +1,148 @@
+"""``worldsim forecast``: the direct baseline, one model call per card."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import typer
+from rich.markup import escape
+
+from worldsim.cards import load_card
+from worldsim.cli._app import app, out_console
+from worldsim.direct import BaseRateModel, DirectResult, direct_request, forecast_card
+from worldsim.engine import default_cache_path, trace_name
+from worldsim.errors import ConfigError
+from worldsim.models.cache import CacheMode, ResponseCache
+from worldsim.models.leakage import LeakageGuard, LeakageMode
+from worldsim.models.pool import ModelOptions, ModelPool
+from worldsim.models.pricing import Budget, PriceTable
+from worldsim.models.routes import RouteTable, resolve_settings
+
+__all__ = ["forecast"]
+
+_CACHE_MODES = ("use", "refresh", "off")
+_LEAKAGE_MODES = ("record", "fail")
+
+
+@app.command()
+def forecast(
+    card: Annotated[Path, typer.Argument(help="Scenario card (YAML or JSON), binary.")],
+    model: Annotated[
+        str,
+        typer.Option(
+            help="Model route (provider/model). 'offline' answers with the card's base rate."
+        ),
+    ],
+    seed: Annotated[int, typer.Option(min=0, help="Seed sent with the request.")] = 0,
+    out: Annotated[Path, typer.Option(help="Folder for the trace.")] = Path("traces"),
+    method_label: Annotated[
+        str, typer.Option(help="Method label in the trace and its file name.")
+    ] = "direct",
+    force: Annotated[
+        bool, typer.Option(help="Replace an existing trace of the same name.")
+    ] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object, nothing else.")
+    ] = False,
+    cache: Annotated[str, typer.Option(help="Response cache: use, refresh or off.")] = "use",
+    cache_path: Annotated[
+        Path | None,
+        typer.Option(help="Response cache file (default: OUT/.cache/responses.sqlite)."),
+    ] = None,
+    replay_strict: Annotated[
+        bool, typer.Option(help="Answer from the cache only; a miss is an error.")
+    ] = False,
+    max_cost_usd: Annotated[
+        float | None, typer.Option(min=0.0, help="Stop before a call once this much is spent.")
+    ] = None,
+    prices: Annotated[
+        Path | None, typer.Option(help="Price table (YAML) extending the shipped one.")
+    ] = None,
+    forbidden_strings: Annotated[
+        Path | None, typer.Option(help="Strings no prompt or reply may contain, one per line.")
+    ] = None,
+    leakage: Annotated[
+        str, typer.Option(help="On a forbidden string: record it, or fail the call.")
+    ] = "record",
+) -> None:
+    """Forecast a card with one structured model call (the direct baseline) and trace it."""
+    if not method_label or "/" in method_label or method_label != method_label.strip():
+        raise ConfigError(f"invalid method label {method_label!r}", field="--method-label")
+    if cache not in _CACHE_MODES:
+        raise ConfigError(f"unknown cache mode {cache!r}: use, refresh or off", field="--cache")
+    if leakage not in _LEAKAGE_MODES:
+        raise ConfigError(f"unknown leakage mode {leakage!r}: record or fail", field="--leakage")
+    if replay_strict and cache != "use":
+        raise ConfigError("--replay-strict reads the cache: use --cache use", field="--cache")
+    card_obj = load_card(card)
+    direct_request(card_obj, seed=seed)  # a non-binary card or a bad prompt fails here
+    routes = RouteTable.from_flags(model)
+    route = routes.for_role("direct")
+    if not route.is_offline:
+        resolve_settings(route)  # a missing base URL or key fails before any file is made
+    price_table = PriceTable.load(prices)
+    leak_mode: LeakageMode = "fail" if leakage == "fail" else "record"
+    guard = LeakageGuard.from_file(forbidden_strings, leak_mode) if forbidden_strings else None
+    path = out / trace_name(card_obj.id, method_label, seed)
+    if path.exists() and not force:
+        raise ConfigError("trace already exists (use --force to replace it)", file=path)
+    cache_file = cache_path if cache_path is not None else default_cache_path(out)
+    mode: CacheMode = "use" if cache == "use" else "refresh" if cache == "refresh" else "off"
+
+    async def go() -> DirectResult:
+        response_cache = None
+        if not route.is_offline and mode != "off":
+            response_cache = await ResponseCache.open(cache_file, mode=mode, strict=replay_strict)
+        try:
+            pool = await anyio.to_thread.run_sync(
+                functools.partial(
+                    ModelPool,
+                    routes,
+                    options=ModelOptions(prices=price_table),
+                    cache=response_cache,
+                    budget=Budget(max_cost_usd),
+                    guard=guard,
+                    offline=lambda: BaseRateModel(card_obj),
+                )
+            )
+            try:
+                return await forecast_card(
+                    card_obj,
+                    model=pool.for_role("direct"),
+                    route=route.name,
+                    out=out,
+                    seed=seed,
+                    overwrite=force,
+                    method=method_label,
+                    guard=guard,
+                )
+            finally:
+                await pool.aclose()
+        finally:
+            if response_cache is not None:
+                await response_cache.aclose()
+
+    result = anyio.run(go)
+    if json_out:
+        sys.stdout.write(json.dumps(result.summary()) + "\n")
+        sys.stdout.flush()
+        return
+    cost = result.cost_usd
+    rationale = " ".join(result.output.rationale.split())
+    lines = [
+        f"[bold]{escape(result.card_id)}[/] · {escape(result.method)} · seed {result.seed} · "
+        f"{escape(result.model)}",
+        f"p_yes {result.p_yes:.4f}",
+        f"rationale: {escape(rationale[:200])}{'…' if len(rationale) > 200 else ''}",
+        f"cache {result.call.get('cache')} · cost "
+        + (f"${cost:.6f}" if cost is not None else "unpriced")
+        + (" · leakage warning from the model" if result.output.leakage_warning else ""),
+        f"trace {escape(str(result.trace))}",
+    ]
+    for line in lines:
+        out_console.print(line, highlight=False)
