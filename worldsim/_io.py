@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from pydantic import ValidationError
 
 from worldsim.errors import CardError, ConfigError
 
-__all__ = ["first_error", "load_mapping", "sha256_file"]
+__all__ = ["first_error", "load_document", "load_mapping", "read_jsonl", "sha256_file"]
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -24,22 +25,25 @@ _StrictLoader.yaml_implicit_resolvers = {
 }
 
 
-def load_mapping(
-    path: str | Path, *, what: str = "file", error: type[ConfigError] = CardError
-) -> dict[str, Any]:
-    """Read a YAML or JSON file holding one mapping; raise ``error`` naming the file on failure."""
-    p = Path(path)
+def _read_text(p: Path, what: str, error: type[ConfigError]) -> str:
     if not p.is_file():
         raise error(f"{what} not found", file=p)
     try:
-        text = p.read_text(encoding="utf-8")
+        return p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise error(f"cannot read {what}: {exc}", file=p) from None
+
+
+def load_document(
+    path: str | Path, *, what: str = "file", error: type[ConfigError] = CardError
+) -> Any:
+    """Read a YAML or JSON file (dates stay strings); raise ``error`` naming file and line."""
+    p = Path(path)
+    text = _read_text(p, what, error)
     try:
         if p.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            data = yaml.load(text, Loader=_StrictLoader)
+            return json.loads(text)
+        return yaml.load(text, Loader=_StrictLoader)
     except json.JSONDecodeError as exc:
         raise error(f"malformed JSON: {exc.msg}", file=p, line=exc.lineno) from None
     except yaml.YAMLError as exc:
@@ -47,8 +51,32 @@ def load_mapping(
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise error(f"malformed YAML: {problem}", file=p, line=line) from None
+
+
+def read_jsonl(
+    path: str | Path, *, what: str = "file", error: type[ConfigError] = CardError
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each non-blank line of a JSONL file as (line number, object); a bad line names itself."""
+    p = Path(path)
+    for number, line in enumerate(_read_text(p, what, error).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise error(f"malformed JSON: {exc.msg}", file=p, line=number) from None
+        if not isinstance(record, dict):
+            raise error("each line must hold a JSON object", file=p, line=number)
+        yield number, record
+
+
+def load_mapping(
+    path: str | Path, *, what: str = "file", error: type[ConfigError] = CardError
+) -> dict[str, Any]:
+    """Read a YAML or JSON file holding one mapping; raise ``error`` naming the file on failure."""
+    data = load_document(path, what=what, error=error)
     if not isinstance(data, dict):
-        raise error(f"{what} must hold a mapping at top level", file=p)
+        raise error(f"{what} must hold a mapping at top level", file=path)
     return data
 
 
