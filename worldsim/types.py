@@ -5,7 +5,7 @@ This module imports nothing of worldsim's, so anything may import it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
@@ -23,8 +23,11 @@ __all__ = [
     "Settlement",
     "TimelineId",
     "TimelineStatus",
+    "ToolHandler",
     "lineage",
 ]
+
+ToolHandler: TypeAlias = "Callable[[str, str], Awaitable[str]]"
 
 TimelineId: TypeAlias = str
 """Lineage id: the root is ``t0``, its children ``t0.1``, ``t0.2``, ... in fork order."""
@@ -66,6 +69,11 @@ class ModelRequest:
     temperature: float = 0.0
     seed: int | None = None
     max_tokens: int = 1024
+    tools: tuple[Mapping[str, Any], ...] = ()
+    """Function tools (OpenAI format) the model may call before it answers."""
+    tool_handler: ToolHandler | None = None
+    """Runs one tool call: (name, JSON arguments) → JSON result; required with ``tools``."""
+    max_tool_rounds: int = 3
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,8 @@ that the review or the initialization problems carry into the trace.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -17,7 +19,8 @@ import numpy as np
 from pydantic import BaseModel
 
 from worldsim.cards import ActorSeed, CohortSeed, EventSeed, HypothesisSeed, RelationSeed, Seeds
-from worldsim.errors import ModelError
+from worldsim.errors import ConfigError, ModelError
+from worldsim.gateway.tools import GATEWAY_TOOLS
 from worldsim.llm.outputs import (
     ActorOutput,
     CohortOutput,
@@ -85,7 +88,16 @@ class LLMRole:
     def route(self) -> str:
         return self.model.route
 
-    async def ask(self, output: type[BaseModel], site: CallSite, **context: Any) -> Any:
+    async def ask(
+        self,
+        output: type[BaseModel],
+        site: CallSite,
+        *,
+        tools: Any = None,
+        **context: Any,
+    ) -> Any:
+        """Render the prompt and ask; with ``tools`` (an agent's gateway tools) the model may
+        search and open documents before it answers, every access logged by the tool."""
         system, user = self.prompt.render(**context)
         messages = (ChatMessage("system", system), ChatMessage("user", user))
         request = ModelRequest(
@@ -97,6 +109,17 @@ class LLMRole:
             seed=self.seed,
             max_tokens=self.prompt.meta.max_tokens,
         )
+        if tools is not None and self.prompt.meta.tools:
+            offered = tuple(s.openai() for s in GATEWAY_TOOLS if s.name in self.prompt.meta.tools)
+
+            async def run_tool(name: str, arguments: str) -> str:
+                try:
+                    result = await tools.call(name, arguments)
+                except ConfigError as exc:  # the model's malformed call is its to read
+                    result = {"error": exc.message}
+                return json.dumps(result)
+
+            request = dataclasses.replace(request, tools=offered, tool_handler=run_tool)
         response = await self.model.request(request)
         return response.output
 
@@ -147,6 +170,7 @@ class LLMActor(LLMRole):
             endpoints=_endpoint_rows(ctx.state),
             observations=ctx.observations,
             evidence=evidence,
+            tools=ctx.tools,
         )
         return [
             Proposal(

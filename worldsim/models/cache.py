@@ -205,4 +205,9 @@ class CachedModel:
             return None
         self.cache.stats.hits += 1
         call = {**entry.call, "cache": "hit", "attempts": 0, "latency_s": 0.0, "errors": []}
+        if request.tool_handler is not None:
+            # the tools ran before the stored reply; run them again so that what they log
+            # (the gateway's retrievals) is the same for a cached run as for a live one
+            for tool in entry.call.get("tool_calls") or ():
+                await request.tool_handler(str(tool["name"]), str(tool["arguments"]))
         return ModelResponse(output, entry.reply, call)

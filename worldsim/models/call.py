@@ -68,6 +68,15 @@ class CallErrorEntry(BaseModel):
     wait_s: float | None = None
 
 
+class ToolCallEntry(BaseModel):
+    """One tool call the model made before answering (its result is logged by the tool)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    arguments: str
+
+
 class LlmCallData(BaseModel):
     """The ``data`` of an ``llm_call`` trace record (DESIGN §4.8)."""
 
@@ -99,6 +108,7 @@ class LlmCallData(BaseModel):
     error: str | None = None
     output_mode: OutputMode
     reply: str | None = None
+    tool_calls: list[ToolCallEntry] = Field(default_factory=list)
 
     @classmethod
     def for_request(

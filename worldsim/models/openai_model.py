@@ -24,11 +24,11 @@ import anyio
 import openai
 import structlog
 from openai import AsyncOpenAI
-from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 from pydantic import ValidationError
 
 from worldsim.errors import ModelError
-from worldsim.models.call import CallErrorEntry, LlmCallData, OutputMode, Usage
+from worldsim.models.call import CallErrorEntry, LlmCallData, OutputMode, ToolCallEntry, Usage
 from worldsim.models.pricing import PriceTable
 from worldsim.models.retry import RetryPolicy, TransientError, call_with_retries, classify
 from worldsim.models.routes import RouteSettings
@@ -69,6 +69,15 @@ class _Reply:
     id: str | None
     system_fingerprint: str | None
     usage: Usage
+    tool_calls: tuple[tuple[str, str, str], ...] = ()  # (id, name, arguments)
+
+
+class _ToolsRejected(Exception):
+    """The server refused the request's function tools."""
+
+    def __init__(self, entry: CallErrorEntry) -> None:
+        super().__init__(entry.message)
+        self.entry = entry
 
 
 class _FormatRejected(Exception):
@@ -131,6 +140,7 @@ class OpenAIModel:
         # reasoning models want max_completion_tokens and only their default temperature
         self._token_param = "max_tokens"
         self._send_temperature = True
+        self._send_tools = True
         self._client = client or AsyncOpenAI(
             base_url=settings.base_url,
             api_key=settings.api_key,
@@ -171,11 +181,21 @@ class OpenAIModel:
         attempts = 0
         last: _Reply | None = None
         mode = self._mode
-        messages = _initial_messages(request, mode, schema)
+        messages: list[dict[str, Any]] = list(_initial_messages(request, mode, schema))
         repaired = False
+        tool_rounds = 0
+        tool_log: list[ToolCallEntry] = []
         try:
             while True:
+                offer_tools = (
+                    bool(request.tools)
+                    and request.tool_handler is not None
+                    and self._send_tools
+                    and tool_rounds < request.max_tool_rounds
+                )
                 payload = self._payload(request, messages, mode, schema, strict)
+                if offer_tools:
+                    payload["tools"] = [dict(t) for t in request.tools]
                 try:
                     reply = await call_with_retries(
                         functools.partial(self._attempt, payload, mode),
@@ -188,6 +208,13 @@ class OpenAIModel:
                     attempts = exc.entry.attempt
                     errors.append(exc.entry)
                     self._adapt(exc)
+                    continue
+                except _ToolsRejected as exc:
+                    # a server without function calling: answer from the prompt alone
+                    attempts = exc.entry.attempt
+                    errors.append(exc.entry)
+                    self._send_tools = False
+                    logger.info("tools dropped for this route", route=self.route)
                     continue
                 except _FormatRejected as exc:
                     attempts = exc.entry.attempt
@@ -205,6 +232,24 @@ class OpenAIModel:
                 attempts = reply.attempt
                 usage = usage + reply.usage
                 last = reply
+                if reply.tool_calls and offer_tools and request.tool_handler is not None:
+                    tool_rounds += 1
+                    messages.append(
+                        {
+                            "role": "assistant",
+                            "content": reply.content or None,
+                            "tool_calls": [
+                                {"id": cid, "type": "function",
+                                 "function": {"name": name, "arguments": args}}
+                                for cid, name, args in reply.tool_calls
+                            ],
+                        }
+                    )
+                    for cid, name, args in reply.tool_calls:
+                        tool_log.append(ToolCallEntry(name=name, arguments=args))
+                        result = await request.tool_handler(name, args)
+                        messages.append({"role": "tool", "tool_call_id": cid, "content": result})
+                    continue
                 text = reply.content
                 try:
                     output = request.output_type.model_validate_json(extract_json(text))
@@ -223,12 +268,14 @@ class OpenAIModel:
                     ]
                     continue
                 record = self._record(request, mode, usage, errors, attempts, last, started)
+                record.tool_calls = tool_log
                 return ModelResponse(output=output, text=text, call=record.model_dump(mode="json"))
         except _Failed as failure:
             if failure.entry is not None:
                 errors.append(failure.entry)
                 attempts = failure.entry.attempt
             record = self._record(request, mode, usage, errors, attempts, last, started)
+            record.tool_calls = tool_log
             record.error = self._redact(failure.message)
             logger.warning(
                 "model call failed",
@@ -285,6 +332,9 @@ class OpenAIModel:
             )
         except openai.APIStatusError as exc:
             entry, retryable, retry_after = classify(exc, number)
+            if "tools" in payload and _is_tools_rejection(exc):
+                entry.kind = "tools_rejected"
+                raise _ToolsRejected(entry) from exc
             if _is_format_rejection(exc, mode):
                 entry.kind = "format_rejected"
                 raise _FormatRejected(entry) from exc
@@ -317,8 +367,14 @@ class OpenAIModel:
                 output_tokens=u.completion_tokens or 0,
                 reasoning_tokens=(out_details.reasoning_tokens or 0) if out_details else 0,
             )
+        calls = tuple(
+            (c.id, c.function.name, c.function.arguments)
+            for c in (choice.message.tool_calls or ())
+            if isinstance(c, ChatCompletionMessageFunctionToolCall)
+        )
         return _Reply(
             attempt=number,
+            tool_calls=calls,
             content=choice.message.content or "",
             finish_reason=choice.finish_reason,
             model=completion.model,
@@ -408,6 +464,13 @@ def _initial_messages(
     else:
         messages.insert(0, {"role": "system", "content": instructions})
     return messages
+
+
+def _is_tools_rejection(exc: openai.APIStatusError) -> bool:
+    if exc.status_code in (401, 403, 404, 408, 429):
+        return False
+    body = exc.body if isinstance(exc.body, str) else json.dumps(exc.body, default=str)
+    return "tool" in f"{exc.message} {body}".lower()
 
 
 def _is_format_rejection(exc: openai.APIStatusError, mode: OutputMode) -> bool:
