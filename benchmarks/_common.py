@@ -33,8 +33,11 @@ DEMO_CARD = Path(__file__).resolve().parent.parent / "scenarios" / "merger-revie
 
 
 def demo_card_data() -> dict[str, Any]:
-    """The demo card as plain data, to copy and modify."""
-    return load_mapping(DEMO_CARD, what="card")
+    """The demo card as plain data, to copy and modify, without its evidence documents: the
+    benchmarks measure the engine, not the evidence store's searches."""
+    data = load_mapping(DEMO_CARD, what="card")
+    data.pop("evidence", None)
+    return data
 
 
 def demo_card() -> Card:
