@@ -42,11 +42,13 @@ def _run(
         seed=seed,
         ticks=ticks,
         models=ModelConfig(
-            model="stub/test-model",
-            environ=_env(server),
-            retry=FAST,
-            cache_path=out / "cache.sqlite",
-            **models,
+            **{
+                "model": "stub/test-model",
+                "environ": _env(server),
+                "retry": FAST,
+                "cache_path": out / "cache.sqlite",
+                **models,
+            }
         ),
     )
     return anyio.run(lambda: run_card(config, out, fsync=False, overwrite=True))
@@ -161,3 +163,27 @@ def test_a_missing_base_url_fails_before_any_trace(demo_card: Card, tmp_path: Pa
     with pytest.raises(ConfigError, match="ACME_BASE_URL"):
         anyio.run(lambda: run_card(config, tmp_path, fsync=False))
     assert not list(tmp_path.rglob("*.jsonl"))
+
+
+def test_a_run_stopped_by_its_budget_resumes_to_completion(demo_card: Card, tmp_path: Path) -> None:
+    from worldsim.resume import resume_run
+
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("models:\n  test-model: {input: 100.0, output: 100.0}\n")
+    trace = tmp_path / "merger-review__branching__s3.jsonl"
+    with StubServer(seed=6) as server:
+        with pytest.raises(BudgetExhausted):
+            _run(demo_card, server, tmp_path, ticks=3, max_cost_usd=0.05, prices=prices)
+        stopped = read_trace(trace)
+        assert stopped.terminal is not None and stopped.terminal.data.resumable
+        models = ModelConfig(environ=_env(server), retry=FAST, cache_path=tmp_path / "cache.sqlite")
+        result = anyio.run(lambda: resume_run(trace, models=models, fsync=False))
+        calls_after = server.request_count
+        whole = _run(
+            demo_card, server, tmp_path / "whole", ticks=3, cache_path=tmp_path / "cache.sqlite"
+        )
+        assert server.request_count == calls_after  # everything came from the cache
+    verdict = verify_trace(result.trace)
+    assert verdict.exit_code == 0 and verdict.complete
+    assert verdict.canonical == verify_trace(whole.trace).canonical
+    assert [line.type for line in read_trace(trace).lines].count("run_failed") == 1
