@@ -153,3 +153,11 @@ def test_roles_lists_the_builtins() -> None:
     from worldsim.prompts import load_prompt_role
 
     assert load_prompt_role("governance").version in proc.stdout
+
+
+def test_an_unwritable_output_folder_is_one_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    proc = cli("run", str(DEMO_CARD), "--out", str(blocker / "traces"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "cannot write the trace" in proc.stderr

@@ -12,7 +12,14 @@ import pytest
 from tests.conftest import RunFn
 from worldsim.cards import Card
 from worldsim.policy import BranchPolicy, load_policy
-from worldsim.roles import Proposal, TickContext, register_role
+from worldsim.roles import (
+    BranchCandidate,
+    Proposal,
+    Review,
+    ReviewContext,
+    TickContext,
+    register_role,
+)
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
 
@@ -173,3 +180,40 @@ def test_unseeded_card_gets_the_generic_world(tmp_path: Path, run: RunFn) -> Non
     actors = [a["id"] for a in init.record.data.state["actors"]]
     assert actors == ["decision_maker", "opponents", "proponents"]
     assert 0.0 <= (result.p_yes or 0.0) <= 1.0
+
+
+@register_role("ghostly_reviewer", phase="review")
+class GhostlyReviewer:
+    """The offline reviewer, plus one branch candidate whose deltas name an unknown actor."""
+
+    name = "ghostly_reviewer"
+    phase = "review"
+
+    async def review(self, ctx: ReviewContext) -> Review:
+        from worldsim.offline import OfflineGovernance
+        from worldsim.state import SetActor
+
+        review = await OfflineGovernance().review(ctx)
+        if review.decision == "fork":
+            ghost = BranchCandidate(
+                hypothesis="a ghost acts",
+                endpoint_id="cleared",
+                probability=0.5,
+                score=1.0,
+                if_true=(SetActor(id="ghost", field="stance", value=1.0),),
+            )
+            review = review.model_copy(update={"branches": (ghost, *review.branches)})
+        return review
+
+
+def test_a_candidate_with_invalid_deltas_is_rejected_not_fatal(demo_card: Card, run: RunFn) -> None:
+    result = run(demo_card, "branching", 6, roles={"governance": "ghostly_reviewer"})
+    trace = read_trace(result.trace)
+    rejected = [line.record.data for line in trace.of_type("fork_rejected")]
+    ghosts = [r for r in rejected if r.candidate.hypothesis == "a ghost acts"]
+    assert ghosts and all(
+        r.reason.startswith("invalid deltas: unknown actor 'ghost'") and r.came_true is None
+        for r in ghosts
+    )
+    assert trace.complete and result.forks > 0
+    assert trace.started.role_overrides == {"governance": "ghostly_reviewer"}

@@ -187,3 +187,49 @@ def test_a_run_stopped_by_its_budget_resumes_to_completion(demo_card: Card, tmp_
     assert verdict.exit_code == 0 and verdict.complete
     assert verdict.canonical == verify_trace(whole.trace).canonical
     assert [line.type for line in read_trace(trace).lines].count("run_failed") == 1
+
+
+def test_a_strict_replay_miss_ends_the_run(demo_card: Card, tmp_path: Path) -> None:
+    from worldsim.errors import ReplayMissError
+
+    with StubServer(seed=8) as server, pytest.raises(ReplayMissError):
+        _run(demo_card, server, tmp_path, ticks=2, replay_strict=True)
+        assert server.request_count == 0
+    trace = read_trace(tmp_path / "merger-review__branching__s3.jsonl")
+    assert trace.terminal is not None and trace.terminal.type == "run_failed"
+    assert trace.terminal.data.kind == "ReplayMissError"
+
+
+def test_a_custom_tick_role_keeps_its_class_on_a_model_route(
+    demo_card: Card, tmp_path: Path
+) -> None:
+    from tests.test_roles import MarketMaker  # registers "market_maker"
+
+    data = demo_card.model_dump(mode="json")
+    data["seeds"]["actors"].append(
+        {
+            "id": "mm",
+            "name": "Market Maker",
+            "role": "market_maker",
+            "stance": 0.0,
+            "influence": 0.8,
+            "activity": 1.0,
+        }
+    )
+    with StubServer(seed=9) as server:
+        # the card's own world (the model would invent its own actors)
+        result = _run(
+            Card.model_validate(data),
+            server,
+            tmp_path,
+            ticks=2,
+            role_models=("initializer=offline",),
+        )
+    trace = read_trace(result.trace)
+    assert trace.started.routes["market_maker"] == "offline"
+    assert trace.started.routes["actor"] == "stub/test-model"
+    mine = [
+        line.record.data for line in trace.of_type("proposal") if line.record.data.agent == "mm"
+    ]
+    assert mine and all("quotes" in p.summary for p in mine)
+    assert MarketMaker.name == "market_maker"

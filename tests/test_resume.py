@@ -71,6 +71,17 @@ def test_resuming_twice_keeps_the_hash(complete: tuple[bytes, str, int], tmp_pat
     anyio.run(lambda: resume_run(path, fsync=False))
     verdict = verify_trace(path)
     assert verdict.exit_code == 0 and verdict.canonical == want
+    # what the first resume committed before the second cut is kept, not run again
+    trace = read_trace(path)
+    markers = [line.number for line in trace.lines if line.type == "run_resumed"]
+    assert len(markers) == 2
+    first_stretch = [
+        line
+        for line in trace.lines
+        if markers[0] < line.number < markers[1] and line.type == "tick_committed"
+    ]
+    kept = {line.number for line in trace.effective}
+    assert first_stretch and all(line.number in kept for line in first_stretch)
 
 
 def test_complete_or_uninitialized_runs_are_not_resumed(
@@ -181,3 +192,42 @@ def test_sigkill_mid_tick_resumes_without_repaying_calls(tmp_path: Path) -> None
         assert server.request_count == calls
     whole = verify_trace(tmp_path / "again" / trace.name)
     assert whole.canonical == verdict.canonical
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, str, int]:
+    """A bushy multiverse (more forks than the reporter cites) to resume from."""
+    from worldsim.policy import BranchPolicy
+
+    policy = BranchPolicy(
+        name="wide",
+        max_depth=4,
+        max_active=16,
+        max_branches_per_tick=2,
+        branch_threshold=0.5,
+        runway_ticks=1,
+    )
+    out = tmp_path_factory.mktemp("wide")
+    config = RunConfig(card=load_card(DEMO_CARD), policy=policy, seed=2, ticks=10)
+    result = anyio.run(lambda: run_card(config, out, fsync=False))
+    assert result.forks > 5
+    trace = read_trace(result.trace)
+    init = trace.first("world_initialized")
+    assert init is not None
+    after_init = len(b"".join(line.raw + b"\n" for line in trace.lines[: init.number]))
+    return result.trace.read_bytes(), canonical_hash(trace), after_init
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.data())
+def test_a_bushy_run_resumes_to_the_same_hash(
+    wide: tuple[bytes, str, int], tmp_path: Path, data: st.DataObject
+) -> None:
+    blob, want, after_init = wide
+    cut = data.draw(st.integers(after_init, len(blob) - 2), label="cut")
+    path = tmp_path / "crashed.jsonl"
+    path.write_bytes(blob[:cut])
+    anyio.run(lambda: resume_run(path, fsync=False))
+    assert verify_trace(path).canonical == want

@@ -27,13 +27,20 @@ from worldsim.errors import (
     BudgetExhausted,
     ConfigError,
     ModelError,
+    ReplayMissError,
     RoleError,
     StateError,
     WorldsimError,
 )
 from worldsim.extraction import EXTRACTION_RULES, Leaf, extract
-from worldsim.gateway import AgentTools, Gateway, gateway_for_card, unretrieved_citations
-from worldsim.llm import LLMRole, llm_role
+from worldsim.gateway import (
+    AgentTools,
+    Gateway,
+    RetrievalRecord,
+    gateway_for_card,
+    unretrieved_citations,
+)
+from worldsim.llm import BUILTIN_LLM_ROLES, LLMRole, llm_role
 from worldsim.llm.tracing import TracingModel
 from worldsim.models import (
     Budget,
@@ -199,7 +206,7 @@ def resolve_roles(config: RunConfig, pool: ModelSource | None = None) -> dict[st
 
     def build(slot: str, phase: Any) -> Any:
         name = config.roles.get(slot, slot)
-        if name == slot and not routes.for_role(slot).is_offline:
+        if name == slot and slot in BUILTIN_LLM_ROLES and not routes.for_role(slot).is_offline:
             if pool is None:
                 raise ConfigError(f"role '{slot}' needs a model pool", field="model")
             return llm_role(slot, pool.for_role(slot), seed=config.seed)
@@ -251,6 +258,7 @@ class Engine:
         self.proposals_seen: set[tuple[str, int, str]] = set()
         self.init_problems: list[str] = []
         self.gateway: Gateway | None = None
+        self.restored_retrievals: list[RetrievalRecord] = []
         self.options = (
             None if config.card.kind == "binary" else [ep.id for ep in config.card.scored_endpoints]
         )
@@ -300,6 +308,7 @@ class Engine:
                 ticks=self.ticks,
                 extraction_rule=self.config.extraction_rule,
                 card_path=str(self.config.card_path) if self.config.card_path else None,
+                role_overrides=dict(self.config.roles),
             ),
         )
         initializer: InitRole = self.roles["initializer"]
@@ -329,6 +338,7 @@ class Engine:
                 self.gateway = await stack.enter_async_context(
                     gateway_for_card(self.config.card, card_path=self.config.card_path)
                 )
+                self.gateway.restore(self.restored_retrievals)
             async with anyio.create_task_group() as tg:
                 for tl, tick, announce in starts:
                     tg.start_soon(self._run_timeline, tl, tick, tg, announce)
@@ -365,10 +375,21 @@ class Engine:
                     timelines=summaries,
                     p_yes=extraction.p_yes,
                     rng=rng_for(seed, "report"),
-                    forks=tuple(self.forks),
+                    forks=tuple(
+                        sorted(
+                            self.forks,
+                            key=lambda f: (
+                                timeline_sort_key(f["parent"]),
+                                f["tick"],
+                                timeline_sort_key(f["child"]),
+                            ),
+                        )
+                    ),
                 )
             )
         except ModelError as exc:
+            if isinstance(exc, ReplayMissError):
+                raise  # strict replay: a miss ends the run
             report_failed = f"reporter failed: {exc.message}"
             report = Report(summary=report_failed[:2000], claims=())
         await self.writer.emit(
@@ -519,6 +540,8 @@ class Engine:
             try:
                 results[agent] = await role.act(ctx)
             except ModelError as exc:
+                if isinstance(exc, ReplayMissError):
+                    raise  # strict replay: a miss ends the run
                 # the failed call is in the trace; this agent sits the tick out
                 log.warning("agent_failed", agent=agent, timeline=tl.id, tick=k, error=str(exc))
                 results[agent] = []
@@ -569,7 +592,10 @@ class Engine:
                 )
             )
         except ModelError as exc:
+            if isinstance(exc, ReplayMissError):
+                raise  # strict replay: a miss ends the run
             tl.status = "terminated"
+            tl.settlement = snapshot.outcome() or "unresolved"
             tl.reason = f"reviewer failed: {exc.message}"[:500]
             tl.end_tick = k
             await self._commit(tl, k, snapshot)
@@ -580,6 +606,7 @@ class Engine:
             state = apply_review(snapshot, review.deltas, review.ledger, k)
         except StateError as exc:
             tl.status = "terminated"
+            tl.settlement = snapshot.outcome() or "unresolved"
             tl.reason = f"invalid review: {exc.message}"
             tl.end_tick = k
             await self._commit(tl, k, snapshot)
@@ -684,7 +711,30 @@ class Engine:
         """Resolve the tick's branch candidates in order: fork, or sample in place, or drop."""
         sampler = rng_for(self.config.seed, "sample", tl.id, k)
         made = 0
+        invalid: dict[int, str] = {}
         for j, cand in enumerate(candidates):
+            try:
+                apply_deltas(state, cand.if_true)
+                apply_deltas(state, cand.if_false)
+            except StateError as exc:
+                invalid[j] = f"invalid deltas: {exc.message}"
+        for j, cand in enumerate(candidates):
+            if j in invalid:
+                self.forks_rejected += 1
+                await self.writer.emit(
+                    "fork_rejected",
+                    ForkRejectedData(
+                        index=j,
+                        candidate=cand,
+                        reason=invalid[j],
+                        sampled=False,
+                        came_true=None,
+                        deltas=[],
+                    ),
+                    tl=tl.id,
+                    tick=k,
+                )
+                continue
             reason = self._admission(tl, cand, k, made, state)
             if reason is None:
                 made += 1
@@ -693,7 +743,9 @@ class Engine:
                 child_rng = rng_for(self.config.seed, "sample", cid, k)
                 child_deltas = list(cand.if_true)
                 if self.policy.on_reject == "sample":
-                    for later in candidates[j + 1 :]:
+                    for n, later in enumerate(candidates[j + 1 :], start=j + 1):
+                        if n in invalid:
+                            continue
                         came = float(child_rng.random()) < later.probability
                         child_deltas.extend(later.if_true if came else later.if_false)
                 child_state = apply_deltas(state, child_deltas)

@@ -58,6 +58,7 @@ def resume_config(trace: Trace, models: ModelConfig | None = None) -> RunConfig:
         extraction_rule=started.extraction_rule,
         method=started.method,
         card_path=Path(started.card_path) if started.card_path else None,
+        roles=dict(started.role_overrides),
         models=replace(base, model=started.model, role_models=role_models),
     )
 
@@ -101,6 +102,8 @@ def _rebuild(engine: Engine, trace: Trace, kept: list[Any]) -> list[tuple[Timeli
             engine.proposals_seen.add((tl, line.record.tick, line.data.agent))
         elif t == "world_initialized":
             engine.init_problems = list(line.data.problems)
+        elif t == "retrieval":
+            engine.restored_retrievals.append(line.data)
 
     starts: list[tuple[Timeline, int, bool]] = []
     if "t0" not in started:
@@ -171,7 +174,7 @@ async def resume_run(
     last_marker = max(
         (i for i, line in enumerate(trace.lines) if line.type == "run_resumed"), default=-1
     )
-    void = void_lines(trace.lines[last_marker + 1 :])
+    void = void_lines(trace.lines[last_marker + 1 :], first=last_marker < 0)
     kept = [line for line in trace.effective if line.number not in void]
     out = Path(path).parent
     async with AsyncExitStack() as stack:

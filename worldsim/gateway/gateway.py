@@ -137,6 +137,11 @@ class Gateway:
         """Every access so far, in call order."""
         return tuple(self._log)
 
+    def restore(self, records: Iterable[RetrievalRecord]) -> None:
+        """Take back the accesses a resumed run made before it was cut off (already traced)."""
+        self._log.extend(records)
+        self._drained = len(self._log)
+
     def drain(self) -> list[RetrievalRecord]:
         """The records added since the previous drain (what the engine still has to trace)."""
         fresh = self._log[self._drained :]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from worldsim.llm.roles import (
+    BUILTIN_LLM_ROLES,
     LLMActor,
     LLMCohort,
     LLMGovernance,
@@ -13,6 +14,7 @@ from worldsim.llm.roles import (
 )
 
 __all__ = [
+    "BUILTIN_LLM_ROLES",
     "LLMActor",
     "LLMCohort",
     "LLMGovernance",

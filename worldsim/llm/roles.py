@@ -19,7 +19,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from worldsim.cards import ActorSeed, CohortSeed, EventSeed, HypothesisSeed, RelationSeed, Seeds
-from worldsim.errors import ConfigError, ModelError
+from worldsim.errors import ConfigError, ModelError, ReplayMissError
 from worldsim.gateway.tools import GATEWAY_TOOLS
 from worldsim.llm.outputs import (
     ActorOutput,
@@ -55,6 +55,7 @@ from worldsim.state import (
 from worldsim.types import CallSite, ChatMessage, Model, ModelRequest
 
 __all__ = [
+    "BUILTIN_LLM_ROLES",
     "LLMActor",
     "LLMCohort",
     "LLMGovernance",
@@ -418,6 +419,8 @@ class LLMInitializer(LLMRole):
                 ticks=ctx.ticks,
             )
         except ModelError as exc:
+            if isinstance(exc, ReplayMissError):
+                raise  # strict replay: a miss ends the run
             # the failed call is traced; the run goes on from the card's own seeds
             state, more = build_world(ctx.card, ctx.ticks)
             self.problems = [f"initializer failed, world built from the card: {exc.message}", *more]
@@ -526,6 +529,9 @@ class LLMReporter(LLMRole):
             ),
         )
 
+
+BUILTIN_LLM_ROLES = frozenset({"initializer", "actor", "cohort", "governance", "reporter"})
+"""The built-in roles that have prompt files and LLM implementations."""
 
 _CLASSES: dict[str, type[LLMRole]] = {
     "initializer": LLMInitializer,

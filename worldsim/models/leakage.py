@@ -8,6 +8,7 @@ strings. In ``fail`` mode a hit raises `LeakageError` (before a prompt is sent).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -128,6 +129,15 @@ class LeakageGuardModel:
     async def request(self, request: ModelRequest) -> ModelResponse:
         prompt = "\n".join(m.content for m in request.messages)
         self.guard.check(prompt, where="prompt", route=self.route, site=request.site)
+        handler = request.tool_handler
+        if handler is not None:
+            # what a tool returns is sent to the model too: scan it like a prompt
+            async def guarded_tool(name: str, arguments: str) -> str:
+                result = await handler(name, arguments)
+                self.guard.check(result, where="prompt", route=self.route, site=request.site)
+                return result
+
+            request = dataclasses.replace(request, tool_handler=guarded_tool)
         try:
             response = await self.inner.request(request)
         except ModelError as exc:

@@ -239,8 +239,11 @@ class OpenAIModel:
                             "role": "assistant",
                             "content": reply.content or None,
                             "tool_calls": [
-                                {"id": cid, "type": "function",
-                                 "function": {"name": name, "arguments": args}}
+                                {
+                                    "id": cid,
+                                    "type": "function",
+                                    "function": {"name": name, "arguments": args},
+                                }
                                 for cid, name, args in reply.tool_calls
                             ],
                         }
@@ -467,10 +470,16 @@ def _initial_messages(
 
 
 def _is_tools_rejection(exc: openai.APIStatusError) -> bool:
-    if exc.status_code in (401, 403, 404, 408, 429):
+    """A 400/422 that names the ``tools`` parameter: the server has no function calling.
+
+    Anything else (a 5xx while parsing a tool call, say) is an ordinary error, retried as such.
+    """
+    if exc.status_code not in (400, 422):
         return False
     body = exc.body if isinstance(exc.body, str) else json.dumps(exc.body, default=str)
-    return "tool" in f"{exc.message} {body}".lower()
+    text = f"{exc.message} {body}".lower()
+    markers = ('"tools"', "'tools'", "tools ", "tool_choice", "tool choice")
+    return any(marker in text for marker in markers)
 
 
 def _is_format_rejection(exc: openai.APIStatusError, mode: OutputMode) -> bool:

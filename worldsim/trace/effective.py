@@ -22,16 +22,21 @@ _RUN_RESULTS = frozenset({"extraction", "report", "audit"})
 _KEPT_ALWAYS = frozenset({"run_started", "run_failed", "run_resumed"})
 
 
-def void_lines(segment: Sequence[TraceLine]) -> set[int]:
-    """Line numbers of ``segment`` (a stretch ending where a run was cut off) that are void."""
-    if not any(line.type == "world_initialized" for line in segment):
+def void_lines(segment: Sequence[TraceLine], *, first: bool = True) -> set[int]:
+    """Line numbers of ``segment`` (a stretch ending where a run was cut off) that are void.
+
+    ``first`` says whether the segment opens the trace: only there can the world be missing,
+    which voids everything but the run's start; a later segment continues an initialized run.
+    """
+    has_world = any(line.type == "world_initialized" for line in segment)
+    if first and not has_world:
         return {line.number for line in segment if line.type not in _KEPT_ALWAYS}
     last_boundary: dict[str, int] = {}
     for i, line in enumerate(segment):
         tl = line.record.tl
         if tl is not None and line.type in BOUNDARIES:
             last_boundary[tl] = i
-    world_at = next(i for i, line in enumerate(segment) if line.type == "world_initialized")
+    world_at = next((i for i, line in enumerate(segment) if line.type == "world_initialized"), -1)
     void: set[int] = set()
     for i, line in enumerate(segment):
         if line.type in _KEPT_ALWAYS:
@@ -51,6 +56,6 @@ def effective_lines(lines: Sequence[TraceLine]) -> list[TraceLine]:
     start = 0
     for i, line in enumerate(lines):
         if line.type == "run_resumed":
-            void |= void_lines(lines[start:i])
+            void |= void_lines(lines[start:i], first=start == 0)
             start = i + 1
     return [line for line in lines if line.number not in void]

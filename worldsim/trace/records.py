@@ -61,6 +61,7 @@ class RunStartedData(_Data):
     extraction_rule: str
     kind: Literal["multiverse", "direct"] = "multiverse"
     card_path: str | None = None
+    role_overrides: dict[str, str] = Field(default_factory=dict)
 
 
 class WorldInitializedData(_Data):

@@ -17,7 +17,7 @@ from typing import IO, Any
 import anyio
 from pydantic import BaseModel
 
-from worldsim.errors import TraceError
+from worldsim.errors import ConfigError, TraceError
 
 __all__ = ["SEALED_TYPES", "TraceWriter", "genesis_hash", "seal_line", "utc_stamp"]
 
@@ -77,11 +77,13 @@ class TraceWriter:
     ) -> TraceWriter:
         """Open a new trace file (refusing to replace one unless ``overwrite``)."""
         p = Path(path)
-        await anyio.to_thread.run_sync(lambda: p.parent.mkdir(parents=True, exist_ok=True))
         try:
+            await anyio.to_thread.run_sync(lambda: p.parent.mkdir(parents=True, exist_ok=True))
             fh = await anyio.to_thread.run_sync(lambda: p.open("wb" if overwrite else "xb"))
         except FileExistsError:
-            raise TraceError("trace already exists (use --force to replace it)", file=p) from None
+            raise ConfigError("trace already exists (use --force to replace it)", file=p) from None
+        except OSError as exc:
+            raise ConfigError(f"cannot write the trace: {exc.strerror or exc}", file=p) from None
         return cls(fh, p, run_id, fsync=fsync)
 
     @classmethod
