@@ -20,6 +20,9 @@ def test_loopback_stays_open() -> None:
     server.listen(1)
     try:
         client = socket.create_connection(server.getsockname(), timeout=1)
-        client.close()
+        try:
+            assert client.getpeername() == server.getsockname()
+        finally:
+            client.close()
     finally:
         server.close()

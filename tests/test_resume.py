@@ -27,18 +27,21 @@ from worldsim.trace.reader import read_trace
 from worldsim.verify import verify_trace
 
 
-@pytest.fixture(scope="module")
-def complete(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, str, int]:
-    out = tmp_path_factory.mktemp("whole")
-    config = RunConfig(card=load_card(DEMO_CARD), policy=load_policy("branching"), seed=6)
+def _whole_run(config: RunConfig, out: Path, min_forks: int) -> tuple[bytes, str, int]:
+    """An uninterrupted run: its bytes, its canonical hash, and where its world is written."""
     result = anyio.run(lambda: run_card(config, out, fsync=False))
-    assert result.timelines > 2
-    blob = result.trace.read_bytes()
+    assert result.forks >= min_forks
     trace = read_trace(result.trace)
     init = trace.first("world_initialized")
     assert init is not None
     after_init = len(b"".join(line.raw + b"\n" for line in trace.lines[: init.number]))
-    return blob, canonical_hash(trace), after_init
+    return result.trace.read_bytes(), canonical_hash(trace), after_init
+
+
+@pytest.fixture(scope="module")
+def complete(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, str, int]:
+    config = RunConfig(card=load_card(DEMO_CARD), policy=load_policy("branching"), seed=6)
+    return _whole_run(config, tmp_path_factory.mktemp("whole"), min_forks=2)
 
 
 @settings(
@@ -207,15 +210,8 @@ def wide(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, str, int]:
         branch_threshold=0.5,
         runway_ticks=1,
     )
-    out = tmp_path_factory.mktemp("wide")
     config = RunConfig(card=load_card(DEMO_CARD), policy=policy, seed=2, ticks=10)
-    result = anyio.run(lambda: run_card(config, out, fsync=False))
-    assert result.forks > 5
-    trace = read_trace(result.trace)
-    init = trace.first("world_initialized")
-    assert init is not None
-    after_init = len(b"".join(line.raw + b"\n" for line in trace.lines[: init.number]))
-    return result.trace.read_bytes(), canonical_hash(trace), after_init
+    return _whole_run(config, tmp_path_factory.mktemp("wide"), min_forks=6)
 
 
 @settings(

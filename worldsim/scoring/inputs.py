@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from worldsim._io import read_jsonl
 from worldsim.cards import parse_utc
 from worldsim.errors import CardError
 
@@ -299,19 +300,7 @@ def _csv_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CardError(f"cannot read table: {exc}", file=path) from None
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CardError(f"malformed JSON: {exc.msg}", file=path, line=number) from None
-        if not isinstance(record, dict):
-            raise CardError("row is not a JSON object", file=path, line=number)
+    for number, record in read_jsonl(path, what="table"):
         yield number, {k: v for k, v in record.items() if v is not None}
 
 

@@ -6,16 +6,14 @@ Each label is validated as a :class:`worldsim.cards.Label`; its outcome is norma
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
-from worldsim._io import first_error, load_mapping
+from worldsim._io import first_error, load_document, load_mapping, read_jsonl
 from worldsim.cards import Label
 from worldsim.errors import CardError
 from worldsim.scoring.inputs import read_csv
@@ -121,43 +119,12 @@ def _csv_records(path: Path) -> Iterator[tuple[int | None, dict[str, Any]]]:
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[int | None, dict[str, Any]]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CardError(f"cannot read labels: {exc}", file=path) from None
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CardError(f"malformed JSON: {exc.msg}", file=path, line=number) from None
-        if not isinstance(record, dict):
-            raise CardError("label row is not a JSON object", file=path, line=number)
-        yield number, record
+    yield from read_jsonl(path, what="labels")
 
 
 def _document_records(path: Path) -> Iterator[tuple[int | None, dict[str, Any]]]:
     """A YAML/JSON file holding one label mapping or a list of them."""
-    from worldsim._io import _StrictLoader
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CardError(f"cannot read labels: {exc}", file=path) from None
-    try:
-        if path.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            data = yaml.load(text, Loader=_StrictLoader)
-    except json.JSONDecodeError as exc:
-        raise CardError(f"malformed JSON: {exc.msg}", file=path, line=exc.lineno) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise CardError(
-            f"malformed YAML: {getattr(exc, 'problem', exc)}", file=path, line=line
-        ) from None
+    data = load_document(path, what="labels")
     if isinstance(data, dict):
         yield None, data
         return
