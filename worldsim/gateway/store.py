@@ -8,7 +8,6 @@ formats or offsets. All SQLite work goes through aiosqlite, never on the event l
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -23,7 +22,7 @@ import anyio
 import structlog
 from pydantic import ValidationError
 
-from worldsim._io import first_error
+from worldsim._io import first_error, read_jsonl
 from worldsim.cards import EvidenceDoc
 from worldsim.errors import CardError, ConfigError
 
@@ -154,22 +153,8 @@ def read_articles(path: str | Path) -> list[EvidenceDoc]:
     file, the line and the field.
     """
     p = Path(path)
-    if not p.is_file():
-        raise CardError("articles file not found", file=p)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CardError(f"cannot read articles: {exc}", file=p) from None
     docs: list[EvidenceDoc] = []
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            data = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise CardError(f"malformed JSON: {exc.msg}", file=p, line=number) from None
-        if not isinstance(data, dict):
-            raise CardError("each line must hold a JSON object", file=p, line=number)
+    for number, data in read_jsonl(p, what="articles file"):
         problem = _date_problem(data.get("published_at"))
         if problem is not None:
             raise CardError(problem, file=p, line=number, field="published_at")
