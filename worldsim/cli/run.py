@@ -80,7 +80,10 @@ def _summary_table(results: list[RunResult]) -> Table:
         else:
             table.add_column(col, justify="right", no_wrap=True)
     for r in results:
-        p = f"{r.p_yes:.4f}" if r.p_yes is not None else json.dumps(r.p_options)
+        if r.p_yes is not None:
+            p = f"{r.p_yes:.4f}"
+        else:
+            p = " ".join(f"{k} {v:.3f}" for k, v in sorted((r.p_options or {}).items()))
         table.add_row(
             str(r.seed),
             p,
