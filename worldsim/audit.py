@@ -9,6 +9,7 @@ from worldsim.models.leakage import LeakageGuard
 from worldsim.roles import Claim, TimelineSummary
 from worldsim.state import WorldState
 from worldsim.trace.records import AuditData, ExtractionData
+from worldsim.types import lineage
 
 __all__ = ["MASS_TOLERANCE", "audit_run", "check_world", "endpoint_problems", "ground_claims"]
 
@@ -100,7 +101,7 @@ def audit_run(
 ) -> AuditData:
     endpoint_bad = endpoint_problems(card, timelines)
     mass_sum = 0.0
-    for tl in sorted(timelines, key=lambda t: tuple(int(x) for x in t.id[1:].split("."))):
+    for tl in sorted(timelines, key=lambda t: lineage(t.id)):
         mass_sum += tl.mass
     ungrounded = ground_claims(
         claims, timelines, proposals, {ep.id for ep in card.endpoints}, documents

@@ -74,7 +74,7 @@ from worldsim.roles import (
     get_role,
 )
 from worldsim.state import WorldState, apply_deltas, apply_review, state_digest
-from worldsim.timeline import Timeline, child_id, timeline_sort_key
+from worldsim.timeline import Timeline, child_id
 from worldsim.trace.records import (
     ExtractionData,
     ForkData,
@@ -93,7 +93,7 @@ from worldsim.trace.records import (
     WorldInitializedData,
 )
 from worldsim.trace.writer import TraceWriter
-from worldsim.types import Model, ModelRequest, ModelResponse
+from worldsim.types import Model, ModelRequest, ModelResponse, lineage
 
 __all__ = ["DEFAULT_TICKS", "Observer", "RunConfig", "RunResult", "run_card", "trace_name"]
 
@@ -364,7 +364,7 @@ class Engine:
                 tl.end_tick,
                 tl.forced_p_yes,
             )
-            for tl in sorted(self.timelines.values(), key=lambda t: timeline_sort_key(t.id))
+            for tl in sorted(self.timelines.values(), key=lambda t: lineage(t.id))
         )
         reporter: ReportRole = self.roles["reporter"]
         report_failed: str | None = None
@@ -379,9 +379,9 @@ class Engine:
                         sorted(
                             self.forks,
                             key=lambda f: (
-                                timeline_sort_key(f["parent"]),
+                                lineage(f["parent"]),
                                 f["tick"],
-                                timeline_sort_key(f["child"]),
+                                lineage(f["child"]),
                             ),
                         )
                     ),
@@ -646,7 +646,6 @@ class Engine:
 
     async def _commit(self, tl: Timeline, k: int, state: WorldState) -> None:
         tl.state = state
-        tl.ticks_run.append(k)
         probs = state.probabilities()
         yes = next((ep.id for ep in state.scored if ep.polarity == "yes"), None)
         await self.writer.emit(

@@ -3,7 +3,7 @@ check each committed digest and the invariants, and re-extract p_yes (DESIGN §4
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -274,28 +274,34 @@ def replay(path_or_trace: str | Path | Trace) -> ReplayResult:
             steps.append(item)
         elif item[0] == "extraction":
             recorded, leaves = item[1]
-    recomputed: ExtractionData | None = None
-    mass_sum: float | None = None
-    if recorded is not None:
-        card = trace.started.card
-        options = (
-            None
-            if card.get("kind", "binary") == "binary"
-            else [ep["id"] for ep in card["endpoints"] if ep.get("kind", "scored") == "scored"]
-        )
-        recomputed = extract(list(leaves), recorded.rule, options)
-        mass_sum = recomputed.mass_sum
-        if abs(mass_sum - 1.0) > MASS_TOLERANCE:
-            raise TraceError(f"path mass sums to {mass_sum!r}, not 1", file=trace.path)
-        if recomputed != recorded:
-            line = trace.first("extraction")
-            raise TraceError(
-                f"recomputed extraction (p_yes {recomputed.p_yes!r}) differs from the recorded one "
-                f"(p_yes {recorded.p_yes!r})",
-                file=trace.path,
-                line=line.number if line else None,
-            )
+    recomputed = re_extract(trace, recorded, leaves) if recorded is not None else None
+    mass_sum = recomputed.mass_sum if recomputed is not None else None
     return ReplayResult(trace, tuple(steps), recorded, recomputed, mass_sum)
+
+
+def re_extract(
+    trace: Trace, recorded: ExtractionData, leaves: Sequence[Leaf]
+) -> ExtractionData:
+    """Apply the recorded rule to the rebuilt leaves; it must give the recorded extraction
+    exactly, over a mass that sums to 1. Raises TraceError otherwise."""
+    card = trace.started.card
+    options = (
+        None
+        if card.get("kind", "binary") == "binary"
+        else [ep["id"] for ep in card["endpoints"] if ep.get("kind", "scored") == "scored"]
+    )
+    recomputed = extract(list(leaves), recorded.rule, options)
+    if abs(recomputed.mass_sum - 1.0) > MASS_TOLERANCE:
+        raise TraceError(f"path mass sums to {recomputed.mass_sum!r}, not 1", file=trace.path)
+    if recomputed != recorded:
+        line = next((ln for ln in reversed(trace.effective) if ln.type == "extraction"), None)
+        raise TraceError(
+            f"recomputed extraction (p_yes {recomputed.p_yes!r}) differs from the recorded one "
+            f"(p_yes {recorded.p_yes!r})",
+            file=trace.path,
+            line=line.number if line else None,
+        )
+    return recomputed
 
 
 def replay_direct(trace: Trace) -> ReplayResult:

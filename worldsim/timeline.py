@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from worldsim.state import WorldState
 from worldsim.types import TimelineId, TimelineStatus
 
-__all__ = ["Timeline", "child_id", "timeline_sort_key"]
+__all__ = ["Timeline", "child_id"]
 
 
 def child_id(parent: TimelineId, n: int) -> TimelineId:
     """The n-th child (1-based) of ``parent``: ``t0`` → ``t0.1``, ``t0.2``, ..."""
     return f"{parent}.{n}"
-
-
-def timeline_sort_key(timeline: TimelineId) -> tuple[int, ...]:
-    return tuple(int(part) for part in timeline[1:].split("."))
 
 
 @dataclass(slots=True)
@@ -37,4 +33,3 @@ class Timeline:
     end_tick: int = -1
     reason: str = ""
     children: int = 0
-    ticks_run: list[int] = field(default_factory=list)

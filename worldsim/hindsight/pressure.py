@@ -197,7 +197,15 @@ def render_pressure(
         handles.append(line)
     if handles:
         left.legend(handles=handles, loc="upper left")
-    if not simulated:
+    if simulated:
+        right.step(
+            [p.date for p in simulated],
+            [p.value for p in simulated],
+            where="post",
+            color="tab:green",
+            label="simulated p(yes), mass-weighted",
+        )
+    else:
         right.text(
             0.5,
             0.5,
@@ -206,14 +214,6 @@ def render_pressure(
             ha="center",
             va="center",
             color="grey",
-        )
-    if simulated:
-        right.step(
-            [p.date for p in simulated],
-            [p.value for p in simulated],
-            where="post",
-            color="tab:green",
-            label="simulated p(yes), mass-weighted",
         )
     if market:
         right.plot(

@@ -139,6 +139,19 @@ def _endpoint_rows(state: WorldState) -> list[dict[str, Any]]:
     ]
 
 
+def _tick_view(ctx: TickContext | ReviewContext) -> dict[str, Any]:
+    """What every per-tick prompt shows: the card, where in time it is, the endpoints."""
+    return {
+        "card": _card(ctx),
+        "tick": ctx.tick,
+        "ticks": ctx.ticks,
+        "timeline": ctx.timeline,
+        "date": ctx.date.date().isoformat(),
+        "endpoints": _endpoint_rows(ctx.state),
+        "observations": ctx.observations,
+    }
+
+
 def _card(ctx: Any) -> dict[str, Any]:
     # documents reach agents only through the gateway, never from the card
     data: dict[str, Any] = ctx.card.model_dump(mode="json", exclude={"evidence", "seeds"})
@@ -162,14 +175,8 @@ class LLMActor(LLMRole):
         out: ActorOutput = await self.ask(
             ActorOutput,
             CallSite(role="actor", agent=ctx.agent, timeline=ctx.timeline, tick=ctx.tick),
-            card=_card(ctx),
+            **_tick_view(ctx),
             actor=actor,
-            tick=ctx.tick,
-            ticks=ctx.ticks,
-            timeline=ctx.timeline,
-            date=ctx.date.date().isoformat(),
-            endpoints=_endpoint_rows(ctx.state),
-            observations=ctx.observations,
             evidence=evidence,
             tools=ctx.tools,
         )
@@ -207,14 +214,8 @@ class LLMCohort(LLMRole):
         out: CohortOutput = await self.ask(
             CohortOutput,
             CallSite(role="cohort", agent=ctx.agent, timeline=ctx.timeline, tick=ctx.tick),
-            card=_card(ctx),
+            **_tick_view(ctx),
             cohort=cohort,
-            tick=ctx.tick,
-            ticks=ctx.ticks,
-            timeline=ctx.timeline,
-            date=ctx.date.date().isoformat(),
-            endpoints=_endpoint_rows(ctx.state),
-            observations=ctx.observations,
         )
         weights = np.array([a.probability for a in out.actions], dtype=np.float64)
         weights = (
@@ -268,15 +269,9 @@ class LLMGovernance(LLMRole):
         out: GovernanceOutput = await self.ask(
             GovernanceOutput,
             CallSite(role="governance", agent="governance", timeline=ctx.timeline, tick=ctx.tick),
-            card=_card(ctx),
-            tick=ctx.tick,
-            ticks=ctx.ticks,
-            timeline=ctx.timeline,
-            date=ctx.date.date().isoformat(),
+            **_tick_view(ctx),
             mass=ctx.mass,
-            endpoints=_endpoint_rows(state),
             hypotheses=hypotheses,
-            observations=ctx.observations,
             proposals=ctx.proposals,
             is_last_tick=ctx.is_last_tick,
         )

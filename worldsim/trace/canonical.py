@@ -12,6 +12,7 @@ from typing import Any
 
 from worldsim.state import canonical_json
 from worldsim.trace.reader import Trace
+from worldsim.types import lineage
 
 __all__ = ["canonical_hash"]
 
@@ -67,11 +68,11 @@ def canonical_hash(trace: Trace) -> str:
         rec = line.record
         data = rec.data.model_dump(mode="json")
         tl = rec.tl
-        lineage = tuple(int(x) for x in tl[1:].split(".")) if tl else ()
+        path = lineage(tl) if tl else ()
         group = 1 if tl else (0 if _PHASE[t] <= 1 else 2)
         agent = str(data.get("agent", ""))
         index = int(data.get("index", 0) or 0)
-        key = (group, lineage, rec.tick if rec.tick is not None else -1, _PHASE[t], agent, index)
+        key = (group, path, rec.tick if rec.tick is not None else -1, _PHASE[t], agent, index)
         entries.append((key, [t, tl, rec.tick, _content(t, data)]))
     entries.sort(key=lambda e: e[0])
     return hashlib.sha256(canonical_json([entry for _, entry in entries])).hexdigest()
