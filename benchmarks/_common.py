@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 import anyio
 
-from worldsim._io import load_mapping
-from worldsim.cards import Card
+from worldsim.domain.cards import Card
+from worldsim.domain.files import load_mapping
 
 __all__ = [
     "DEMO_CARD",

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import demo_card_data, run_async
-from worldsim.cards import Card
-from worldsim.engine import RunConfig, run_card
+from worldsim.domain.cards import Card
+from worldsim.domain.policy import load_policy
+from worldsim.domain.rng import rng_for
 from worldsim.offline.agents import OfflineActor, OfflineCohort
-from worldsim.offline.world import build_world, tick_dates
-from worldsim.policy import load_policy
-from worldsim.rng import rng_for
-from worldsim.roles import TickContext
+from worldsim.roles.registry import TickContext
+from worldsim.sim.engine import RunConfig, run_card
+from worldsim.world.build import build_world, tick_dates
 
 __all__ = ["make_card", "rows", "run"]
 

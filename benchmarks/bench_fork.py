@@ -19,9 +19,9 @@ from typing import Any
 from immutables import Map
 
 from benchmarks._common import demo_card, gc_paused, median_ns, ratio, traced_bytes
-from worldsim.offline.world import build_world
-from worldsim.state import SetVariable, WorldState, apply_deltas, state_digest
-from worldsim.timeline import Timeline, child_id
+from worldsim.world.build import build_world
+from worldsim.world.state import SetVariable, WorldState, apply_deltas, state_digest
+from worldsim.world.timeline import Timeline, child_id
 
 __all__ = ["rows", "run"]
 

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import demo_card_data, run_async
-from worldsim.cards import Card
-from worldsim.engine import ModelConfig, RunConfig, run_card
+from worldsim.domain.cards import Card
+from worldsim.domain.policy import BranchPolicy
 from worldsim.models import RetryPolicy
-from worldsim.policy import BranchPolicy
+from worldsim.sim.engine import ModelConfig, RunConfig, run_card
 from worldsim.trace.reader import read_trace
 
 __all__ = ["make_card", "rows", "run"]

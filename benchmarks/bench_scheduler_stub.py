@@ -26,9 +26,9 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, Field
 
+from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest
 from worldsim.models import OpenAIModel, RetryPolicy, RouteLimiters
 from worldsim.testing import StubServer
-from worldsim.types import CallSite, ChatMessage, Model, ModelRequest
 
 Workload = Callable[[Model, int], Awaitable[None]]
 

@@ -10,9 +10,9 @@ import anyio
 import pytest
 
 from tests.support import DEMO_CARD
-from worldsim.cards import Card, load_card
-from worldsim.engine import RunConfig, RunResult, run_card
-from worldsim.policy import BranchPolicy, load_policy
+from worldsim.domain.cards import Card, load_card
+from worldsim.domain.policy import BranchPolicy, load_policy
+from worldsim.sim.engine import RunConfig, RunResult, run_card
 from worldsim.testing import block_network
 
 RunFn = Callable[..., RunResult]

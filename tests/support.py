@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from worldsim.cards import Card
+from worldsim.domain.cards import Card
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_CARD = ROOT / "scenarios" / "merger-review.yaml"

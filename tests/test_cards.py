@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from tests.support import DEMO_CARD
-from worldsim.cards import load_card, load_label, parse_utc
-from worldsim.errors import CardError, PolicyError
-from worldsim.policy import known_policies, load_policy
+from worldsim.domain.cards import load_card, load_label, parse_utc
+from worldsim.domain.errors import CardError, PolicyError
+from worldsim.domain.policy import known_policies, load_policy
 
 BASE = {
     "id": "c1",

@@ -150,7 +150,7 @@ def test_roles_lists_the_builtins() -> None:
     assert proc.returncode == 0
     for name in ("initializer", "actor", "cohort", "governance", "reporter", "direct"):
         assert name in proc.stdout
-    from worldsim.prompts import load_prompt_role
+    from worldsim.roles.prompts import load_prompt_role
 
     assert load_prompt_role("governance").version in proc.stdout
 

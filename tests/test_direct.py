@@ -15,16 +15,16 @@ import anyio
 import pytest
 
 from tests.support import DEMO_CARD, ROOT
-from worldsim.cards import load_card
-from worldsim.direct import DirectResult, forecast_card
-from worldsim.errors import ConfigError, ModelError, TraceError
+from worldsim.domain.cards import load_card
+from worldsim.domain.errors import ConfigError, ModelError, TraceError
 from worldsim.models import ModelOptions, ModelPool, RetryPolicy, RouteTable
 from worldsim.models.leakage import LeakageGuard, fingerprint
+from worldsim.sim.direct import DirectResult, forecast_card
 from worldsim.testing import StubServer
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
+from worldsim.trace.verify import verify_trace
 from worldsim.trace.writer import TraceWriter
-from worldsim.verify import verify_trace
 
 WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]
 ROUTE = "stub/test-model"

@@ -10,9 +10,9 @@ import anyio
 import pytest
 
 from tests.conftest import RunFn
-from worldsim.cards import Card
-from worldsim.policy import BranchPolicy, load_policy
-from worldsim.roles import (
+from worldsim.domain.cards import Card
+from worldsim.domain.policy import BranchPolicy, load_policy
+from worldsim.roles.registry import (
     BranchCandidate,
     Proposal,
     Review,
@@ -191,7 +191,7 @@ class GhostlyReviewer:
 
     async def review(self, ctx: ReviewContext) -> Review:
         from worldsim.offline import OfflineGovernance
-        from worldsim.state import SetActor
+        from worldsim.world.state import SetActor
 
         review = await OfflineGovernance().review(ctx)
         if review.decision == "fork":

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from tests.conftest import RunFn
-from worldsim.cards import Card
+from worldsim.domain.cards import Card
 from worldsim.gateway import open_store, read_articles
 from worldsim.trace.reader import read_trace
 
@@ -98,7 +98,7 @@ def test_evidence_stance_moves_p_yes(demo_card: Card, tmp_path: Path, run: RunFn
 def test_a_missing_evidence_database_is_a_config_error(
     demo_card: Card, run: RunFn, tmp_path: Path
 ) -> None:
-    from worldsim.errors import ConfigError
+    from worldsim.domain.errors import ConfigError
 
     data = demo_card.model_dump(mode="json")
     data["evidence"] = {"database": str(tmp_path / "absent.sqlite")}

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worldsim.errors import ConfigError
-from worldsim.extraction import Leaf, extract
+from worldsim.domain.errors import ConfigError
+from worldsim.world.extraction import Leaf, extract
 
 LEAVES = [
     Leaf("t0", 0.42, "yes"),

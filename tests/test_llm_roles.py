@@ -9,21 +9,21 @@ from typing import Any
 import anyio
 import pytest
 
-from worldsim.cards import Card
-from worldsim.engine import ModelConfig, RunConfig, RunResult, run_card
-from worldsim.errors import LeakageError
-from worldsim.llm.outputs import (
+from worldsim.domain.cards import Card
+from worldsim.domain.contracts import Model, ModelRequest
+from worldsim.domain.errors import LeakageError
+from worldsim.domain.outputs import (
     ActorOutput,
     CohortOutput,
     GovernanceOutput,
     InitializerOutput,
     ReporterOutput,
 )
-from worldsim.policy import load_policy
+from worldsim.domain.policy import load_policy
+from worldsim.sim.engine import ModelConfig, RunConfig, RunResult, run_card
 from worldsim.testing import ScriptedModel
 from worldsim.trace.reader import read_trace
-from worldsim.types import Model, ModelRequest
-from worldsim.verify import verify_trace
+from worldsim.trace.verify import verify_trace
 
 SECRET = "Northwind Steel"
 

@@ -8,15 +8,15 @@ from typing import Any
 import anyio
 import pytest
 
-from worldsim.cards import Card
-from worldsim.engine import ModelConfig, RunConfig, RunResult, run_card
-from worldsim.errors import BudgetExhausted, ConfigError
+from worldsim.domain.cards import Card
+from worldsim.domain.errors import BudgetExhausted, ConfigError
+from worldsim.domain.policy import load_policy
 from worldsim.models import RetryPolicy
-from worldsim.policy import load_policy
+from worldsim.sim.engine import ModelConfig, RunConfig, RunResult, run_card
 from worldsim.testing import Faults, StubServer
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
-from worldsim.verify import verify_trace
+from worldsim.trace.verify import verify_trace
 
 KEY = "sk-planted-secret-0123456789abcdef"
 FAST = RetryPolicy(
@@ -166,7 +166,7 @@ def test_a_missing_base_url_fails_before_any_trace(demo_card: Card, tmp_path: Pa
 
 
 def test_a_run_stopped_by_its_budget_resumes_to_completion(demo_card: Card, tmp_path: Path) -> None:
-    from worldsim.resume import resume_run
+    from worldsim.sim.resume import resume_run
 
     prices = tmp_path / "prices.yaml"
     prices.write_text("models:\n  test-model: {input: 100.0, output: 100.0}\n")
@@ -190,7 +190,7 @@ def test_a_run_stopped_by_its_budget_resumes_to_completion(demo_card: Card, tmp_
 
 
 def test_a_strict_replay_miss_ends_the_run(demo_card: Card, tmp_path: Path) -> None:
-    from worldsim.errors import ReplayMissError
+    from worldsim.domain.errors import ReplayMissError
 
     with StubServer(seed=8) as server, pytest.raises(ReplayMissError):
         _run(demo_card, server, tmp_path, ticks=2, replay_strict=True)

@@ -9,14 +9,14 @@ from typing import Any
 
 import anyio
 
-from worldsim.cards import Card
-from worldsim.engine import ModelConfig, RunConfig, run_card
-from worldsim.policy import load_policy
+from worldsim.domain.cards import Card
+from worldsim.domain.policy import load_policy
+from worldsim.sim.engine import ModelConfig, RunConfig, run_card
 from worldsim.testing import StubServer
 from worldsim.testing.stub_server import StubReply
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
-from worldsim.verify import verify_trace
+from worldsim.trace.verify import verify_trace
 
 FUTURE = "mr-f01"
 

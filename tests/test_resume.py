@@ -16,15 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support import DEMO_CARD
-from worldsim.cards import load_card
-from worldsim.engine import RunConfig, run_card
-from worldsim.errors import ConfigError
-from worldsim.policy import load_policy
-from worldsim.resume import resume_run
+from worldsim.domain.cards import load_card
+from worldsim.domain.errors import ConfigError
+from worldsim.domain.policy import load_policy
+from worldsim.sim.engine import RunConfig, run_card
+from worldsim.sim.resume import resume_run
 from worldsim.testing import StubServer
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
-from worldsim.verify import verify_trace
+from worldsim.trace.verify import verify_trace
 
 
 def _whole_run(config: RunConfig, out: Path, min_forks: int) -> tuple[bytes, str, int]:
@@ -205,7 +205,7 @@ def test_sigkill_mid_tick_resumes_without_repaying_calls(tmp_path: Path) -> None
 @pytest.fixture(scope="module")
 def wide(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, str, int]:
     """A bushy multiverse (more forks than the reporter cites) to resume from."""
-    from worldsim.policy import BranchPolicy
+    from worldsim.domain.policy import BranchPolicy
 
     policy = BranchPolicy(
         name="wide",

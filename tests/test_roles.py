@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 import pytest
 
-import worldsim.roles as roles_module
+import worldsim.roles.registry as roles_module
 from tests.conftest import RunFn
-from worldsim.cards import Card
-from worldsim.errors import RoleError
-from worldsim.roles import Proposal, TickContext, get_role, register_role, registered_roles
+from worldsim.domain.cards import Card
+from worldsim.domain.errors import RoleError
+from worldsim.roles.registry import Proposal, TickContext, get_role, register_role, registered_roles
 from worldsim.trace.reader import read_trace
 
 

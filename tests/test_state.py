@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worldsim.cards import Card
-from worldsim.errors import StateError
-from worldsim.offline.world import build_world
-from worldsim.state import (
+from worldsim.domain.cards import Card
+from worldsim.domain.errors import StateError
+from worldsim.world.build import build_world
+from worldsim.world.state import (
     LedgerUpdate,
     SetActor,
     SetCohort,

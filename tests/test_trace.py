@@ -11,20 +11,20 @@ from hypothesis import strategies as st
 
 from tests.conftest import RunFn
 from tests.support import DEMO_CARD, ROOT
-from worldsim.cards import load_card
-from worldsim.errors import TraceError
-from worldsim.replay import replay
+from worldsim.domain.cards import load_card
+from worldsim.domain.errors import TraceError
 from worldsim.trace.reader import read_trace
+from worldsim.trace.replay import replay
 from worldsim.trace.schema import render_markdown
-from worldsim.verify import verify_trace
+from worldsim.trace.verify import verify_trace
 
 
 @pytest.fixture(scope="module")
 def trace_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     import anyio
 
-    from worldsim.engine import RunConfig, run_card
-    from worldsim.policy import load_policy
+    from worldsim.domain.policy import load_policy
+    from worldsim.sim.engine import RunConfig, run_card
 
     out = tmp_path_factory.mktemp("golden")
     config = RunConfig(card=load_card(DEMO_CARD), policy=load_policy("branching"), seed=0, ticks=5)
@@ -149,11 +149,11 @@ def test_published_schema_matches_the_models() -> None:
 
 
 def test_run_with_a_bad_policy_leaves_no_trace(tmp_path: Path, run: RunFn) -> None:
-    from worldsim.errors import RoleError
+    from worldsim.domain.errors import RoleError
 
     data = load_card(DEMO_CARD).model_dump(mode="json")
     data["seeds"]["actors"][0]["role"] = "no_such_role"
-    from worldsim.cards import Card
+    from worldsim.domain.cards import Card
 
     with pytest.raises(RoleError, match="unknown role 'no_such_role'"):
         run(Card.model_validate(data))

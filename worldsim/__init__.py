@@ -6,11 +6,8 @@ plug in roles. Everything else lives in the submodules named after the data's pa
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from worldsim.cards import Card, Label, load_card, load_label
-from worldsim.engine import RunConfig, RunResult, run_card
-from worldsim.errors import (
+from worldsim.domain.cards import Card, Label, load_card, load_label
+from worldsim.domain.errors import (
     BudgetExhausted,
     CardError,
     ConfigError,
@@ -22,10 +19,9 @@ from worldsim.errors import (
     WorldsimError,
     WorldsimRuntimeError,
 )
-from worldsim.extraction import EXTRACTION_RULES, Leaf, extract
-from worldsim.policy import BranchPolicy, load_policy
-from worldsim.replay import ReplayResult, replay
-from worldsim.roles import (
+from worldsim.domain.policy import BranchPolicy, load_policy
+from worldsim.domain.version import __version__
+from worldsim.roles.registry import (
     BranchCandidate,
     Proposal,
     Report,
@@ -35,10 +31,13 @@ from worldsim.roles import (
     register_role,
     registered_roles,
 )
-from worldsim.state import WorldState
+from worldsim.sim.engine import RunConfig, RunResult, run_card
 from worldsim.trace import Trace, read_trace
 from worldsim.trace.canonical import canonical_hash
-from worldsim.verify import Verification, verify_trace
+from worldsim.trace.replay import ReplayResult, replay
+from worldsim.trace.verify import Verification, verify_trace
+from worldsim.world.extraction import EXTRACTION_RULES, Leaf, extract
+from worldsim.world.state import WorldState
 
 __all__ = [
     "EXTRACTION_RULES",

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from worldsim.cards import EvidenceDoc
-from worldsim.errors import ConfigError, GatewayRefusal
+from worldsim.domain.cards import EvidenceDoc
+from worldsim.domain.errors import ConfigError, GatewayRefusal
 from worldsim.gateway import Gateway, memory_store
 
 BASE = datetime(2026, 3, 1, tzinfo=UTC)

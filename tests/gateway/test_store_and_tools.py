@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from worldsim.cards import Card, EvidenceDoc
-from worldsim.errors import ConfigError, GatewayRefusal
+from worldsim.domain.cards import Card, EvidenceDoc
+from worldsim.domain.errors import ConfigError, GatewayRefusal
 from worldsim.gateway import (
     GATEWAY_TOOLS,
     AgentTools,

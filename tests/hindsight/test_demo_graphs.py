@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from worldsim.hindsight import key_events, load_hindsight, validate_graph
+from worldsim.scoring.hindsight import key_events, load_hindsight, validate_graph
 
 DEMO = Path(__file__).resolve().parents[2] / "scenarios" / "hindsight"
 CARDS = [

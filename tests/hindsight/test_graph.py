@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from worldsim.errors import CardError
-from worldsim.hindsight import HindsightGraph, Thresholds, load_hindsight, validate_graph
-from worldsim.hindsight.graph import graph_depth
+from worldsim.domain.errors import CardError
+from worldsim.scoring.hindsight import HindsightGraph, Thresholds, load_hindsight, validate_graph
+from worldsim.scoring.hindsight.graph import graph_depth
 
 from .conftest import HINDSIGHT
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from worldsim.hindsight import ForecastEvent, HindsightGraph, key_event_recall, key_events
-from worldsim.hindsight.ker import bm25_scores, token_f1, tokens
+from worldsim.scoring.hindsight import ForecastEvent, HindsightGraph, key_event_recall, key_events
+from worldsim.scoring.hindsight.ker import bm25_scores, token_f1, tokens
 
 
 def _graph(events: list[dict[str, Any]], impacts: list[dict[str, Any]] = ()) -> HindsightGraph:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worldsim.hindsight import ForecastEvent, HindsightGraph, key_event_recall
-from worldsim.hindsight.ker import PAIR_SCORE_MIN
+from worldsim.scoring.hindsight import ForecastEvent, HindsightGraph, key_event_recall
+from worldsim.scoring.hindsight.ker import PAIR_SCORE_MIN
 
 WORDS = ["merger", "review", "remedy", "regulator", "approval", "court", "vote", "delay"]
 titles = st.lists(st.sampled_from(WORDS), min_size=0, max_size=4).map(" ".join)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from worldsim.errors import CardError
-from worldsim.hindsight import (
+from worldsim.domain.errors import CardError
+from worldsim.scoring.hindsight import (
     HindsightGraph,
     causal_pressure,
     extract_forecast,
@@ -16,7 +16,7 @@ from worldsim.hindsight import (
     simulated_pressure,
     source_precision,
 )
-from worldsim.hindsight.forecast import load_forecast_events
+from worldsim.scoring.hindsight.forecast import load_forecast_events
 
 from .conftest import HINDSIGHT
 
@@ -88,9 +88,9 @@ def test_real_engine_traces_give_branch_events_and_positive_ker(tmp_path: Path) 
     """The extractor reads the engine's own fork records: hypotheses become branch events."""
     import anyio
 
-    from worldsim.cards import load_card
-    from worldsim.engine import RunConfig, run_card
-    from worldsim.policy import load_policy
+    from worldsim.domain.cards import load_card
+    from worldsim.domain.policy import load_policy
+    from worldsim.sim.engine import RunConfig, run_card
 
     root = Path(__file__).resolve().parents[2]
     card = load_card(root / "scenarios" / "merger-review.yaml")

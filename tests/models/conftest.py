@@ -8,8 +8,8 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, Field
 
+from worldsim.domain.contracts import CallSite, ChatMessage, ModelRequest
 from worldsim.models import RetryPolicy
-from worldsim.types import CallSite, ChatMessage, ModelRequest
 
 
 class Forecast(BaseModel):

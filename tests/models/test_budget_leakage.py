@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from worldsim.errors import BudgetExhausted, ConfigError, LeakageError, ModelError
+from worldsim.domain.errors import BudgetExhausted, ConfigError, LeakageError, ModelError
 from worldsim.models import (
     Budget,
     BudgetedModel,

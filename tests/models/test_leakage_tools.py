@@ -12,7 +12,7 @@ async def test_tool_results_are_scanned_like_prompts(make_request: Any) -> None:
     """What a tool returns is sent to the model: the guard sees it before the model does."""
     import dataclasses
 
-    from worldsim.errors import LeakageError
+    from worldsim.domain.errors import LeakageError
     from worldsim.models import LeakageGuard, LeakageGuardModel
     from worldsim.testing import ScriptedModel
 

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from worldsim.errors import ConfigError, ReplayMissError
+from worldsim.domain.errors import ConfigError, ReplayMissError
 from worldsim.models import CachedModel, LimitedModel, OpenAIModel, ResponseCache, RouteLimiters
 from worldsim.testing import SchemaModel, StubServer
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from worldsim.errors import ModelError
+from worldsim.domain.errors import ModelError
 from worldsim.models import LlmCallData, OpenAIModel, PriceTable, request_hash
 from worldsim.testing import Faults, StubServer
 

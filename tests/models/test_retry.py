@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from worldsim.errors import ModelError
+from worldsim.domain.errors import ModelError
 from worldsim.models import LlmCallData, OpenAIModel, RouteLimiters, parse_retry_after
 from worldsim.testing import Faults, StubServer
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from worldsim.errors import ConfigError
+from worldsim.domain.errors import ConfigError
 from worldsim.models import Route, RouteTable, parse_role_route, parse_route, resolve_settings
 from worldsim.models.routes import OPENAI_BASE_URL, env_prefix, parse_dotenv
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
-from worldsim.errors import ModelError
+from worldsim.domain.errors import ModelError
 from worldsim.models import LlmCallData, limit_string_lengths, response_schema, strict_schema
 from worldsim.testing import NetworkBlockedError, SchemaModel, ScriptedModel, StubServer, fake_value
 

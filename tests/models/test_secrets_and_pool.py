@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from worldsim.errors import ConfigError, ModelError
+from worldsim.domain.errors import ConfigError, ModelError
 from worldsim.models import (
     Budget,
     CachedModel,

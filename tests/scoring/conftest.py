@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from worldsim.cli import app
-from worldsim.errors import WorldsimError
+from worldsim.domain.errors import WorldsimError
 
 
 @dataclass(frozen=True)

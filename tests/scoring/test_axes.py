@@ -1,8 +1,8 @@
 """``worldsim score --hindsight``: the three axes on traces of real runs of the demo cards.
 
-Expected KER and source precision are computed here with :mod:`worldsim.hindsight` on the same
-trace files and the graphs as they are on disk at test time, so the tests follow edits to the
-demo cards and graphs instead of pinning numbers.
+Expected KER and source precision are computed here with :mod:`worldsim.scoring.hindsight` on
+the same trace files and the graphs as they are on disk at test time, so the tests follow edits
+to the demo cards and graphs instead of pinning numbers.
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ import pytest
 
 from tests.scoring.conftest import Runner, write_csv
 from tests.support import ROOT
-from worldsim.cards import load_card
-from worldsim.engine import RunConfig, RunResult, run_card
-from worldsim.hindsight import (
+from worldsim.domain.cards import load_card
+from worldsim.domain.policy import load_policy
+from worldsim.scoring.hindsight import (
     extract_forecast,
     key_event_recall,
     load_hindsight,
     read_trace,
     source_precision,
 )
-from worldsim.policy import load_policy
+from worldsim.sim.engine import RunConfig, RunResult, run_card
 
 SCENARIOS = ROOT / "scenarios"
 LABELS = SCENARIOS / "labels"
@@ -72,7 +72,7 @@ def _mean(values: Sequence[float | None]) -> float | None:
 def _direct(
     trace_files: Sequence[Path], graph_path: Path, window: float | None = 7.0
 ) -> dict[str, float | None]:
-    """KER, mass-weighted recall and SrcP from worldsim.hindsight, averaged over replicates."""
+    """KER, mass-weighted recall and SrcP (worldsim.scoring.hindsight), averaged over replicates."""
     graph = load_hindsight(graph_path)
     kers: list[float | None] = []
     masses: list[float | None] = []

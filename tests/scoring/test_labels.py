@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.scoring.conftest import Runner, write_csv
-from worldsim.errors import CardError
+from worldsim.domain.errors import CardError
 from worldsim.scoring.labels import load_labels
 
 EXPECTED = {"A": "yes", "B": "no", "C": "yes", "D": "no", "M": "red"}

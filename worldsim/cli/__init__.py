@@ -7,7 +7,7 @@ otherwise, always on standard error so standard output stays clean for ``--json`
 from __future__ import annotations
 
 from worldsim.cli._app import app, configure_logging, fail
-from worldsim.errors import WorldsimError
+from worldsim.domain.errors import WorldsimError
 
 __all__ = ["app", "main"]
 

@@ -12,16 +12,16 @@ import anyio
 import typer
 from rich.markup import escape
 
-from worldsim.cards import load_card
 from worldsim.cli._app import app, out_console
-from worldsim.direct import BaseRateModel, DirectResult, direct_request, forecast_card
-from worldsim.engine import default_cache_path, trace_name
-from worldsim.errors import ConfigError
+from worldsim.domain.cards import load_card
+from worldsim.domain.errors import ConfigError
 from worldsim.models.cache import CacheMode, ResponseCache
 from worldsim.models.leakage import LeakageGuard, LeakageMode
 from worldsim.models.pool import ModelOptions, ModelPool
 from worldsim.models.pricing import Budget, PriceTable
 from worldsim.models.routes import RouteTable, resolve_settings
+from worldsim.sim.direct import BaseRateModel, DirectResult, direct_request, forecast_card
+from worldsim.sim.engine import default_cache_path, trace_name
 
 __all__ = ["forecast"]
 

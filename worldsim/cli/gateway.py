@@ -11,9 +11,9 @@ import anyio
 import typer
 from rich.markup import escape
 
-from worldsim.cards import parse_utc
 from worldsim.cli._app import app, fail, out_console
-from worldsim.errors import ConfigError, WorldsimError
+from worldsim.domain.cards import parse_utc
+from worldsim.domain.errors import ConfigError, WorldsimError
 from worldsim.gateway.gateway import Gateway, SearchResult
 from worldsim.gateway.store import IngestReport, open_store, read_articles
 

@@ -12,18 +12,22 @@ import typer
 from rich.markup import escape
 
 from worldsim.cli._app import app, err_console, fail, out_console
-from worldsim.errors import ConfigError, WorldsimError
-from worldsim.hindsight.evidence import source_precision
-from worldsim.hindsight.forecast import extract_forecast, load_forecast_events, read_trace
-from worldsim.hindsight.graph import (
+from worldsim.domain.errors import ConfigError, WorldsimError
+from worldsim.scoring.hindsight.evidence import source_precision
+from worldsim.scoring.hindsight.forecast import extract_forecast, load_forecast_events, read_trace
+from worldsim.scoring.hindsight.graph import (
     HindsightGraph,
     Thresholds,
     ValidationReport,
     load_hindsight,
     validate_graph,
 )
-from worldsim.hindsight.ker import DEFAULT_DATE_WINDOW_DAYS, key_event_recall, parse_date_window
-from worldsim.hindsight.pressure import read_market, require_matplotlib, write_pressure
+from worldsim.scoring.hindsight.ker import (
+    DEFAULT_DATE_WINDOW_DAYS,
+    key_event_recall,
+    parse_date_window,
+)
+from worldsim.scoring.hindsight.pressure import read_market, require_matplotlib, write_pressure
 
 __all__ = ["hindsight_app"]
 

@@ -14,18 +14,18 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from worldsim.cards import load_card
 from worldsim.cli._app import app, err_console, out_console
-from worldsim.engine import ModelConfig, RunConfig, RunResult, run_card, trace_name
-from worldsim.errors import ConfigError, TraceError
-from worldsim.extraction import EXTRACTION_RULES
-from worldsim.policy import load_policy
-from worldsim.prompts import known_prompt_roles, load_prompt_role
-from worldsim.replay import TickStep, re_extract, replay_direct, replay_steps
-from worldsim.resume import resume_run
-from worldsim.roles import registered_roles
+from worldsim.domain.cards import load_card
+from worldsim.domain.errors import ConfigError, TraceError
+from worldsim.domain.policy import load_policy
+from worldsim.roles.prompts import known_prompt_roles, load_prompt_role
+from worldsim.roles.registry import registered_roles
+from worldsim.sim.engine import ModelConfig, RunConfig, RunResult, run_card, trace_name
+from worldsim.sim.resume import resume_run
 from worldsim.trace.reader import Trace, read_trace
-from worldsim.verify import verify_trace
+from worldsim.trace.replay import TickStep, re_extract, replay_direct, replay_steps
+from worldsim.trace.verify import verify_trace
+from worldsim.world.extraction import EXTRACTION_RULES
 
 __all__: list[str] = []
 

@@ -10,9 +10,9 @@ import typer
 from rich.markup import escape
 
 from worldsim.cli._app import app, err_console, out_console
-from worldsim.errors import ConfigError
-from worldsim.hindsight.ker import DEFAULT_DATE_WINDOW_DAYS, parse_date_window
+from worldsim.domain.errors import ConfigError
 from worldsim.scoring.analysis import ScoreOptions, score
+from worldsim.scoring.hindsight.ker import DEFAULT_DATE_WINDOW_DAYS, parse_date_window
 from worldsim.scoring.paired import parse_pair
 from worldsim.scoring.per_card import (
     per_card_columns,

@@ -18,8 +18,8 @@ import anyio
 import structlog
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_serializer
 
-from worldsim.cards import Card, EvidenceDatabase
-from worldsim.errors import ConfigError, GatewayRefusal
+from worldsim.domain.cards import Card, EvidenceDatabase
+from worldsim.domain.errors import ConfigError, GatewayRefusal
 from worldsim.gateway.store import (
     EvidenceStore,
     SearchHit,

@@ -22,9 +22,9 @@ import anyio
 import structlog
 from pydantic import ValidationError
 
-from worldsim._io import first_error, read_jsonl
-from worldsim.cards import EvidenceDoc
-from worldsim.errors import CardError, ConfigError
+from worldsim.domain.cards import EvidenceDoc
+from worldsim.domain.errors import CardError, ConfigError
+from worldsim.domain.files import first_error, read_jsonl
 
 __all__ = [
     "EvidenceStore",

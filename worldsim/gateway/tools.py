@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from worldsim._io import first_error
-from worldsim.errors import ConfigError, GatewayRefusal
+from worldsim.domain.errors import ConfigError, GatewayRefusal
+from worldsim.domain.files import first_error
 from worldsim.gateway.gateway import Gateway
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Model routes: OpenAI-compatible clients and the wrappers that add caching, budget and guards.
 
-Errors raised by models (all from `worldsim.errors`)::
+Errors raised by models (all from `worldsim.domain.errors`)::
 
     ConfigError        bad route, missing key or base URL, unreadable price or cache file
     ModelError         a call failed for good; ``.call`` holds its llm_call record

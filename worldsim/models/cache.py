@@ -23,10 +23,10 @@ from typing import Any, Literal
 import aiosqlite
 from pydantic import ValidationError
 
-from worldsim.errors import ConfigError, ModelError, ReplayMissError
+from worldsim.domain.contracts import Model, ModelRequest, ModelResponse
+from worldsim.domain.errors import ConfigError, ModelError, ReplayMissError
 from worldsim.models.call import canonical_json, request_hash
 from worldsim.models.schema import extract_json
-from worldsim.types import Model, ModelRequest, ModelResponse
 
 __all__ = ["CacheMode", "CacheStats", "CachedModel", "CachedReply", "ResponseCache", "cache_key"]
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from worldsim.types import CallSite, ModelRequest
+from worldsim.domain.contracts import CallSite, ModelRequest
 
 __all__ = [
     "CacheStatus",

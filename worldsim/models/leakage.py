@@ -17,8 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from worldsim.errors import ConfigError, LeakageError, ModelError
-from worldsim.types import CallSite, Model, ModelRequest, ModelResponse
+from worldsim.domain.contracts import CallSite, Model, ModelRequest, ModelResponse
+from worldsim.domain.errors import ConfigError, LeakageError, ModelError
 
 __all__ = ["LeakageFinding", "LeakageGuard", "LeakageGuardModel", "LeakageMode", "fingerprint"]
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from worldsim.types import Model, ModelRequest, ModelResponse
+from worldsim.domain.contracts import Model, ModelRequest, ModelResponse
 
 __all__ = ["DEFAULT_MAX_CONNECTIONS", "LimitedModel", "RouteLimiters"]
 

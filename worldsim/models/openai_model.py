@@ -27,7 +27,8 @@ from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 from pydantic import ValidationError
 
-from worldsim.errors import ModelError
+from worldsim.domain.contracts import ModelRequest, ModelResponse
+from worldsim.domain.errors import ModelError
 from worldsim.models.call import CallErrorEntry, LlmCallData, OutputMode, ToolCallEntry, Usage
 from worldsim.models.pricing import PriceTable
 from worldsim.models.retry import RetryPolicy, TransientError, call_with_retries, classify
@@ -39,7 +40,6 @@ from worldsim.models.schema import (
     schema_instructions,
     schema_name,
 )
-from worldsim.types import ModelRequest, ModelResponse
 
 __all__ = ["OpenAIModel"]
 

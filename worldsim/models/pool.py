@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from worldsim.errors import ConfigError
+from worldsim.domain.contracts import Model
+from worldsim.domain.errors import ConfigError
 from worldsim.models.cache import CachedModel, ResponseCache
 from worldsim.models.leakage import LeakageGuard, LeakageGuardModel
 from worldsim.models.limits import DEFAULT_MAX_CONNECTIONS, RouteLimiters
@@ -23,7 +24,6 @@ from worldsim.models.pricing import Budget, BudgetedModel, PriceTable
 from worldsim.models.retry import RetryPolicy
 from worldsim.models.routes import Route, RouteSettings, RouteTable, resolve_settings
 from worldsim.models.schema import DEFAULT_MAX_STRING_LENGTH
-from worldsim.types import Model
 
 __all__ = ["ModelOptions", "ModelPool"]
 

@@ -18,10 +18,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from worldsim._io import first_error, load_mapping
-from worldsim.errors import BudgetExhausted, ConfigError, ModelError
+from worldsim.domain.contracts import Model, ModelRequest, ModelResponse
+from worldsim.domain.errors import BudgetExhausted, ConfigError, ModelError
+from worldsim.domain.files import first_error, load_mapping
 from worldsim.models.call import Usage
-from worldsim.types import Model, ModelRequest, ModelResponse
 
 __all__ = ["Budget", "BudgetedModel", "Price", "PriceTable"]
 

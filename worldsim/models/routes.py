@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from worldsim.errors import ConfigError
+from worldsim.domain.errors import ConfigError
 
 __all__ = [
     "LOCAL_PROVIDERS",

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from worldsim.offline.agents import OfflineActor, OfflineCohort
 from worldsim.offline.governance import OfflineGovernance, branch_score
+from worldsim.offline.initializer import OfflineInitializer
 from worldsim.offline.reporter import OfflineReporter
-from worldsim.offline.world import (
-    OfflineInitializer,
+from worldsim.world.build import (
     build_world,
     generic_seeds,
     tick_dates,

@@ -13,8 +13,8 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from worldsim.roles import Proposal, TickContext, register_role
-from worldsim.state import Edge, SetCohort, WorldState
+from worldsim.roles.registry import Proposal, TickContext, register_role
+from worldsim.world.state import Edge, SetCohort, WorldState
 
 __all__ = ["OfflineActor", "OfflineCohort"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from worldsim.roles import (
+from worldsim.roles.registry import (
     BranchCandidate,
     ProposalRef,
     RejectedProposal,
@@ -13,7 +13,7 @@ from worldsim.roles import (
     ReviewContext,
     register_role,
 )
-from worldsim.state import (
+from worldsim.world.state import (
     EvidenceIn,
     LedgerUpdate,
     SetHypothesis,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from worldsim.roles import Claim, ClaimRef, Report, ReportContext, register_role
+from worldsim.roles.registry import Claim, ClaimRef, Report, ReportContext, register_role
 
 __all__ = ["OfflineReporter"]
 

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from worldsim._io import load_mapping, sha256_file
-from worldsim.cards import load_card, parse_utc
-from worldsim.errors import CardError, ConfigError
-from worldsim.hindsight.ker import DEFAULT_DATE_WINDOW_DAYS
+from worldsim.domain.cards import load_card, parse_utc
+from worldsim.domain.errors import CardError, ConfigError
+from worldsim.domain.files import load_mapping, sha256_file
 from worldsim.scoring.axes import Axes, compute_axes
 from worldsim.scoring.calibration import Calibration, calibrate
+from worldsim.scoring.hindsight.ker import DEFAULT_DATE_WINDOW_DAYS
 from worldsim.scoring.inputs import LoadedPredictions, load_predictions, read_csv
 from worldsim.scoring.labels import LabelSet, load_labels
 from worldsim.scoring.metrics import MethodSummary, summarise

@@ -1,10 +1,11 @@
 """Three-axis evaluation: outcome, evidence (source precision) and reasoning (KER) per method.
 
 For every scored card whose hindsight graph ``DIR/<card_id>.json`` exists, each trace behind the
-card's forecast is scored against the graph with :mod:`worldsim.hindsight`: key-event recall of
-its simulated events and source precision of its logged accesses. Replicate traces of one card
-and method are averaged (each figure over the traces where it is defined) and counted. Forecasts
-read from prediction tables, blends and the uniform reference have no trace, so no KER or SrcP.
+card's forecast is scored against the graph with :mod:`worldsim.scoring.hindsight`: key-event
+recall of its simulated events and source precision of its logged accesses. Replicate traces
+of one card and method are averaged (each figure over the traces where it is defined) and
+counted. Forecasts read from prediction tables, blends and the uniform reference have no
+trace, so no KER or SrcP.
 
 Per method the axes are: outcome (accuracy, Brier, log loss over its scored cards), evidence
 (mean SrcP over its cards) and reasoning (mean KER and mass-weighted recall), and the split of
@@ -18,12 +19,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from worldsim._io import sha256_file
-from worldsim.errors import CardError, ConfigError
-from worldsim.hindsight.evidence import source_precision
-from worldsim.hindsight.forecast import extract_forecast, read_trace
-from worldsim.hindsight.graph import HindsightGraph, load_hindsight, validate_graph
-from worldsim.hindsight.ker import DEFAULT_DATE_WINDOW_DAYS, key_event_recall
+from worldsim.domain.errors import CardError, ConfigError
+from worldsim.domain.files import sha256_file
+from worldsim.scoring.hindsight.evidence import source_precision
+from worldsim.scoring.hindsight.forecast import extract_forecast, read_trace
+from worldsim.scoring.hindsight.graph import HindsightGraph, load_hindsight, validate_graph
+from worldsim.scoring.hindsight.ker import DEFAULT_DATE_WINDOW_DAYS, key_event_recall
 from worldsim.scoring.inputs import PredictionRow
 from worldsim.scoring.metrics import MethodSummary
 from worldsim.scoring.table import MatchedTable

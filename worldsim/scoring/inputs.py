@@ -16,9 +16,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from worldsim._io import read_jsonl
-from worldsim.cards import parse_utc
-from worldsim.errors import CardError
+from worldsim.domain.cards import parse_utc
+from worldsim.domain.errors import CardError
+from worldsim.domain.files import read_jsonl
 
 __all__ = [
     "LoadedPredictions",

@@ -1,6 +1,6 @@
 """Reading private labels: CSV, JSONL, a YAML/JSON list, or a folder of per-card label files.
 
-Each label is validated as a :class:`worldsim.cards.Label`; its outcome is normalised there
+Each label is validated as a :class:`worldsim.domain.cards.Label`; its outcome is normalised there
 (``yes``/``no``, ``1``/``0``, ``true``/``false``) or kept as a multiple-choice option id.
 """
 
@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from worldsim._io import first_error, load_document, load_mapping, read_jsonl
-from worldsim.cards import Label
-from worldsim.errors import CardError
+from worldsim.domain.cards import Label
+from worldsim.domain.errors import CardError
+from worldsim.domain.files import first_error, load_document, load_mapping, read_jsonl
 from worldsim.scoring.inputs import read_csv
 
 __all__ = ["LabelEntry", "LabelSet", "label_files", "load_labels"]

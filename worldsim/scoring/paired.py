@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from worldsim.errors import ConfigError
+from worldsim.domain.errors import ConfigError
 from worldsim.scoring.table import MatchedTable
 
 __all__ = [

@@ -15,7 +15,7 @@ import io
 import re
 from typing import Any
 
-from worldsim.errors import ConfigError
+from worldsim.domain.errors import ConfigError
 from worldsim.scoring.analysis import Analysis
 from worldsim.scoring.calibration import Calibration
 from worldsim.scoring.paired import Comparison

@@ -16,8 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from worldsim._io import first_error, load_mapping, sha256_file
-from worldsim.errors import ConfigError
+from worldsim.domain.errors import ConfigError
+from worldsim.domain.files import first_error, load_mapping, sha256_file
 from worldsim.scoring.table import Blend
 
 __all__ = [

@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from worldsim._io import sha256_file
+from worldsim.domain.files import sha256_file
 from worldsim.scoring.analysis import Analysis, ScoreResult, label_hashes
 from worldsim.scoring.axes import Axes, CorrectnessGroup
 from worldsim.scoring.metrics import CLIP

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from worldsim.errors import CardError, ConfigError
+from worldsim.domain.errors import CardError, ConfigError
 from worldsim.scoring.inputs import Kind, PredictionRow
 from worldsim.scoring.labels import LabelSet
 from worldsim.scoring.metrics import CardScore, binary_scores, multiclass_scores

@@ -14,11 +14,11 @@ from typing import Any, TypeAlias
 
 from pydantic import BaseModel, ValidationError
 
-from worldsim.errors import ModelError
+from worldsim.domain.contracts import ModelRequest, ModelResponse
+from worldsim.domain.errors import ModelError
 from worldsim.models.call import LlmCallData, OutputMode, Usage, request_hash
 from worldsim.models.schema import extract_json
 from worldsim.testing._fake import fake_value
-from worldsim.types import ModelRequest, ModelResponse
 
 __all__ = ["Reply", "SchemaModel", "ScriptedModel"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from worldsim.state import canonical_json
+from worldsim.domain.contracts import lineage
 from worldsim.trace.reader import Trace
-from worldsim.types import lineage
+from worldsim.world.state import canonical_json
 
 __all__ = ["canonical_hash"]
 

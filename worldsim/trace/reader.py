@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from worldsim._io import first_error
-from worldsim.errors import TraceError
+from worldsim.domain.errors import TraceError
+from worldsim.domain.files import first_error
 from worldsim.trace.records import TRACE_ADAPTER
 from worldsim.trace.writer import SEALED_TYPES, genesis_hash
 

@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from worldsim.gateway.gateway import RetrievalRecord as RetrievalData
 from worldsim.models.call import LlmCallData
-from worldsim.roles import BranchCandidate, Claim, Proposal, Review
-from worldsim.state import Delta
+from worldsim.world.moves import BranchCandidate, Claim, Proposal, Review
+from worldsim.world.state import Delta
 
 __all__ = [
     "RECORD_TYPES",

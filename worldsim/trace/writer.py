@@ -17,7 +17,7 @@ from typing import IO, Any
 import anyio
 from pydantic import BaseModel
 
-from worldsim.errors import ConfigError, TraceError
+from worldsim.domain.errors import ConfigError, TraceError
 
 __all__ = ["SEALED_TYPES", "TraceWriter", "genesis_hash", "seal_line", "utc_stamp"]
 

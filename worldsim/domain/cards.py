@@ -1,0 +1,336 @@
+"""Scenario cards and their private labels (DESIGN §4.1).
+
+A card is the public scenario; it never carries the answer. A label is the private resolution,
+kept in its own file and read only by scoring.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from datetime import UTC, date, datetime, time
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from worldsim.domain.errors import CardError
+from worldsim.domain.files import first_error, load_mapping
+
+__all__ = [
+    "ActorSeed",
+    "Card",
+    "CohortSeed",
+    "Endpoint",
+    "EventSeed",
+    "EvidenceDatabase",
+    "EvidenceDoc",
+    "HypothesisSeed",
+    "Label",
+    "RelationSeed",
+    "Seeds",
+    "UtcDatetime",
+    "card_hash",
+    "load_card",
+    "load_label",
+    "parse_utc",
+]
+
+#: Keys that would carry a resolution; a card holding any of them is rejected.
+RESOLUTION_KEYS = frozenset(
+    {"outcome", "resolution", "label", "labels", "resolved", "resolved_at", "answer", "result"}
+)
+
+
+def parse_utc(value: object) -> datetime:
+    """Read an ISO date or datetime as an aware UTC datetime.
+
+    A bare date is read as UTC midnight; a datetime without a timezone is refused, because its
+    meaning would depend on the machine that reads it.
+    """
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, date):
+        return datetime.combine(value, time(0), tzinfo=UTC)
+    elif isinstance(value, str):
+        text = value.strip()
+        if len(text) == 10:
+            try:
+                return datetime.combine(date.fromisoformat(text), time(0), tzinfo=UTC)
+            except ValueError:
+                raise ValueError(f"not an ISO date: {value!r}") from None
+        try:
+            parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"not an ISO date or datetime: {value!r}") from None
+    else:
+        raise ValueError(f"expected an ISO date or datetime, got {type(value).__name__}")
+    if parsed.tzinfo is None or parsed.utcoffset() is None:
+        raise ValueError(f"datetime {value!s} has no timezone; add 'Z' or an offset")
+    return parsed.astimezone(UTC)
+
+
+UtcDatetime = Annotated[datetime, BeforeValidator(parse_utc)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Endpoint(_Model):
+    """A candidate outcome row. Scored endpoints settle the question; auxiliary ones are audited."""
+
+    id: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.:-]+$")
+    title: str = Field(min_length=1)
+    kind: Literal["scored", "auxiliary"] = "scored"
+    polarity: Literal["yes", "no"] | None = None
+    description: str = ""
+
+
+class ActorSeed(_Model):
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    name: str
+    kind: Literal["individual", "institution"] = "institution"
+    role: str = Field("actor", description="the tick role that drives this actor")
+    favours: str | None = Field(None, description="multiple choice: the endpoint it pushes")
+    stance: float = Field(0.0, ge=-1.0, le=1.0, description="lean toward yes (+1) or no (-1)")
+    influence: float = Field(0.5, ge=0.0, le=1.0)
+    activity: float = Field(0.6, ge=0.0, le=1.0, description="chance of acting in a tick")
+
+
+class CohortSeed(_Model):
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    name: str
+    role: str = Field("cohort", description="the tick role that drives this cohort")
+    size: int = Field(1000, ge=1)
+    attention: float = Field(0.5, ge=0.0, le=1.0)
+    trust: float = Field(0.5, ge=0.0, le=1.0)
+    sentiment: float = Field(0.0, ge=-1.0, le=1.0)
+
+
+class RelationSeed(_Model):
+    """A directed influence edge; its weight is a strength, the source's stance gives direction."""
+
+    source: str
+    target: str
+    weight: float = Field(0.5, ge=0.0, le=1.0)
+
+
+class EventSeed(_Model):
+    """A scheduled event; ``pressure`` shifts the scored endpoints (a number means toward yes)."""
+
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    title: str
+    date: UtcDatetime
+    description: str = ""
+    pressure: float | dict[str, float] = 0.0
+
+
+class HypothesisSeed(_Model):
+    """A branch hypothesis: in its window, each tick it comes true with ``probability``."""
+
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    title: str
+    endpoint: str
+    start: UtcDatetime | None = None
+    end: UtcDatetime | None = None
+    probability: float = Field(gt=0.0, lt=1.0)
+    impact: float = Field(description="pressure shift on the endpoint if it comes true")
+
+
+class Seeds(_Model):
+    """Structure for the offline model; every field is optional."""
+
+    base_rate: float | None = Field(None, gt=0.0, lt=1.0)
+    base_rates: dict[str, float] | None = None
+    hazard: float = Field(0.2, ge=0.0, le=1.0, description="per-tick chance the question resolves")
+    actors: tuple[ActorSeed, ...] = ()
+    cohorts: tuple[CohortSeed, ...] = ()
+    relations: tuple[RelationSeed, ...] = ()
+    events: tuple[EventSeed, ...] = ()
+    hypotheses: tuple[HypothesisSeed, ...] = ()
+    variables: dict[str, float | int | str | bool] = Field(default_factory=dict)
+    constraints: tuple[str, ...] = ()
+
+
+class EvidenceDoc(_Model):
+    """A dated public document; ``stance`` is an optional hint in [-1, 1] toward yes."""
+
+    id: str = Field(min_length=1)
+    published_at: UtcDatetime
+    title: str
+    text: str = ""
+    url: str | None = None
+    source: str | None = None
+    stance: float | None = Field(None, ge=-1.0, le=1.0)
+
+
+class EvidenceDatabase(_Model):
+    database: str
+
+
+class Card(_Model):
+    """The public scenario handed to worldsim."""
+
+    id: str = Field(min_length=1, max_length=120, pattern=r"^[A-Za-z0-9_.-]+$")
+    question: str = Field(min_length=1)
+    kind: Literal["binary", "multiple_choice"] = "binary"
+    as_of: UtcDatetime
+    deadline: UtcDatetime
+    endpoints: tuple[Endpoint, ...] = Field(min_length=2)
+    context: str = ""
+    domain: str | None = None
+    seeds: Seeds | None = None
+    evidence: tuple[EvidenceDoc, ...] | EvidenceDatabase | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_resolution(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            leaked = sorted(RESOLUTION_KEYS & set(data))
+            if leaked:
+                raise ValueError(
+                    f"card carries resolution field '{leaked[0]}'; labels live in label files"
+                )
+            for i, ep in enumerate(data.get("endpoints") or ()):
+                if isinstance(ep, dict) and RESOLUTION_KEYS & set(ep):
+                    key = sorted(RESOLUTION_KEYS & set(ep))[0]
+                    raise ValueError(f"endpoints.{i} carries resolution field '{key}'")
+        return data
+
+    @field_validator("endpoints")
+    @classmethod
+    def _unique_ids(cls, endpoints: tuple[Endpoint, ...]) -> tuple[Endpoint, ...]:
+        seen: set[str] = set()
+        for ep in endpoints:
+            if ep.id in seen:
+                raise ValueError(f"duplicate endpoint id '{ep.id}'")
+            seen.add(ep.id)
+        return endpoints
+
+    @model_validator(mode="after")
+    def _check(self) -> Card:
+        if self.as_of >= self.deadline:
+            raise ValueError("as_of must be before deadline")
+        scored = self.scored_endpoints
+        if self.kind == "binary":
+            if len(scored) != 2:
+                raise ValueError(
+                    f"a binary card needs exactly two scored endpoints, found {len(scored)}"
+                )
+            if sorted(ep.polarity or "" for ep in scored) != ["no", "yes"]:
+                raise ValueError(
+                    "a binary card needs one scored endpoint with polarity yes, one no"
+                )
+        elif len(scored) < 2:
+            raise ValueError("a multiple-choice card needs at least two scored endpoints")
+        if self.seeds is not None:
+            self._check_seeds(self.seeds)
+        return self
+
+    def _check_seeds(self, seeds: Seeds) -> None:
+        endpoint_ids = {ep.id for ep in self.endpoints}
+        scored_ids = {ep.id for ep in self.scored_endpoints}
+        agents = [a.id for a in seeds.actors] + [c.id for c in seeds.cohorts]
+        if len(set(agents)) != len(agents):
+            raise ValueError("seeds: actor and cohort ids must be unique")
+        known = set(agents)
+        for rel in seeds.relations:
+            for end in (rel.source, rel.target):
+                if end not in known:
+                    raise ValueError(f"seeds.relations: unknown actor or cohort '{end}'")
+        for actor in seeds.actors:
+            if actor.favours is not None and actor.favours not in scored_ids:
+                raise ValueError(
+                    f"seeds.actors.{actor.id}: unknown scored endpoint '{actor.favours}'"
+                )
+        for hyp in seeds.hypotheses:
+            if hyp.endpoint not in endpoint_ids:
+                raise ValueError(f"seeds.hypotheses.{hyp.id}: unknown endpoint '{hyp.endpoint}'")
+        for ev in seeds.events:
+            if isinstance(ev.pressure, dict):
+                for key in ev.pressure:
+                    if key not in scored_ids:
+                        raise ValueError(f"seeds.events.{ev.id}: unknown scored endpoint '{key}'")
+        if seeds.base_rates is not None:
+            if set(seeds.base_rates) != scored_ids:
+                raise ValueError("seeds.base_rates must give every scored endpoint a rate")
+            if any(not (0.0 < v < 1.0) for v in seeds.base_rates.values()):
+                raise ValueError("seeds.base_rates must lie strictly between 0 and 1")
+            if not math.isclose(sum(seeds.base_rates.values()), 1.0, abs_tol=1e-6):
+                raise ValueError("seeds.base_rates must sum to 1")
+
+    @property
+    def scored_endpoints(self) -> tuple[Endpoint, ...]:
+        return tuple(ep for ep in self.endpoints if ep.kind == "scored")
+
+    @property
+    def yes_endpoint(self) -> Endpoint | None:
+        return next((ep for ep in self.scored_endpoints if ep.polarity == "yes"), None)
+
+    def public_dict(self) -> dict[str, Any]:
+        """The card as JSON-ready data (exactly what agents may see)."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def card_hash(card: Card) -> str:
+    """SHA-256 of the card's canonical JSON."""
+    blob = json.dumps(card.public_dict(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def load_card(path: str | Path) -> Card:
+    """Load and validate a card; any problem raises :class:`CardError` naming file and field."""
+    data = load_mapping(path, what="card")
+    try:
+        return Card.model_validate(data)
+    except ValidationError as exc:
+        field, message = first_error(exc)
+        raise CardError(message, file=path, field=field) from None
+
+
+class Label(_Model):
+    """The private resolution of a card."""
+
+    card_id: str
+    outcome: str
+    resolved_at: UtcDatetime | None = None
+    sources: tuple[str, ...] = ()
+    masked_entities: tuple[str, ...] = ()
+    mask_map: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("outcome", mode="before")
+    @classmethod
+    def _normalise(cls, value: Any) -> str:
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, int) and value in (0, 1):
+            return "yes" if value == 1 else "no"
+        text = str(value).strip()
+        lowered = text.lower()
+        if lowered in {"yes", "1", "true"}:
+            return "yes"
+        if lowered in {"no", "0", "false"}:
+            return "no"
+        if not text:
+            raise ValueError("outcome is empty")
+        return text
+
+
+def load_label(path: str | Path) -> Label:
+    """Load one label file (YAML or JSON)."""
+    data = load_mapping(path, what="label")
+    try:
+        return Label.model_validate(data)
+    except ValidationError as exc:
+        field, message = first_error(exc)
+        raise CardError(message, file=path, field=field) from None

@@ -1,0 +1,80 @@
+"""Branch policies (DESIGN §4.5): caps and thresholds that govern forks, recorded in every trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from worldsim.domain.errors import PolicyError
+from worldsim.domain.files import first_error, load_mapping
+from worldsim.domain.resources import data_dirs
+
+__all__ = ["AdaptiveTrigger", "BranchPolicy", "known_policies", "load_policy"]
+
+
+class AdaptiveTrigger(BaseModel):
+    """Admit a fork only where the timeline's ledger support for the endpoint is weak.
+
+    ``margin = |supports − contradicts| / max(1, supports + contradicts)`` over the scored
+    endpoints' evidence entries so far, which the trace records; a fork is admitted only when
+    ``margin ≤ max_margin``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    feature: Literal["ledger_support_margin"] = "ledger_support_margin"
+    max_margin: float = Field(0.4, ge=0.0, le=1.0)
+
+
+class BranchPolicy(BaseModel):
+    """Caps and thresholds that govern forks."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    max_depth: int = Field(0, ge=0)
+    max_active: int = Field(1, ge=1)
+    max_branches_per_tick: int = Field(0, ge=0)
+    branch_threshold: float = Field(0.999, ge=0.0, le=1.0)
+    runway_ticks: int = Field(0, ge=0)
+    candidate_endpoints_only: bool = True
+    ticks: int | None = Field(None, ge=1, le=10_000)
+    on_reject: Literal["sample", "drop"] = Field(
+        "sample",
+        description=(
+            "what a rejected candidate does to its timeline: 'sample' draws whether the hypothesis "
+            "comes true with its probability (keeps p_yes unbiased), 'drop' ignores it"
+        ),
+    )
+    adaptive: AdaptiveTrigger | None = None
+
+
+def known_policies() -> dict[str, Path]:
+    """Policy presets by name; a project-local ``policies/`` folder overrides the bundled ones."""
+    found: dict[str, Path] = {}
+    for folder in reversed(data_dirs("policies")):
+        for path in sorted(folder.glob("*.yaml")):
+            found[path.stem] = path
+    return found
+
+
+def load_policy(name_or_path: str | Path) -> BranchPolicy:
+    """Load a preset by name or a policy file by path."""
+    text = str(name_or_path)
+    path = Path(text)
+    if not (path.suffix in {".yaml", ".yml", ".json"} or path.exists()):
+        presets = known_policies()
+        if text not in presets:
+            known = ", ".join(sorted(presets)) or "none"
+            raise PolicyError(f"unknown policy '{text}' (known: {known})", field="policy")
+        path = presets[text]
+    data = load_mapping(path, what="policy", error=PolicyError)
+    data.setdefault("name", path.stem)
+    try:
+        return BranchPolicy.model_validate(data)
+    except ValidationError as exc:
+        field, message = first_error(exc)
+        raise PolicyError(message, file=path, field=field) from None

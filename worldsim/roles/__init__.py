@@ -1,0 +1,1 @@
+"""Roles: the one registry of agent kinds — prompt roles from ``agents/`` and Python roles."""

@@ -1,0 +1,114 @@
+"""Prompt roles: Markdown files with YAML front matter and a Jinja2 body (DESIGN §3).
+
+A prompt role's *prompt version* is the first 12 hex digits of the SHA-256 of its file; every
+model call records it. Files come from a project-local ``agents/`` folder first, then the bundled
+ones, so a project can override a built-in prompt by name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import jinja2
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from worldsim.domain.errors import RoleError
+from worldsim.domain.files import first_error
+from worldsim.domain.resources import data_dirs
+
+__all__ = ["PromptFrontMatter", "PromptRole", "known_prompt_roles", "load_prompt_role"]
+
+_ENV = jinja2.Environment(
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,  # prompts are plain text, not HTML
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+)
+
+
+class PromptFrontMatter(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    phase: Literal["init", "tick", "review", "report", "direct"]
+    output: str = Field(description="name of the pydantic output model")
+    tools: tuple[str, ...] = ()
+    route: str = "offline"
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(1200, ge=16, le=32_000)
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PromptRole:
+    """A parsed prompt role file: its front matter, template and version."""
+
+    path: Path
+    meta: PromptFrontMatter
+    template: jinja2.Template
+    version: str
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    def render(self, **context: Any) -> tuple[str, str]:
+        """Render the body; a line ``---user---`` splits the system from the user message."""
+        try:
+            text = self.template.render(**context)
+        except jinja2.TemplateError as exc:
+            raise RoleError(f"cannot render prompt: {exc}", file=self.path) from None
+        system, sep, user = text.partition("---user---")
+        if not sep:
+            return "", text.strip()
+        return system.strip(), user.strip()
+
+
+def _parse(path: Path) -> PromptRole:
+    raw = path.read_bytes()
+    text = raw.decode("utf-8")
+    if not text.startswith("---\n"):
+        raise RoleError("prompt role must start with YAML front matter ('---')", file=path)
+    head, sep, body = text[4:].partition("\n---\n")
+    if not sep:
+        raise RoleError("front matter is not closed by '---'", file=path)
+    try:
+        data = yaml.safe_load(head) or {}
+        meta = PromptFrontMatter.model_validate(data)
+    except yaml.YAMLError as exc:
+        raise RoleError(f"malformed front matter: {exc}", file=path) from None
+    except ValidationError as exc:
+        field, message = first_error(exc)
+        raise RoleError(message, file=path, field=field) from None
+    if meta.name != path.stem:
+        raise RoleError(f"front matter name '{meta.name}' differs from the file name", file=path)
+    try:
+        template = _ENV.from_string(body)
+    except jinja2.TemplateSyntaxError as exc:
+        raise RoleError(f"template error: {exc.message}", file=path, line=exc.lineno) from None
+    version = hashlib.sha256(raw).hexdigest()[:12]
+    return PromptRole(path=path, meta=meta, template=template, version=version)
+
+
+def known_prompt_roles() -> dict[str, Path]:
+    """Prompt role files by name; a project-local ``agents/`` folder overrides bundled ones."""
+    found: dict[str, Path] = {}
+    for folder in reversed(data_dirs("agents")):
+        for path in sorted(folder.glob("*.md")):
+            if path.name.lower() != "readme.md":
+                found[path.stem] = path
+    return found
+
+
+def load_prompt_role(name: str) -> PromptRole:
+    files = known_prompt_roles()
+    if name not in files:
+        raise RoleError(
+            f"no prompt role '{name}' (known: {', '.join(sorted(files)) or 'none'})", field="role"
+        )
+    return _parse(files[name])

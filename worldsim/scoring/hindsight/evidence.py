@@ -1,0 +1,59 @@
+"""Source precision: how much of what the agents actually looked at was on the causal path.
+
+Accessed documents are taken from logged access only — the ids in the trace's ``retrieval``
+records (what the gateway returned or opened) plus the ``cites`` of every proposal — never
+from what an agent claims in free text. Hindsight sources are the union of the hindsight
+events' ``source_ids``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pydantic import BaseModel, ConfigDict
+
+from worldsim.scoring.hindsight.forecast import TraceRecord
+from worldsim.scoring.hindsight.graph import HindsightGraph
+
+__all__ = ["SourcePrecision", "accessed_documents", "source_precision"]
+
+
+class SourcePrecision(BaseModel):
+    """|accessed ∩ sources| / |accessed|; ``precision`` is null when nothing was accessed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    precision: float | None
+    accessed: list[str]
+    relevant: list[str]
+    hindsight_sources: int
+
+
+def _ids(value: object) -> list[str]:
+    if not isinstance(value, list | tuple):
+        return []
+    return [str(v) for v in value if isinstance(v, str | int) and not isinstance(v, bool)]
+
+
+def accessed_documents(records: Iterable[TraceRecord]) -> frozenset[str]:
+    """Documents retrieved through the gateway or cited by a proposal, across all timelines."""
+    found: set[str] = set()
+    for record in records:
+        if record.type == "retrieval" and not record.data.get("refused", False):
+            found.update(_ids(record.data.get("doc_ids")))
+        elif record.type == "proposal":
+            found.update(_ids(record.data.get("cites")))
+    return frozenset(found)
+
+
+def source_precision(records: Iterable[TraceRecord], graph: HindsightGraph) -> SourcePrecision:
+    """Source precision of a run's logged accesses against a hindsight graph."""
+    accessed = accessed_documents(records)
+    sources = graph.sources
+    relevant = accessed & sources
+    return SourcePrecision(
+        precision=None if not accessed else len(relevant) / len(accessed),
+        accessed=sorted(accessed),
+        relevant=sorted(relevant),
+        hindsight_sources=len(sources),
+    )

@@ -1,0 +1,271 @@
+"""Simulated events of a run, read from its trace, in the shape hindsight scoring compares.
+
+A forecast event is something that happened in a simulated timeline:
+
+* ``observation`` — a scheduled event delivered at a tick (``tick_started.data.observations``);
+* ``proposal`` — a proposal the reviewer accepted in that tick (title = its summary);
+* ``branch`` — the hypothesis a fork made true in the child timeline.
+
+Each carries the tick's simulated date, its timeline and that timeline's final path mass
+(``timeline_ended.data.mass``; else its last committed mass; else its starting mass).
+
+Causal links the trace records:
+
+* ``cites`` — an accepted proposal → a document id it cites;
+* ``informs`` — an observation delivered at tick k → every proposal accepted in the same
+  timeline at tick k (the agents acted on a snapshot that already held the observation).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from worldsim.domain.cards import UtcDatetime, parse_utc
+from worldsim.domain.errors import CardError
+from worldsim.domain.files import first_error
+
+__all__ = [
+    "ForecastEvent",
+    "ForecastGraph",
+    "ForecastLink",
+    "TraceRecord",
+    "extract_forecast",
+    "load_forecast_events",
+    "read_trace",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRecord:
+    """The envelope fields hindsight needs from one trace line."""
+
+    type: str
+    tl: str | None
+    tick: int | None
+    data: Mapping[str, Any]
+    run: str | None = None
+
+
+def read_trace(path: str | Path) -> list[TraceRecord]:
+    """Read a JSONL trace with plain ``json``; the one place that knows its envelope.
+
+    A final line without a trailing newline is torn (a crash mid-write) and ignored. Any
+    other malformed line raises :class:`CardError` naming the file and the line.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise CardError("trace not found", file=p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CardError(f"cannot read trace: {exc}", file=p) from None
+    lines = text.split("\n")
+    lines.pop()  # the text after the last newline: empty, or a torn line
+    records: list[TraceRecord] = []
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise CardError(f"malformed trace line: {exc.msg}", file=p, line=number) from None
+        if not isinstance(obj, dict):
+            raise CardError("a trace line must hold a JSON object", file=p, line=number)
+        kind, data, tl, tick = obj.get("type"), obj.get("data"), obj.get("tl"), obj.get("tick")
+        if not isinstance(kind, str):
+            raise CardError("missing record type", file=p, line=number, field="type")
+        if not isinstance(data, dict):
+            raise CardError("record data must be an object", file=p, line=number, field="data")
+        if tl is not None and not isinstance(tl, str):
+            raise CardError("timeline must be a string", file=p, line=number, field="tl")
+        if tick is not None and (isinstance(tick, bool) or not isinstance(tick, int)):
+            raise CardError("tick must be an integer", file=p, line=number, field="tick")
+        run = obj.get("run")
+        run_id = run if isinstance(run, str) else None
+        records.append(TraceRecord(type=kind, tl=tl, tick=tick, data=data, run=run_id))
+    return records
+
+
+class ForecastEvent(BaseModel):
+    """A simulated event (or, from a plain list, any forecast event with an id and title)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: str = Field(min_length=1)
+    title: str
+    description: str = ""
+    date: UtcDatetime | None = None
+    timeline: str | None = None
+    tick: int | None = None
+    mass: float | None = Field(None, ge=0.0, le=1.0 + 1e-9)
+    kind: Literal["observation", "proposal", "branch"] | None = None
+
+
+class ForecastLink(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str
+    target: str
+    relation: Literal["cites", "informs"]
+
+
+class ForecastGraph(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run: str | None = None
+    card_id: str | None = None
+    as_of: UtcDatetime | None = None
+    events: tuple[ForecastEvent, ...] = ()
+    links: tuple[ForecastLink, ...] = ()
+
+
+def _timeline_masses(records: Iterable[TraceRecord]) -> dict[str, float]:
+    started: dict[str, float] = {}
+    committed: dict[str, float] = {}
+    ended: dict[str, float] = {}
+    for r in records:
+        if r.tl is None:
+            continue
+        mass = r.data.get("mass")
+        if not isinstance(mass, int | float) or isinstance(mass, bool):
+            continue
+        target = {
+            "timeline_started": started,
+            "tick_committed": committed,
+            "timeline_ended": ended,
+        }.get(r.type)
+        if target is not None:
+            target[r.tl] = float(mass)
+    return {**started, **committed, **ended}
+
+
+def _date(value: object) -> datetime | None:
+    try:
+        return parse_utc(value)
+    except ValueError:
+        return None
+
+
+def _index(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def extract_forecast(records: list[TraceRecord]) -> ForecastGraph:
+    """The forecast events and causal links of every timeline in a trace."""
+    masses = _timeline_masses(records)
+    tick_dates: dict[int, datetime | None] = {}
+    run_id: str | None = None
+    card_id: str | None = None
+    as_of: datetime | None = None
+    for r in records:
+        if r.type == "run_started":
+            run_id = r.run
+            card = r.data.get("card")
+            if isinstance(card, dict):
+                card_id = card.get("id") if isinstance(card.get("id"), str) else None
+                as_of = _date(card.get("as_of"))
+        elif r.type == "tick_started" and r.tick is not None and r.tick not in tick_dates:
+            tick_dates[r.tick] = _date(r.data.get("date"))
+
+    proposals: dict[tuple[str, int, str, int], Mapping[str, Any]] = {}
+    accepted: list[tuple[str, int, str, int]] = []
+    observations: dict[tuple[str, int], list[str]] = {}
+    events: list[ForecastEvent] = []
+    links: list[ForecastLink] = []
+
+    def add(event_id: str, title: str, description: str, tl: str, tick: int, kind: str) -> None:
+        events.append(
+            ForecastEvent.model_validate(
+                {
+                    "id": event_id,
+                    "title": title,
+                    "description": description,
+                    "date": tick_dates.get(tick),
+                    "timeline": tl,
+                    "tick": tick,
+                    "mass": masses.get(tl),
+                    "kind": kind,
+                }
+            )
+        )
+
+    for r in records:
+        if r.tl is None or r.tick is None:
+            continue
+        if r.type == "tick_started":
+            for obs in r.data.get("observations") or ():
+                if not isinstance(obs, dict):
+                    continue
+                event_id = f"{r.tl}/{r.tick}/obs/{obs.get('id', len(events))}"
+                add(
+                    event_id,
+                    str(obs.get("title", "")),
+                    str(obs.get("description", "")),
+                    r.tl,
+                    r.tick,
+                    "observation",
+                )
+                observations.setdefault((r.tl, r.tick), []).append(event_id)
+        elif r.type == "proposal":
+            key = (r.tl, r.tick, str(r.data.get("agent", "")), _index(r.data.get("index")))
+            proposals[key] = r.data
+        elif r.type == "review":
+            for item in r.data.get("accepted") or ():
+                if isinstance(item, dict):
+                    agent = str(item.get("agent", ""))
+                    accepted.append((r.tl, r.tick, agent, _index(item.get("index"))))
+        elif r.type == "fork":
+            child = r.data.get("child")
+            candidate = r.data.get("candidate")
+            hypothesis = candidate.get("hypothesis") if isinstance(candidate, dict) else None
+            if isinstance(child, str) and isinstance(hypothesis, str):
+                add(f"{child}/{r.tick}/branch", hypothesis, "", child, r.tick, "branch")
+
+    for key in dict.fromkeys(accepted):
+        data = proposals.get(key)
+        if data is None:
+            continue
+        tl, tick, agent, index = key
+        event_id = f"{tl}/{tick}/{agent}/{index}"
+        add(event_id, str(data.get("summary", "")), "", tl, tick, "proposal")
+        for doc_id in dict.fromkeys(data.get("cites") or ()):
+            links.append(ForecastLink(source=event_id, target=str(doc_id), relation="cites"))
+        for obs_id in observations.get((tl, tick), ()):
+            links.append(ForecastLink(source=obs_id, target=event_id, relation="informs"))
+
+    return ForecastGraph(
+        run=run_id, card_id=card_id, as_of=as_of, events=tuple(events), links=tuple(links)
+    )
+
+
+def load_forecast_events(path: str | Path) -> list[ForecastEvent]:
+    """Forecast events from a trace (``.jsonl``), a forecast graph, or a JSON list of events."""
+    p = Path(path)
+    if p.suffix.lower() == ".jsonl":
+        return list(extract_forecast(read_trace(p)).events)
+    if not p.is_file():
+        raise CardError("forecast file not found", file=p)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise CardError(f"malformed JSON: {exc.msg}", file=p, line=exc.lineno) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CardError(f"cannot read forecast file: {exc}", file=p) from None
+    items = data.get("events") if isinstance(data, dict) else data
+    if not isinstance(items, list):
+        raise CardError("expected a JSON list of events or an object with 'events'", file=p)
+    events: list[ForecastEvent] = []
+    for i, item in enumerate(items):
+        try:
+            events.append(ForecastEvent.model_validate(item))
+        except ValidationError as exc:
+            field, message = first_error(exc)
+            raise CardError(message, file=p, field=f"events.{i}.{field}") from None
+    return events

@@ -1,0 +1,227 @@
+"""Hindsight graphs: what actually happened around a card, written after resolution.
+
+One JSON file per card holds dated events, causal edges between them and the impact of each
+event on the question. Structural problems (duplicate ids, edges or impacts naming unknown
+events, self-loops, cycles) are errors; quality thresholds are warnings unless ``strict``.
+
+Depth is the number of *events* on the longest directed path (a single event has depth 1, a
+chain A → B → C has depth 3).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from worldsim.domain.cards import UtcDatetime
+from worldsim.domain.errors import CardError
+from worldsim.domain.files import first_error
+
+__all__ = [
+    "Direction",
+    "HindsightEdge",
+    "HindsightEvent",
+    "HindsightGraph",
+    "HindsightImpact",
+    "Relation",
+    "Thresholds",
+    "ValidationReport",
+    "graph_depth",
+    "load_hindsight",
+    "validate_graph",
+]
+
+Relation = Literal[
+    "causes", "enables", "prevents", "inhibits", "amplifies", "triggers", "correlates"
+]
+Direction = Literal["positive", "negative", "neutral", "mixed"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HindsightEvent(_Model):
+    """A real event; ``is_outcome`` marks the resolution itself (never a key event)."""
+
+    id: str = Field(min_length=1)
+    title: str = Field(min_length=1)
+    description: str = ""
+    date: UtcDatetime | None = None
+    type: str = "event"
+    is_outcome: bool = False
+    source_ids: tuple[str, ...] = ()
+
+
+class HindsightEdge(_Model):
+    source: str
+    target: str
+    relation: Relation
+    strength: float = Field(ge=0.0, le=1.0)
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+class HindsightImpact(_Model):
+    """How an event moved the question: a direction toward yes, with magnitude and confidence."""
+
+    event: str
+    direction: Direction
+    magnitude: float = Field(ge=0.0, le=1.0)
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+class HindsightGraph(_Model):
+    card_id: str | None = None
+    question: str | None = None
+    events: tuple[HindsightEvent, ...]
+    edges: tuple[HindsightEdge, ...] = ()
+    impacts: tuple[HindsightImpact, ...] = ()
+
+    @property
+    def sources(self) -> frozenset[str]:
+        """Every source id any event cites."""
+        return frozenset(s for ev in self.events for s in ev.source_ids)
+
+    def key_score(self, event_id: str) -> float:
+        """The largest magnitude × confidence over the event's impacts (0 without impacts)."""
+        return max(
+            (im.magnitude * im.confidence for im in self.impacts if im.event == event_id),
+            default=0.0,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """Quality thresholds; each failure is a warning, or an error when validating strictly."""
+
+    min_events: int = 10
+    min_edges: int = 1
+    min_depth: int = 3
+    min_edge_confidence: float = 0.6
+    min_edge_strength: float = 0.3
+    max_neutral_magnitude: float = 0.3
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationReport:
+    errors: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    depth: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def graph_depth(event_ids: list[str], edges: list[tuple[str, str]]) -> int | None:
+    """Events on the longest directed path; ``None`` when the edges contain a cycle.
+
+    Kahn's topological order: a node's depth is one more than its deepest predecessor's. If
+    some node is never released, the edges hold a cycle.
+    """
+    nodes = list(dict.fromkeys([*event_ids, *(n for edge in edges for n in edge)]))
+    children: dict[str, list[str]] = {n: [] for n in nodes}
+    indegree: dict[str, int] = dict.fromkeys(nodes, 0)
+    for source, target in edges:
+        children[source].append(target)
+        indegree[target] += 1
+    depth: dict[str, int] = dict.fromkeys(nodes, 1)
+    ready = deque(n for n in nodes if indegree[n] == 0)
+    released = 0
+    while ready:
+        node = ready.popleft()
+        released += 1
+        for kid in children[node]:
+            depth[kid] = max(depth[kid], depth[node] + 1)
+            indegree[kid] -= 1
+            if indegree[kid] == 0:
+                ready.append(kid)
+    if released < len(nodes):
+        return None
+    return max(depth.values(), default=0)
+
+
+def validate_graph(
+    graph: HindsightGraph, thresholds: Thresholds | None = None, *, strict: bool = False
+) -> ValidationReport:
+    """Check structure (errors) and quality thresholds (warnings, errors when ``strict``)."""
+    t = thresholds or Thresholds()
+    errors: list[str] = []
+    ids = [ev.id for ev in graph.events]
+    known = set(ids)
+    seen: set[str] = set()
+    for ev in graph.events:
+        if ev.id in seen:
+            errors.append(f"events: duplicate event id '{ev.id}'")
+        seen.add(ev.id)
+    for i, edge in enumerate(graph.edges):
+        for end in ("source", "target"):
+            name = getattr(edge, end)
+            if name not in known:
+                errors.append(f"edges.{i}.{end}: unknown event '{name}'")
+        if edge.source == edge.target:
+            errors.append(f"edges.{i}: an event cannot cause itself ('{edge.source}')")
+    for i, impact in enumerate(graph.impacts):
+        if impact.event not in known:
+            errors.append(f"impacts.{i}.event: unknown event '{impact.event}'")
+    valid_edges = [
+        (e.source, e.target)
+        for e in graph.edges
+        if e.source in known and e.target in known and e.source != e.target
+    ]
+    depth = graph_depth(list(dict.fromkeys(ids)), valid_edges)
+    if depth is None:
+        errors.append("edges: the causal graph contains a cycle")
+        depth = 0
+
+    quality: list[str] = []
+    if len(graph.events) < t.min_events:
+        quality.append(f"events: {len(graph.events)} event(s), fewer than {t.min_events}")
+    if len(graph.edges) < t.min_edges:
+        quality.append(f"edges: {len(graph.edges)} edge(s), fewer than {t.min_edges}")
+    if depth and depth < t.min_depth:
+        quality.append(f"depth {depth} (events on the longest path) is below {t.min_depth}")
+    for i, edge in enumerate(graph.edges):
+        if edge.confidence < t.min_edge_confidence:
+            quality.append(
+                f"edges.{i}.confidence: {edge.confidence} is below {t.min_edge_confidence}"
+            )
+        if edge.strength < t.min_edge_strength:
+            quality.append(f"edges.{i}.strength: {edge.strength} is below {t.min_edge_strength}")
+    for i, impact in enumerate(graph.impacts):
+        if impact.direction == "neutral" and impact.magnitude > t.max_neutral_magnitude:
+            quality.append(
+                f"impacts.{i}.magnitude: neutral impact {impact.magnitude} exceeds "
+                f"{t.max_neutral_magnitude}"
+            )
+    if strict:
+        return ValidationReport(errors=(*errors, *quality), depth=depth)
+    return ValidationReport(errors=tuple(errors), warnings=tuple(quality), depth=depth)
+
+
+def load_hindsight(path: str | Path) -> HindsightGraph:
+    """Read a hindsight graph JSON file; bad input raises :class:`CardError` naming file/field.
+
+    Only the schema is checked here; call :func:`validate_graph` for structure and quality.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise CardError("hindsight graph not found", file=p)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise CardError(f"malformed JSON: {exc.msg}", file=p, line=exc.lineno) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CardError(f"cannot read hindsight graph: {exc}", file=p) from None
+    if not isinstance(data, dict):
+        raise CardError("a hindsight graph must be a JSON object", file=p)
+    try:
+        return HindsightGraph.model_validate(data)
+    except ValidationError as exc:
+        field_name, message = first_error(exc)
+        raise CardError(message, file=p, field=field_name) from None

@@ -1,0 +1,349 @@
+"""The direct baseline: one structured model call per card, no simulated world.
+
+The card (without its evidence list) is rendered into the ``direct`` prompt role
+(``agents/direct.md``) and sent as one request for a `DirectOutput`. The reply's ``p_yes`` is
+the forecast. The run writes an ordinary hash-chained trace of kind ``direct``::
+
+    run_started → llm_call → extraction → report → audit → run_completed
+
+so ``verify``, ``replay`` and ``score`` read it next to multiverse traces. The extraction rule
+``direct/1`` takes ``p_yes`` from the reply unchanged; its mass fields describe one path of
+mass 1 with no unresolved mass. A failed call ends the trace with ``run_failed`` after the
+call's ``llm_call`` record, and the error is raised.
+
+The ``offline`` route has no language model behind it: `BaseRateModel` answers in process with
+the card's ``seeds.base_rate`` (0.5 when the card has none) and says so in the rationale.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+from pydantic import ValidationError
+
+from worldsim.domain.cards import Card, card_hash
+from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest, ModelResponse
+from worldsim.domain.errors import ConfigError, ModelError
+from worldsim.domain.outputs import DirectOutput
+from worldsim.domain.version import __version__
+from worldsim.models.call import LlmCallData, canonical_json
+from worldsim.models.leakage import LeakageGuard
+from worldsim.roles.prompts import load_prompt_role
+from worldsim.roles.registry import Claim
+from worldsim.sim.engine import _git_revision, trace_name
+from worldsim.trace.audit import endpoint_problems
+from worldsim.trace.records import (
+    AuditData,
+    ExtractionData,
+    ReportData,
+    RunCompletedData,
+    RunFailedData,
+    RunStartedData,
+)
+from worldsim.trace.writer import TraceWriter
+
+__all__ = [
+    "DIRECT_RULE",
+    "BaseRateModel",
+    "DirectResult",
+    "direct_extraction",
+    "direct_request",
+    "forecast_card",
+]
+
+DIRECT_RULE = "direct/1"
+"""The extraction rule of direct traces: p_yes is the reply's p_yes, unchanged."""
+
+_SITE = CallSite(role="direct", agent="direct")
+
+
+@dataclass(frozen=True, slots=True)
+class DirectResult:
+    """What one direct forecast gave, and where its trace is."""
+
+    card_id: str
+    seed: int
+    method: str
+    model: str
+    run_id: str
+    trace: Path
+    p_yes: float
+    output: DirectOutput
+    call: dict[str, Any]
+    wall_s: float
+    extraction: ExtractionData
+    audit: AuditData
+
+    @property
+    def unresolved_mass(self) -> float:
+        return self.extraction.unresolved_mass
+
+    @property
+    def cost_usd(self) -> float | None:
+        cost = self.call.get("cost_usd")
+        return float(cost) if isinstance(cost, int | float) else None
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "card_id": self.card_id,
+            "seed": self.seed,
+            "method": self.method,
+            "model": self.model,
+            "p_yes": self.p_yes,
+            "unresolved_mass": self.unresolved_mass,
+            "extraction_rule": self.extraction.rule,
+            "leakage_warning": self.output.leakage_warning,
+            "leakage": self.audit.leakage,
+            "cache": self.call.get("cache"),
+            "cost_usd": self.cost_usd,
+            "wall_s": round(self.wall_s, 4),
+            "trace": str(self.trace),
+            "run_id": self.run_id,
+        }
+
+
+def direct_extraction(p_yes: float) -> ExtractionData:
+    """The ``direct/1`` extraction of a reply's p_yes: one path of mass 1, nothing unresolved."""
+    return ExtractionData(
+        rule=DIRECT_RULE,
+        p_yes=p_yes,
+        p_options=None,
+        unresolved_mass=0.0,
+        yes_mass=0.0,
+        no_mass=0.0,
+        max_mass=1.0,
+        effective_paths=1.0,
+        mass_sum=1.0,
+        leaves=[],
+    )
+
+
+def _check_card(card: Card) -> None:
+    if card.kind != "binary":
+        raise ConfigError(
+            f"the direct baseline forecasts binary cards only; card '{card.id}' is {card.kind}",
+            field="kind",
+        )
+
+
+def direct_request(card: Card, *, seed: int = 0) -> ModelRequest:
+    """The one request of a direct forecast: the ``direct`` prompt for the card, evidence left
+    out."""
+    _check_card(card)
+    role = load_prompt_role("direct")
+    system, user = role.render(card=card.model_copy(update={"evidence": None}))
+    return ModelRequest(
+        messages=(ChatMessage("system", system), ChatMessage("user", user)),
+        output_type=DirectOutput,
+        site=_SITE,
+        prompt_version=role.version,
+        temperature=role.meta.temperature,
+        seed=seed,
+        max_tokens=role.meta.max_tokens,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BaseRateModel:
+    """The ``offline`` route for the direct baseline: no language model, the card's base rate.
+
+    Answers every `DirectOutput` request with ``card.seeds.base_rate`` (0.5 when the card gives
+    none) and a rationale that says where the number came from.
+    """
+
+    card: Card
+
+    @property
+    def route(self) -> str:
+        return "offline"
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        if request.output_type is not DirectOutput:
+            raise ConfigError(
+                f"the offline direct model answers DirectOutput only, not "
+                f"{request.output_type.__name__}",
+                field="route",
+            )
+        seeds = self.card.seeds
+        if seeds is not None and seeds.base_rate is not None:
+            p_yes = seeds.base_rate
+            rationale = (
+                "Offline route: no language model was asked. This is the card's seeds base "
+                f"rate ({p_yes})."
+            )
+        else:
+            p_yes = 0.5
+            rationale = (
+                "Offline route: no language model was asked, and the card gives no seeds base "
+                "rate, so this is 0.5."
+            )
+        output = DirectOutput(
+            p_yes=p_yes,
+            rationale=rationale,
+            drivers=[],
+            uncertainties=[],
+            leakage_warning=False,
+        )
+        text = canonical_json(output.model_dump(mode="json"))
+        call = LlmCallData.for_request(
+            request, provider="offline", requested_model="offline", output_mode="offline"
+        )
+        call.resolved_model = "offline"
+        call.finish_reason = "stop"
+        call.cost_usd = 0.0
+        call.reply = text
+        return ModelResponse(output=output, text=text, call=call.model_dump(mode="json"))
+
+
+def _claims(output: DirectOutput) -> list[Claim]:
+    """Drivers and uncertainties as claims. They cite nothing in a trace (there is no world to
+    cite), so the audit marks grounding as not checked."""
+    return [
+        *(Claim(text=f"Driver: {d}"[:1000]) for d in output.drivers),
+        *(Claim(text=f"Uncertainty: {u}"[:1000]) for u in output.uncertainties),
+    ]
+
+
+def _audit(
+    card: Card,
+    extraction: ExtractionData,
+    output: DirectOutput,
+    route: str,
+    guard: LeakageGuard | None,
+) -> AuditData:
+    findings: list[dict[str, Any]] = []
+    if guard is not None:
+        findings.extend(
+            {"kind": "forbidden_string", **f.model_dump(mode="json")} for f in guard.findings
+        )
+    if output.leakage_warning:
+        findings.append({"kind": "model_warning", "route": route})
+    leakage = "findings" if findings else ("clean" if guard is not None else "not-checked")
+    endpoint_bad = endpoint_problems(card, ())
+    return AuditData(
+        initialization_valid=True,
+        initialization_problems=[],
+        endpoint_hygiene=not endpoint_bad,
+        endpoint_problems=endpoint_bad,
+        mass_sum=extraction.mass_sum,
+        mass_conserved=True,
+        unresolved_mass=extraction.unresolved_mass,
+        extraction_rule=extraction.rule,
+        report_grounding="not-checked",
+        ungrounded_refs=[],
+        leakage=leakage,
+        leakage_findings=findings,
+    )
+
+
+async def forecast_card(
+    card: Card,
+    *,
+    model: Model,
+    route: str,
+    out: str | Path = "traces",
+    seed: int = 0,
+    overwrite: bool = False,
+    fsync: bool = True,
+    method: str = "direct",
+    guard: LeakageGuard | None = None,
+) -> DirectResult:
+    """Forecast ``card`` with one call to ``model`` and write the trace
+    ``<out>/<card>__<method>__s<seed>.jsonl``.
+
+    ``route`` is the route name recorded in the trace; ``guard`` is the leakage guard wrapped
+    around ``model``, if any, whose findings go into the audit. A non-binary card raises
+    `ConfigError` and an existing trace without ``overwrite`` `TraceError`, both before the
+    trace is created. The trace's ``run_started`` records the whole card (evidence included,
+    as its hash does); only the prompt leaves the evidence out. A failed call (`ModelError`,
+    `BudgetExhausted`, `LeakageError`, ...) ends the trace with ``run_failed`` and is raised.
+    """
+    started = time.perf_counter()
+    request = direct_request(card, seed=seed)
+    path = Path(out) / trace_name(card.id, method, seed)
+    run_id = uuid.uuid4().hex[:16]
+    writer = await TraceWriter.create(path, run_id, fsync=fsync, overwrite=overwrite)
+    try:
+        await writer.emit(
+            "run_started",
+            RunStartedData(
+                worldsim_version=__version__,
+                git_revision=_git_revision(),
+                card_hash=card_hash(card),
+                card=card.public_dict(),
+                method=method,
+                model=route,
+                policy={},
+                routes={"direct": route},
+                prompt_versions={"direct": request.prompt_version},
+                seed=seed,
+                ticks=0,
+                extraction_rule=DIRECT_RULE,
+                kind="direct",
+            ),
+        )
+        try:
+            response = await model.request(request)
+        except ModelError as exc:
+            if exc.call:
+                await _emit_call(writer, exc.call)
+            raise
+        call = await _emit_call(writer, dict(response.call))
+        output = response.output
+        if not isinstance(output, DirectOutput):
+            raise ModelError(
+                f"{route}: the reply is a {type(output).__name__}, not a DirectOutput", call=call
+            )
+        extraction = direct_extraction(output.p_yes)
+        await writer.emit("extraction", extraction)
+        await writer.emit(
+            "report",
+            ReportData(agent="direct", summary=output.rationale, claims=_claims(output)),
+        )
+        audit = _audit(card, extraction, output, route, guard)
+        await writer.emit("audit", audit)
+        await writer.emit(
+            "run_completed",
+            RunCompletedData(timelines=0, forks=0, forks_rejected=0, p_yes=output.p_yes),
+            durable=True,
+        )
+        return DirectResult(
+            card_id=card.id,
+            seed=seed,
+            method=method,
+            model=route,
+            run_id=run_id,
+            trace=path,
+            p_yes=output.p_yes,
+            output=output,
+            call=call,
+            wall_s=time.perf_counter() - started,
+            extraction=extraction,
+            audit=audit,
+        )
+    except Exception as exc:
+        with anyio.CancelScope(shield=True):
+            await writer.emit(
+                "run_failed",
+                RunFailedData(error=str(exc)[:2000], kind=type(exc).__name__, resumable=False),
+                durable=True,
+            )
+        raise
+    finally:
+        await writer.aclose()
+
+
+async def _emit_call(writer: TraceWriter, call: dict[str, Any]) -> dict[str, Any]:
+    """Validate a call record and write it as ``llm_call``; returns it as written."""
+    try:
+        data = LlmCallData.model_validate(call)
+    except ValidationError as exc:
+        msg = exc.errors()[0]["msg"]
+        raise ModelError(f"the model returned a malformed call record: {msg}") from None
+    await writer.emit("llm_call", data, tl=None, tick=None)
+    return data.model_dump(mode="json")

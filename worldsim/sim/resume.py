@@ -1,0 +1,209 @@
+"""Resume a run that was cut off: a crash, a kill, or its budget (DESIGN §6).
+
+The trace says everything: the card, policy, seed and routes are in ``run_started``; each
+timeline's state at its last committed tick is rebuilt by replay. Ticks that never committed
+are void (see :mod:`worldsim.trace.effective`) and run again; completed ticks are never run
+again, and every completed model call is answered from the response cache, so the resumed trace
+has the same canonical hash as an uninterrupted run with the same replies.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import AsyncExitStack
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from worldsim.domain.cards import Card
+from worldsim.domain.errors import ConfigError
+from worldsim.domain.policy import BranchPolicy
+from worldsim.sim.engine import (
+    Engine,
+    ModelConfig,
+    Observer,
+    RunConfig,
+    RunResult,
+    guarded,
+    open_models,
+    resolve_roles,
+)
+from worldsim.trace.effective import void_lines
+from worldsim.trace.reader import Trace, read_trace
+from worldsim.trace.records import RunResumedData
+from worldsim.trace.replay import replay_steps
+from worldsim.trace.writer import TraceWriter
+from worldsim.world.state import WorldState
+from worldsim.world.timeline import Timeline
+
+__all__ = ["resume_config", "resume_run"]
+
+
+def resume_config(trace: Trace, models: ModelConfig | None = None) -> RunConfig:
+    """The run's configuration as its trace recorded it; ``models`` may add cache or budget
+    settings (routes always come from the trace)."""
+    started = trace.started
+    if started.kind != "multiverse":
+        raise ConfigError("only multiverse runs can be resumed", file=trace.path)
+    routes: dict[str, str] = dict(started.routes)
+    role_models = tuple(
+        f"{role}={route}" for role, route in sorted(routes.items()) if route != started.model
+    )
+    base = models or ModelConfig()
+    return RunConfig(
+        card=Card.model_validate(started.card),
+        policy=BranchPolicy.model_validate(started.policy),
+        seed=started.seed,
+        ticks=started.ticks,
+        extraction_rule=started.extraction_rule,
+        method=started.method,
+        card_path=Path(started.card_path) if started.card_path else None,
+        roles=dict(started.role_overrides),
+        models=replace(base, model=started.model, role_models=role_models),
+    )
+
+
+def _rebuild(engine: Engine, trace: Trace, kept: list[Any]) -> list[tuple[Timeline, int, bool]]:
+    """Restore the engine's timelines from the kept lines; return what still has to run."""
+    ticks = engine.ticks
+    view = Trace(path=trace.path, lines=tuple(kept), torn_line=None, end_offset=0)
+    cursors: dict[str, Any] = {}
+    pending: dict[str, tuple[Any, float]] = {}
+    for item in replay_steps(view):
+        if isinstance(item, tuple) and item[0] == "cursors":
+            cursors, pending = item[1]
+    started: dict[str, Any] = {}
+    last_commit: dict[str, Any] = {}
+    ended: dict[str, Any] = {}
+    forks: dict[str, list[Any]] = {}
+    for line in kept:
+        tl, t = line.record.tl, line.type
+        if t == "timeline_started":
+            started[tl] = line
+        elif t == "tick_committed":
+            last_commit[tl] = line
+        elif t == "timeline_ended":
+            ended[tl] = line
+        elif t == "fork":
+            forks.setdefault(tl, []).append(line)
+            d = line.data
+            engine.forks.append(
+                {
+                    "parent": d.parent,
+                    "child": d.child,
+                    "tick": line.record.tick,
+                    "hypothesis": d.candidate.hypothesis,
+                    "probability": d.candidate.probability,
+                }
+            )
+        elif t == "fork_rejected":
+            engine.forks_rejected += 1
+        elif t == "proposal":
+            engine.proposals_seen.add((tl, line.record.tick, line.data.agent))
+        elif t == "world_initialized":
+            engine.init_problems = list(line.data.problems)
+        elif t == "retrieval":
+            engine.restored_retrievals.append(line.data)
+
+    starts: list[tuple[Timeline, int, bool]] = []
+    if "t0" not in started:
+        init = next(line for line in kept if line.type == "world_initialized")
+        world = WorldState.from_json(init.data.state)
+        starts.append(
+            (Timeline("t0", None, None, 0, 1.0, engine.policy.max_active, world), 0, True)
+        )
+    for tl_id, line in started.items():
+        d = line.data
+        cursor = cursors[tl_id]
+        given = sum(f.data.slots_child for f in forks.get(tl_id, []))
+        tl = Timeline(
+            tl_id, d.parent, d.fork_tick, d.depth, cursor.mass, d.slots - given, cursor.state
+        )
+        tl.children = len(forks.get(tl_id, []))
+        if tl_id in ended:
+            e = ended[tl_id].data
+            tl.status, tl.settlement, tl.end_tick, tl.reason = (
+                e.status,
+                e.settlement,
+                e.end_tick,
+                e.reason,
+            )
+            tl.forced_p_yes, tl.forced_probs = e.forced_p_yes, e.forced_probs
+            engine.timelines[tl_id] = tl
+            continue
+        commit = last_commit.get(tl_id)
+        first = (d.fork_tick + 1) if d.fork_tick is not None else 0
+        if commit is None:
+            starts.append((tl, first, False))
+            continue
+        c = commit.data
+        tl.reason, tl.forced_p_yes, tl.forced_probs = c.reason, c.forced_p_yes, c.forced_probs
+        k = commit.record.tick
+        if c.status in {"settled", "terminated"}:
+            tl.status = c.status
+            tl.end_tick = k
+            tl.settlement = tl.state.outcome() or "unresolved"
+            starts.append((tl, ticks, False))
+        else:
+            starts.append((tl, k + 1, False))
+    for child_id, (state, mass) in sorted(pending.items()):
+        fork = next(f for fs in forks.values() for f in fs if f.data.child == child_id)
+        d = fork.data
+        child = Timeline(child_id, d.parent, fork.record.tick, d.depth, mass, d.slots_child, state)
+        starts.append((child, fork.record.tick + 1, True))
+    return starts
+
+
+async def resume_run(
+    path: str | Path,
+    *,
+    models: ModelConfig | None = None,
+    fsync: bool = True,
+    observer: Observer | None = None,
+) -> RunResult:
+    """Continue the run whose trace is ``path``, appending to the same file."""
+    trace = read_trace(path)
+    if trace.complete:
+        raise ConfigError("the run is complete; there is nothing to resume", file=trace.path)
+    config = resume_config(trace, models)
+    if trace.first("world_initialized") is None:
+        raise ConfigError(
+            "the run stopped before its world was initialized; start it again instead",
+            file=trace.path,
+        )
+    last_marker = max(
+        (i for i, line in enumerate(trace.lines) if line.type == "run_resumed"), default=-1
+    )
+    void = void_lines(trace.lines[last_marker + 1 :], first=last_marker < 0)
+    kept = [line for line in trace.effective if line.number not in void]
+    out = Path(path).parent
+    async with AsyncExitStack() as stack:
+        pool, guard = await open_models(config, out, stack)
+        roles = resolve_roles(config, pool)
+        writer = await TraceWriter.append_to(
+            trace.path,
+            trace.run_id,
+            seq=len(trace.lines),
+            prev=trace.last_hash,
+            keep_bytes=trace.end_offset,
+            fsync=fsync,
+        )
+        engine = Engine(config, writer, roles, observer, guard)
+        began = time.perf_counter()
+        cause = trace.terminal.data.kind if trace.terminal is not None else "an interruption"
+
+        async def body() -> RunResult:
+            await writer.emit(
+                "run_resumed",
+                RunResumedData(
+                    after_seq=trace.lines[-1].record.seq,
+                    reason=f"resumed after {cause}",
+                    voided=len(void),
+                ),
+                durable=True,
+            )
+            await engine.simulate(_rebuild(engine, trace, kept))
+            return await engine.finish(began)
+
+        return await guarded(writer, body)
+    raise AssertionError("unreachable")  # pragma: no cover

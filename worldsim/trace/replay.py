@@ -1,0 +1,346 @@
+"""Replay: rebuild every timeline's state tick by tick from the trace alone, with no model call,
+check each committed digest and the invariants, and re-extract p_yes (DESIGN §4.8)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from worldsim.domain.errors import StateError, TraceError
+from worldsim.domain.outputs import DirectOutput
+from worldsim.models.schema import extract_json
+from worldsim.sim.direct import DIRECT_RULE, direct_extraction
+from worldsim.trace.audit import MASS_TOLERANCE
+from worldsim.trace.reader import Trace, TraceLine, read_trace
+from worldsim.trace.records import ExtractionData
+from worldsim.world.extraction import Leaf, extract
+from worldsim.world.state import WorldState, apply_deltas, apply_review, state_digest
+
+__all__ = ["ReplayResult", "TickStep", "replay", "replay_direct", "replay_steps"]
+
+
+@dataclass(frozen=True, slots=True)
+class TickStep:
+    """One committed tick of one timeline, as rebuilt from the trace."""
+
+    timeline: str
+    tick: int
+    date: str | None
+    digest: str
+    mass: float
+    status: str
+    state: WorldState
+    proposals: tuple[Any, ...]
+    review: Any
+    forks: tuple[Any, ...]
+    rejected: tuple[Any, ...]
+    ledger_changes: tuple[tuple[str, str, str], ...]
+    observations: tuple[Any, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "timeline": self.timeline,
+            "tick": self.tick,
+            "date": self.date,
+            "digest": self.digest,
+            "mass": self.mass,
+            "status": self.status,
+            "observations": [o.id for o in self.observations],
+            "proposals": [
+                {
+                    "agent": p.agent,
+                    "index": p.index,
+                    "endpoint": p.endpoint,
+                    "direction": p.direction,
+                    "magnitude": p.magnitude,
+                    "summary": p.summary,
+                }
+                for p in self.proposals
+            ],
+            "accepted": [f"{r.agent}#{r.index}" for r in self.review.accepted]
+            if self.review
+            else [],
+            "rejected": [
+                {"proposal": f"{r.agent}#{r.index}", "reason": r.reason}
+                for r in self.review.rejected
+            ]
+            if self.review
+            else [],
+            "ledger_changes": [
+                {"endpoint": e, "from": a, "to": b} for e, a, b in self.ledger_changes
+            ],
+            "forks": [
+                {
+                    "child": f.child,
+                    "hypothesis": f.candidate.hypothesis,
+                    "probability": f.candidate.probability,
+                    "mass_child": f.mass_child,
+                }
+                for f in self.forks
+            ],
+            "fork_rejections": [
+                {"hypothesis": r.candidate.hypothesis, "reason": r.reason, "came_true": r.came_true}
+                for r in self.rejected
+            ],
+            "pressure": {k: self.state.pressure[k] for k in sorted(self.state.pressure.keys())},
+        }
+
+
+@dataclass(slots=True)
+class _Cursor:
+    state: WorldState
+    mass: float
+    date: str | None = None
+    observations: tuple[Any, ...] = ()
+    proposals: list[Any] = field(default_factory=list)
+    review: Any = None
+    forks: list[Any] = field(default_factory=list)
+    rejected: list[Any] = field(default_factory=list)
+    before: WorldState | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    trace: Trace
+    steps: tuple[TickStep, ...]
+    recorded: ExtractionData | None
+    recomputed: ExtractionData | None
+    mass_sum: float | None
+
+    @property
+    def matches(self) -> bool:
+        return self.recorded is not None and self.recorded == self.recomputed
+
+
+def _fail(line: TraceLine, trace: Trace, message: str) -> TraceError:
+    return TraceError(
+        message, file=trace.path, line=line.number, timeline=line.record.tl, tick=line.record.tick
+    )
+
+
+def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
+    """Yield each rebuilt tick in trace order, then ``("extraction", (recorded, leaves))``.
+
+    Raises :class:`TraceError` naming the line at the first inconsistency.
+    """
+    init = trace.first("world_initialized")
+    if init is None:
+        raise TraceError("trace has no world_initialized record", file=trace.path)
+    world = WorldState.from_json(init.data.state)
+    if state_digest(world) != init.data.digest:
+        raise _fail(init, trace, "initial state does not match its digest")
+
+    cursors: dict[str, _Cursor] = {}
+    pending_children: dict[str, tuple[WorldState, float]] = {}
+    ended: dict[str, Leaf] = {}
+    recorded: ExtractionData | None = None
+
+    for line in trace.effective:
+        rec = line.record
+        tl, tick = rec.tl, rec.tick
+        t = line.type
+        try:
+            if t == "timeline_started":
+                if rec.data.parent is None:
+                    cursor = _Cursor(world, 1.0)
+                else:
+                    if tl not in pending_children:
+                        raise _fail(line, trace, f"timeline {tl} starts without a fork record")
+                    state, mass = pending_children.pop(tl)
+                    cursor = _Cursor(state, mass)
+                if rec.data.mass != cursor.mass:
+                    raise _fail(line, trace, "timeline mass differs from its fork")
+                if state_digest(cursor.state) != rec.data.digest:
+                    raise _fail(line, trace, "timeline's starting state does not match its digest")
+                cursors[tl] = cursor
+            elif t in {
+                "tick_started",
+                "proposal",
+                "review",
+                "fork",
+                "fork_rejected",
+                "tick_committed",
+                "timeline_ended",
+            }:
+                found = cursors.get(tl) if tl is not None else None
+                if found is None:
+                    raise _fail(line, trace, f"record for unknown timeline {tl}")
+                cursor = found
+                if t == "tick_started":
+                    cursor.date = rec.data.date
+                    cursor.observations = tuple(rec.data.observations)
+                    cursor.before = cursor.state
+                elif t == "proposal":
+                    cursor.proposals.append(rec.data)
+                elif t == "review":
+                    cursor.review = rec.data
+                    try:
+                        cursor.state = apply_review(
+                            cursor.state, rec.data.deltas, rec.data.ledger, tick
+                        )
+                    except StateError:
+                        # the engine terminated this timeline on the same error; the
+                        # committed digest below checks that nothing was applied
+                        cursor.state = cursor.state
+                elif t == "fork":
+                    d = rec.data
+                    if d.mass_before != cursor.mass:
+                        raise _fail(line, trace, "fork's mass_before differs from the timeline's")
+                    p = d.candidate.probability
+                    if d.mass_child != cursor.mass * p or d.mass_parent != cursor.mass * (1.0 - p):
+                        raise _fail(line, trace, "fork masses are not m·p and m·(1−p)")
+                    pending_children[d.child] = (
+                        apply_deltas(cursor.state, d.child_deltas),
+                        d.mass_child,
+                    )
+                    cursor.state = apply_deltas(cursor.state, d.parent_deltas)
+                    cursor.mass = d.mass_parent
+                    cursor.forks.append(d)
+                elif t == "fork_rejected":
+                    cursor.state = apply_deltas(cursor.state, rec.data.deltas)
+                    cursor.rejected.append(rec.data)
+                elif t == "tick_committed":
+                    digest = state_digest(cursor.state)
+                    if digest != rec.data.digest:
+                        raise _fail(
+                            line, trace, "rebuilt state does not match the committed digest"
+                        )
+                    if rec.data.mass != cursor.mass:
+                        raise _fail(line, trace, "committed mass differs from the rebuilt mass")
+                    before = cursor.before or cursor.state
+                    changes = tuple(
+                        (key, before.ledger[key].status, row.status)
+                        for key, row in sorted(cursor.state.ledger.items())
+                        if key in before.ledger and before.ledger[key].status != row.status
+                    )
+                    yield TickStep(
+                        timeline=tl,
+                        tick=tick,
+                        date=cursor.date,
+                        digest=digest,
+                        mass=cursor.mass,
+                        status=rec.data.status,
+                        state=cursor.state,
+                        proposals=tuple(cursor.proposals),
+                        review=cursor.review,
+                        forks=tuple(cursor.forks),
+                        rejected=tuple(cursor.rejected),
+                        ledger_changes=changes,
+                        observations=cursor.observations,
+                    )
+                    cursor.proposals, cursor.forks, cursor.rejected = [], [], []
+                    cursor.review = None
+                else:  # timeline_ended
+                    d = rec.data
+                    if d.mass != cursor.mass:
+                        raise _fail(line, trace, "final mass differs from the rebuilt mass")
+                    outcome = cursor.state.outcome()
+                    if d.settlement != "unresolved" and d.settlement != outcome:
+                        raise _fail(
+                            line, trace, f"settlement '{d.settlement}' contradicts the ledger"
+                        )
+                    if d.status == "settled" and not cursor.state.all_scored_settled():
+                        raise _fail(line, trace, "settled timeline with open scored endpoints")
+                    ended[tl] = Leaf(tl, d.mass, d.settlement, d.forced_p_yes, d.forced_probs)
+            elif t == "extraction":
+                recorded = rec.data
+        except TraceError:
+            raise
+        except StateError as exc:
+            raise _fail(line, trace, f"cannot apply: {exc.message}") from None
+    if pending_children and trace.complete:
+        raise TraceError(
+            f"forked timelines never started: {', '.join(sorted(pending_children))}",
+            file=trace.path,
+        )
+    yield ("extraction", (recorded, tuple(ended.values())))
+    yield ("cursors", (cursors, pending_children))
+
+
+def replay(path_or_trace: str | Path | Trace) -> ReplayResult:
+    """Rebuild the whole multiverse and re-extract; raises TraceError at the first inconsistency."""
+    trace = path_or_trace if isinstance(path_or_trace, Trace) else read_trace(path_or_trace)
+    if trace.started.kind == "direct":
+        return replay_direct(trace)
+    steps: list[TickStep] = []
+    recorded: ExtractionData | None = None
+    leaves: tuple[Leaf, ...] = ()
+    for item in replay_steps(trace):
+        if isinstance(item, TickStep):
+            steps.append(item)
+        elif item[0] == "extraction":
+            recorded, leaves = item[1]
+    recomputed = re_extract(trace, recorded, leaves) if recorded is not None else None
+    mass_sum = recomputed.mass_sum if recomputed is not None else None
+    return ReplayResult(trace, tuple(steps), recorded, recomputed, mass_sum)
+
+
+def re_extract(trace: Trace, recorded: ExtractionData, leaves: Sequence[Leaf]) -> ExtractionData:
+    """Apply the recorded rule to the rebuilt leaves; it must give the recorded extraction
+    exactly, over a mass that sums to 1. Raises TraceError otherwise."""
+    card = trace.started.card
+    options = (
+        None
+        if card.get("kind", "binary") == "binary"
+        else [ep["id"] for ep in card["endpoints"] if ep.get("kind", "scored") == "scored"]
+    )
+    recomputed = extract(list(leaves), recorded.rule, options)
+    if abs(recomputed.mass_sum - 1.0) > MASS_TOLERANCE:
+        raise TraceError(f"path mass sums to {recomputed.mass_sum!r}, not 1", file=trace.path)
+    if recomputed != recorded:
+        line = next((ln for ln in reversed(trace.effective) if ln.type == "extraction"), None)
+        raise TraceError(
+            f"recomputed extraction (p_yes {recomputed.p_yes!r}) differs from the recorded one "
+            f"(p_yes {recorded.p_yes!r})",
+            file=trace.path,
+            line=line.number if line else None,
+        )
+    return recomputed
+
+
+def replay_direct(trace: Trace) -> ReplayResult:
+    """Check a direct trace (one model call, no world): the recorded extraction must be the
+    ``direct/1`` extraction of the p_yes in the ``llm_call`` reply, exactly, with mass sum 1.
+
+    A trace without an extraction (a failed run) has nothing to compare and passes with
+    ``recorded`` None. Raises TraceError naming the line at the first inconsistency.
+    """
+    line = trace.first("extraction")
+    if line is None:
+        return ReplayResult(trace, (), None, None, None)
+    recorded: ExtractionData = line.data
+    if recorded.rule != DIRECT_RULE:
+        raise _fail(line, trace, f"direct trace with extraction rule '{recorded.rule}'")
+    calls = [c for c in trace.of_type("llm_call") if c.data.error is None]
+    if len(calls) != 1:
+        raise _fail(line, trace, f"direct trace with {len(calls)} successful model calls, not 1")
+    call = calls[0]
+    reply = call.data.reply
+    if reply is None:
+        raise _fail(call, trace, "the model call recorded no reply")
+    try:
+        output = DirectOutput.model_validate_json(extract_json(reply))
+    except ValidationError as exc:
+        raise _fail(
+            call, trace, f"the recorded reply is not a valid DirectOutput: {exc.errors()[0]['msg']}"
+        ) from None
+    recomputed = direct_extraction(output.p_yes)
+    if abs(recorded.mass_sum - 1.0) > MASS_TOLERANCE:
+        raise _fail(line, trace, f"path mass sums to {recorded.mass_sum!r}, not 1")
+    if recomputed != recorded:
+        raise _fail(
+            line,
+            trace,
+            f"recorded extraction (p_yes {recorded.p_yes!r}) differs from the reply's "
+            f"(p_yes {output.p_yes!r})",
+        )
+    done = trace.first("run_completed")
+    if done is not None and done.data.p_yes != output.p_yes:
+        raise _fail(
+            done, trace, f"run_completed p_yes {done.data.p_yes!r} differs from the reply's"
+        )
+    return ReplayResult(trace, (), recorded, recomputed, recomputed.mass_sum)

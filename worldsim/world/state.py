@@ -1,0 +1,534 @@
+"""World state with copy-on-write sharing (DESIGN §2, §4.4) and the deltas that change it.
+
+A :class:`WorldState` is immutable. Its mappings are persistent hash-array-mapped tries
+(:class:`immutables.Map`), its cohort columns are read-only numpy arrays that are replaced, never
+written. Forking a timeline therefore shares the whole state in O(1), and a tick's changes cost in
+proportion to what changed. Deltas are pydantic models because they cross boundaries: reviewers
+produce them, the trace records them, replay applies them again through the same code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Annotated, Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+from immutables import Map
+from pydantic import BaseModel, ConfigDict, Field
+
+from worldsim.domain.errors import StateError
+
+__all__ = [
+    "Actor",
+    "CohortTable",
+    "Delta",
+    "Edge",
+    "EndpointInfo",
+    "Evidence",
+    "EvidenceIn",
+    "Hypothesis",
+    "LedgerRow",
+    "LedgerUpdate",
+    "ScheduledEvent",
+    "SetActor",
+    "SetCohort",
+    "SetHypothesis",
+    "SetPressure",
+    "SetVariable",
+    "ShiftPressure",
+    "WorldState",
+    "apply_review",
+    "state_digest",
+]
+
+Scalar = float | int | str | bool
+FloatArray = npt.NDArray[np.float64]
+
+
+# ----------------------------------------------------------------------------- value objects
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointInfo:
+    id: str
+    title: str
+    kind: Literal["scored", "auxiliary"]
+    polarity: Literal["yes", "no"] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    id: str
+    name: str
+    kind: str
+    role: str
+    stance: float
+    influence: float
+    activity: float
+    favours: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    source: str
+    target: str
+    weight: float
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledEvent:
+    id: str
+    title: str
+    tick: int
+    description: str
+    pressure: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Hypothesis:
+    id: str
+    title: str
+    endpoint: str
+    start_tick: int
+    end_tick: int
+    probability: float
+    impact: float
+    status: Literal["open", "fired"] = "open"
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    kind: Literal["supports", "contradicts"]
+    ref: str
+    tick: int
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRow:
+    status: Literal["open", "realized", "eliminated"] = "open"
+    evidence: tuple[Evidence, ...] = ()
+    settled_tick: int | None = None
+
+
+def _frozen(values: Iterable[float], dtype: type = np.float64) -> FloatArray:
+    arr: FloatArray = np.array(list(values), dtype=dtype)
+    arr.setflags(write=False)
+    return arr
+
+
+@dataclass(frozen=True, slots=True)
+class CohortTable:
+    """Cohorts as columns: one read-only numpy array per attribute, one row per cohort."""
+
+    ids: tuple[str, ...]
+    names: tuple[str, ...]
+    roles: tuple[str, ...]
+    size: FloatArray
+    attention: FloatArray
+    trust: FloatArray
+    sentiment: FloatArray
+
+    @classmethod
+    def build(cls, rows: Sequence[Mapping[str, Any]]) -> CohortTable:
+        return cls(
+            ids=tuple(str(r["id"]) for r in rows),
+            names=tuple(str(r.get("name", r["id"])) for r in rows),
+            roles=tuple(str(r.get("role", "cohort")) for r in rows),
+            size=_frozen(float(r.get("size", 1)) for r in rows),
+            attention=_frozen(float(r["attention"]) for r in rows),
+            trust=_frozen(float(r["trust"]) for r in rows),
+            sentiment=_frozen(float(r["sentiment"]) for r in rows),
+        )
+
+    def index(self, cohort_id: str) -> int:
+        try:
+            return self.ids.index(cohort_id)
+        except ValueError:
+            raise StateError(f"unknown cohort '{cohort_id}'", field="cohort") from None
+
+    def with_row(self, i: int, attention: float, trust: float, sentiment: float) -> CohortTable:
+        """A copy with row ``i`` replaced; unchanged columns are shared, changed ones copied."""
+
+        def put(col: FloatArray, value: float) -> FloatArray:
+            if col[i] == value:
+                return col
+            new = col.copy()
+            new[i] = value
+            new.setflags(write=False)
+            return new
+
+        return replace(
+            self,
+            attention=put(self.attention, attention),
+            trust=put(self.trust, trust),
+            sentiment=put(self.sentiment, sentiment),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ids": list(self.ids),
+            "names": list(self.names),
+            "roles": list(self.roles),
+            "size": self.size.tolist(),
+            "attention": self.attention.tolist(),
+            "trust": self.trust.tolist(),
+            "sentiment": self.sentiment.tolist(),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CohortTable:
+        rows = [
+            {
+                "id": cid,
+                "name": data["names"][i],
+                "role": data["roles"][i],
+                "size": data["size"][i],
+                "attention": data["attention"][i],
+                "trust": data["trust"][i],
+                "sentiment": data["sentiment"][i],
+            }
+            for i, cid in enumerate(data["ids"])
+        ]
+        return cls.build(rows)
+
+
+# ----------------------------------------------------------------------------- deltas
+
+
+class _Delta(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SetPressure(_Delta):
+    """Set a scored endpoint's pressure (a logit; probabilities are its softmax)."""
+
+    op: Literal["set_pressure"] = "set_pressure"
+    endpoint: str = Field(max_length=80)
+    value: float = Field(ge=-50.0, le=50.0)
+
+
+class ShiftPressure(_Delta):
+    """Add to a scored endpoint's pressure."""
+
+    op: Literal["shift_pressure"] = "shift_pressure"
+    endpoint: str = Field(max_length=80)
+    by: float = Field(ge=-50.0, le=50.0)
+
+
+class SetActor(_Delta):
+    op: Literal["set_actor"] = "set_actor"
+    id: str = Field(max_length=80)
+    field: Literal["stance", "influence", "activity"]
+    value: float
+
+
+class SetCohort(_Delta):
+    op: Literal["set_cohort"] = "set_cohort"
+    id: str = Field(max_length=80)
+    attention: float = Field(ge=0.0, le=1.0)
+    trust: float = Field(ge=0.0, le=1.0)
+    sentiment: float = Field(ge=-1.0, le=1.0)
+
+
+class SetVariable(_Delta):
+    op: Literal["set_variable"] = "set_variable"
+    name: str = Field(min_length=1, max_length=120)
+    value: float | int | str | bool
+
+
+class SetHypothesis(_Delta):
+    op: Literal["set_hypothesis"] = "set_hypothesis"
+    id: str = Field(max_length=80)
+    status: Literal["open", "fired"]
+
+
+Delta = Annotated[
+    SetPressure | ShiftPressure | SetActor | SetCohort | SetVariable | SetHypothesis,
+    Field(discriminator="op"),
+]
+
+
+class EvidenceIn(_Delta):
+    kind: Literal["supports", "contradicts"]
+    ref: str = Field(max_length=200)
+    note: str = Field("", max_length=500)
+
+
+class LedgerUpdate(_Delta):
+    """A reviewer's change to one endpoint: a status move, an evidence entry, or both."""
+
+    endpoint: str = Field(max_length=80)
+    status: Literal["realized", "eliminated"] | None = None
+    evidence: EvidenceIn | None = None
+
+
+# ----------------------------------------------------------------------------- world state
+
+
+@dataclass(frozen=True, slots=True)
+class WorldState:
+    """Everything a timeline knows at a tick boundary."""
+
+    endpoints: tuple[EndpointInfo, ...]
+    actors: Map[str, Actor]
+    cohorts: CohortTable
+    edges: tuple[Edge, ...]
+    constraints: tuple[str, ...]
+    variables: Map[str, Scalar]
+    pressure: Map[str, float]
+    events: tuple[ScheduledEvent, ...]
+    hypotheses: Map[str, Hypothesis]
+    ledger: Map[str, LedgerRow]
+    hazard: float
+
+    # -- reading
+
+    @property
+    def scored(self) -> tuple[EndpointInfo, ...]:
+        return tuple(ep for ep in self.endpoints if ep.kind == "scored")
+
+    def endpoint(self, endpoint_id: str) -> EndpointInfo | None:
+        return next((ep for ep in self.endpoints if ep.id == endpoint_id), None)
+
+    def probabilities(self) -> dict[str, float]:
+        """Softmax of the scored endpoints' pressure: the model's current outcome distribution."""
+        ids = [ep.id for ep in self.scored]
+        logits = np.array([self.pressure[i] for i in ids], dtype=np.float64)
+        weights = np.exp(logits - logits.max())
+        probs = weights / weights.sum()
+        return {i: float(p) for i, p in zip(ids, probs, strict=True)}
+
+    def outcome(self) -> str | None:
+        """The settled outcome from the ledger: a polarity for binary cards, else an endpoint id."""
+        scored = self.scored
+        realized = [ep for ep in scored if self.ledger[ep.id].status == "realized"]
+        if realized:
+            ep = realized[0]
+            return ep.polarity or ep.id
+        still_open = [ep for ep in scored if self.ledger[ep.id].status == "open"]
+        if len(still_open) == 1 and len(scored) > 1:
+            ep = still_open[0]
+            return ep.polarity or ep.id
+        return None
+
+    def all_scored_settled(self) -> bool:
+        return all(self.ledger[ep.id].status != "open" for ep in self.scored)
+
+    def events_at(self, tick: int) -> tuple[ScheduledEvent, ...]:
+        return tuple(ev for ev in self.events if ev.tick == tick)
+
+    # -- serialization
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "endpoints": [
+                {"id": e.id, "title": e.title, "kind": e.kind, "polarity": e.polarity}
+                for e in self.endpoints
+            ],
+            "actors": [
+                {
+                    "id": a.id,
+                    "name": a.name,
+                    "kind": a.kind,
+                    "role": a.role,
+                    "stance": a.stance,
+                    "influence": a.influence,
+                    "activity": a.activity,
+                    "favours": a.favours,
+                }
+                for a in sorted(self.actors.values(), key=lambda a: a.id)
+            ],
+            "cohorts": self.cohorts.to_json(),
+            "edges": [
+                {"source": e.source, "target": e.target, "weight": e.weight} for e in self.edges
+            ],
+            "constraints": list(self.constraints),
+            "variables": {k: self.variables[k] for k in sorted(self.variables.keys())},
+            "pressure": {k: self.pressure[k] for k in sorted(self.pressure.keys())},
+            "events": [
+                {
+                    "id": ev.id,
+                    "title": ev.title,
+                    "tick": ev.tick,
+                    "description": ev.description,
+                    "pressure": [[k, v] for k, v in ev.pressure],
+                }
+                for ev in self.events
+            ],
+            "hypotheses": [
+                {
+                    "id": h.id,
+                    "title": h.title,
+                    "endpoint": h.endpoint,
+                    "start_tick": h.start_tick,
+                    "end_tick": h.end_tick,
+                    "probability": h.probability,
+                    "impact": h.impact,
+                    "status": h.status,
+                }
+                for h in sorted(self.hypotheses.values(), key=lambda h: h.id)
+            ],
+            "ledger": {
+                k: {
+                    "status": row.status,
+                    "settled_tick": row.settled_tick,
+                    "evidence": [
+                        {"kind": ev.kind, "ref": ev.ref, "tick": ev.tick, "note": ev.note}
+                        for ev in row.evidence
+                    ],
+                }
+                for k, row in sorted(self.ledger.items())
+            },
+            "hazard": self.hazard,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WorldState:
+        return cls(
+            endpoints=tuple(
+                EndpointInfo(e["id"], e["title"], e["kind"], e["polarity"])
+                for e in data["endpoints"]
+            ),
+            actors=Map({a["id"]: Actor(**a) for a in data["actors"]}),
+            cohorts=CohortTable.from_json(data["cohorts"]),
+            edges=tuple(Edge(**e) for e in data["edges"]),
+            constraints=tuple(data["constraints"]),
+            variables=Map(data["variables"]),
+            pressure=Map({k: float(v) for k, v in data["pressure"].items()}),
+            events=tuple(
+                ScheduledEvent(
+                    ev["id"],
+                    ev["title"],
+                    ev["tick"],
+                    ev["description"],
+                    tuple((str(k), float(v)) for k, v in ev["pressure"]),
+                )
+                for ev in data["events"]
+            ),
+            hypotheses=Map({h["id"]: Hypothesis(**h) for h in data["hypotheses"]}),
+            ledger=Map(
+                {
+                    k: LedgerRow(
+                        status=row["status"],
+                        settled_tick=row["settled_tick"],
+                        evidence=tuple(Evidence(**ev) for ev in row["evidence"]),
+                    )
+                    for k, row in data["ledger"].items()
+                }
+            ),
+            hazard=float(data["hazard"]),
+        )
+
+
+def canonical_json(value: Any) -> bytes:
+    """Compact, key-sorted JSON bytes: the form every digest in worldsim is taken over."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def state_digest(state: WorldState) -> str:
+    """SHA-256 of the state's canonical JSON; replay recomputes it at every committed tick."""
+    return hashlib.sha256(canonical_json(state.to_json())).hexdigest()
+
+
+# ----------------------------------------------------------------------------- applying changes
+
+
+def _finite(value: float, what: str) -> float:
+    if not math.isfinite(value):
+        raise StateError(f"{what} is not a finite number", field=what)
+    return float(value)
+
+
+def apply_deltas(state: WorldState, deltas: Iterable[BaseModel]) -> WorldState:
+    """Apply state deltas in order; an invalid one raises :class:`StateError` naming it."""
+    pressure = state.pressure
+    actors = state.actors
+    cohorts = state.cohorts
+    variables = state.variables
+    hypotheses = state.hypotheses
+    scored_ids = {ep.id for ep in state.scored}
+    for delta in deltas:
+        if isinstance(delta, SetPressure | ShiftPressure):
+            if delta.endpoint not in scored_ids:
+                raise StateError(f"pressure on unknown scored endpoint '{delta.endpoint}'")
+            if isinstance(delta, SetPressure):
+                value = _finite(delta.value, "pressure")
+            else:
+                value = _finite(pressure[delta.endpoint] + delta.by, "pressure")
+            pressure = pressure.set(delta.endpoint, min(50.0, max(-50.0, value)))
+        elif isinstance(delta, SetActor):
+            actor = actors.get(delta.id)
+            if actor is None:
+                raise StateError(f"unknown actor '{delta.id}'")
+            value = _finite(delta.value, delta.field)
+            lo = -1.0 if delta.field == "stance" else 0.0
+            if not lo <= value <= 1.0:
+                raise StateError(f"actor '{delta.id}' {delta.field} {value} out of range")
+            if delta.field == "stance":
+                actor = replace(actor, stance=value)
+            elif delta.field == "influence":
+                actor = replace(actor, influence=value)
+            else:
+                actor = replace(actor, activity=value)
+            actors = actors.set(delta.id, actor)
+        elif isinstance(delta, SetCohort):
+            i = cohorts.index(delta.id)
+            cohorts = cohorts.with_row(i, delta.attention, delta.trust, delta.sentiment)
+        elif isinstance(delta, SetVariable):
+            if isinstance(delta.value, float):
+                _finite(delta.value, delta.name)
+            variables = variables.set(delta.name, delta.value)
+        elif isinstance(delta, SetHypothesis):
+            hyp = hypotheses.get(delta.id)
+            if hyp is None:
+                raise StateError(f"unknown branch hypothesis '{delta.id}'")
+            hypotheses = hypotheses.set(delta.id, replace(hyp, status=delta.status))
+        else:  # pragma: no cover - the Delta union is closed
+            raise StateError(f"unknown delta {type(delta).__name__}")
+    return replace(
+        state,
+        pressure=pressure,
+        actors=actors,
+        cohorts=cohorts,
+        variables=variables,
+        hypotheses=hypotheses,
+    )
+
+
+def apply_ledger(state: WorldState, updates: Iterable[LedgerUpdate], tick: int) -> WorldState:
+    """Apply ledger updates; moving a settled endpoint, or realizing two scored ones, is refused."""
+    ledger = state.ledger
+    for upd in updates:
+        row = ledger.get(upd.endpoint)
+        if row is None:
+            raise StateError(f"ledger update for unknown endpoint '{upd.endpoint}'")
+        if upd.status is not None:
+            if row.status != "open":
+                raise StateError(
+                    f"endpoint '{upd.endpoint}' is already {row.status}; "
+                    f"cannot mark it {upd.status}"
+                )
+            row = replace(row, status=upd.status, settled_tick=tick)
+        if upd.evidence is not None:
+            ev = Evidence(upd.evidence.kind, upd.evidence.ref, tick, upd.evidence.note)
+            row = replace(row, evidence=(*row.evidence, ev))
+        ledger = ledger.set(upd.endpoint, row)
+    realized = [ep.id for ep in state.scored if ledger[ep.id].status == "realized"]
+    if len(realized) > 1:
+        raise StateError(f"more than one scored endpoint realized: {', '.join(realized)}")
+    if state.scored and all(ledger[ep.id].status == "eliminated" for ep in state.scored):
+        raise StateError("every scored endpoint eliminated")
+    return replace(state, ledger=ledger)
+
+
+def apply_review(
+    state: WorldState, deltas: Iterable[BaseModel], ledger: Iterable[LedgerUpdate], tick: int
+) -> WorldState:
+    """A review's effect: state deltas first, then ledger updates."""
+    return apply_ledger(apply_deltas(state, deltas), ledger, tick)
