@@ -21,9 +21,9 @@ from worldsim.domain.cards import Card
 from worldsim.domain.policy import load_policy
 from worldsim.domain.rng import rng_for
 from worldsim.offline.agents import OfflineActor, OfflineCohort
-from worldsim.roles.registry import TickContext
 from worldsim.sim.engine import RunConfig, run_card
 from worldsim.world.build import build_world, tick_dates
+from worldsim.world.views import TickContext
 
 __all__ = ["make_card", "rows", "run"]
 

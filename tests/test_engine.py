@@ -12,16 +12,11 @@ import pytest
 from tests.conftest import RunFn
 from worldsim.domain.cards import Card
 from worldsim.domain.policy import BranchPolicy, load_policy
-from worldsim.roles.registry import (
-    BranchCandidate,
-    Proposal,
-    Review,
-    ReviewContext,
-    TickContext,
-    register_role,
-)
+from worldsim.roles.registry import register_role
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
+from worldsim.world.moves import BranchCandidate, Proposal, Review
+from worldsim.world.views import ReviewContext, TickContext
 
 WIDE = BranchPolicy(
     name="wide",
@@ -190,7 +185,7 @@ class GhostlyReviewer:
     phase = "review"
 
     async def review(self, ctx: ReviewContext) -> Review:
-        from worldsim.offline import OfflineGovernance
+        from worldsim.offline.governance import OfflineGovernance
         from worldsim.world.state import SetActor
 
         review = await OfflineGovernance().review(ctx)

@@ -16,8 +16,8 @@ from worldsim.domain.outputs import (
     ActorOutput,
     CohortOutput,
     GovernanceOutput,
-    InitializerOutput,
-    ReporterOutput,
+    ReportOutput,
+    WorldOutput,
 )
 from worldsim.domain.policy import load_policy
 from worldsim.sim.engine import ModelConfig, RunConfig, RunResult, run_card
@@ -83,7 +83,7 @@ def script(request: ModelRequest) -> dict[str, Any]:
             "branches": [],
             "forced_p_yes": 0.61,
         }
-    if out is InitializerOutput:
+    if out is WorldOutput:
         return {
             "base_rate": 0.5,
             "hazard": 0.0,
@@ -121,7 +121,7 @@ def script(request: ModelRequest) -> dict[str, Any]:
             "hypotheses": [],
             "constraints": [],
         }
-    if out is ReporterOutput:
+    if out is ReportOutput:
         return {
             "summary": "report",
             "claims": [

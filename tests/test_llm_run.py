@@ -226,8 +226,10 @@ def test_a_custom_tick_role_keeps_its_class_on_a_model_route(
             role_models=("initializer=offline",),
         )
     trace = read_trace(result.trace)
-    assert trace.started.routes["market_maker"] == "offline"
-    assert trace.started.routes["actor"] == "stub/test-model"
+    # a Python role is handed its route's model; this one never calls it
+    assert trace.started.routes["market_maker"] == "stub/test-model"
+    assert trace.started.prompt_versions["market_maker"] == "python"
+    assert not [c for c in trace.of_type("llm_call") if c.record.data.role == "market_maker"]
     mine = [
         line.record.data for line in trace.of_type("proposal") if line.record.data.agent == "mm"
     ]

@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
 import worldsim.roles.registry as roles_module
 from tests.conftest import RunFn
 from worldsim.domain.cards import Card
+from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest
 from worldsim.domain.errors import RoleError
-from worldsim.roles.registry import Proposal, TickContext, get_role, register_role, registered_roles
+from worldsim.domain.outputs import ActorOutput
+from worldsim.domain.policy import load_policy
+from worldsim.offline import OfflineModel
+from worldsim.roles.registry import get_role, register_role, registered_roles
+from worldsim.sim.engine import ModelConfig, RunConfig, run_card
+from worldsim.testing import StubServer
 from worldsim.trace.reader import read_trace
+from worldsim.world.moves import Proposal
+from worldsim.world.views import RoleView, TickContext
 
 
 @register_role("market_maker", phase="tick")
@@ -60,21 +71,60 @@ def test_a_plugged_in_actor_role_runs_in_the_scheduler(demo_card: Card, run: Run
 
 
 def test_decorator_returns_the_class_and_refuses_duplicates() -> None:
-    assert get_role("market_maker", "tick").__class__ is MarketMaker
+    spec = get_role("market_maker", "tick")
+    assert spec.factory is MarketMaker and spec.output is None and spec.version == "python"
+    assert isinstance(spec.build(OfflineModel(), seed=1), MarketMaker)
     with pytest.raises(RoleError, match="already registered"):
         register_role("market_maker", phase="tick")(type("Other", (), {"act": lambda s, c: []}))
     with pytest.raises(RoleError, match="must define async 'review'"):
         register_role("broken_reviewer", phase="review")(type("Broken", (), {}))
     with pytest.raises(RoleError, match="runs in phase 'tick'"):
         get_role("market_maker", "review")
+    with pytest.raises(RoleError, match="lower-case words"):
+        register_role("Market Maker", phase="tick")(MarketMaker)
+
+
+class Forecaster:
+    """Asks its model for an actor's move and pushes a little harder than it was told."""
+
+    phase = "tick"
+
+    def __init__(self, model: Model, seed: int) -> None:
+        self.model = model
+        self.seed = seed
+
+    async def act(self, ctx: TickContext) -> Sequence[Proposal]:
+        request = ModelRequest(
+            messages=(ChatMessage("user", f"Propose a move on: {ctx.card.question}"),),
+            output_type=ActorOutput,
+            site=CallSite(role="forecaster", agent=ctx.agent, timeline=ctx.timeline, tick=ctx.tick),
+            prompt_version="forecaster/1",
+            seed=self.seed,
+            view=RoleView(context=ctx),
+        )
+        out = (await self.model.request(request)).output
+        assert isinstance(out, ActorOutput)
+        return [
+            Proposal(
+                agent=ctx.agent,
+                endpoint=m.endpoint,
+                direction=m.direction,
+                magnitude=min(1.0, m.magnitude * 1.2),
+                kind="signal",
+                summary=f"forecaster: {m.summary}"[:500],
+            )
+            for m in out.proposals
+        ]
 
 
 class _EntryPoint:
-    name = "oracle_reviewer"
-    value = "tests.test_roles:OracleReviewer"
+    def __init__(self, name: str, obj: type) -> None:
+        self.name = name
+        self.value = f"tests.test_roles:{obj.__name__}"
+        self.obj = obj
 
     def load(self) -> type:
-        return OracleReviewer
+        return self.obj
 
 
 class OracleReviewer:
@@ -86,17 +136,84 @@ class OracleReviewer:
         raise AssertionError("not called in this test")
 
 
-def test_entry_point_roles_are_discovered(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Two roles installed as a package would install them: entry points ``worldsim.roles``."""
     real = importlib.metadata.entry_points
+    found = [_EntryPoint("oracle_reviewer", OracleReviewer), _EntryPoint("forecaster", Forecaster)]
 
     def fake(**kwargs: object) -> object:
         if kwargs.get("group") == "worldsim.roles":
-            return [_EntryPoint()]
+            return found
         return real(**kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(importlib.metadata, "entry_points", fake)
-    monkeypatch.setattr(roles_module, "_ENTRY_POINTS_LOADED", False)
+    monkeypatch.setattr(roles_module, "_ENTRY_POINTS", None)
+    yield
+    roles_module._ENTRY_POINTS = None
+
+
+@pytest.mark.usefixtures("plugins")
+def test_entry_point_roles_are_discovered() -> None:
     found = registered_roles()
     assert found["oracle_reviewer"].phase == "review"
-    assert found["oracle_reviewer"].source.endswith("OracleReviewer")
-    roles_module._REGISTRY.pop("oracle_reviewer")
+    assert found["oracle_reviewer"].source.endswith("(tests.test_roles:OracleReviewer)")
+    assert found["forecaster"].phase == "tick"
+
+
+def _reviewed(trace_path: Path, agent: str) -> tuple[list[Any], list[Any]]:
+    trace = read_trace(trace_path)
+    proposals = [
+        line.record.data for line in trace.of_type("proposal") if line.record.data.agent == agent
+    ]
+    decided = [
+        ref
+        for line in trace.of_type("review")
+        for ref in (*line.record.data.accepted, *line.record.data.rejected)
+        if ref.agent == agent
+    ]
+    return proposals, decided
+
+
+@pytest.mark.usefixtures("plugins")
+def test_an_entry_point_role_acts_with_its_model_offline(demo_card: Card, run: RunFn) -> None:
+    result = run(demo_card, "no_branch", 2, ticks=3, extra_roles=("forecaster",))
+    trace = read_trace(result.trace)
+    assert trace.started.extra_roles == ["forecaster"]
+    assert trace.started.routes["forecaster"] == "offline"
+    world = trace.first("world_initialized")
+    assert world is not None
+    added = [a for a in world.data.state["actors"] if a["id"] == "forecaster"]
+    assert added and added[0]["role"] == "forecaster" and added[0]["activity"] == 1.0
+    proposals, decided = _reviewed(result.trace, "forecaster")
+    # the added role acts on every tick (activity 1) and governance decides each proposal
+    assert all(p.role == "forecaster" and p.summary.startswith("forecaster:") for p in proposals)
+    assert len(proposals) >= 3 and len(decided) == len(proposals)
+
+
+@pytest.mark.usefixtures("plugins")
+def test_an_entry_point_role_acts_with_its_model_on_a_server(
+    demo_card: Card, tmp_path: Path
+) -> None:
+    with StubServer(seed=8) as server:
+        config = RunConfig(
+            card=demo_card,
+            policy=load_policy("no_branch"),
+            seed=1,
+            ticks=2,
+            extra_roles=("forecaster",),
+            models=ModelConfig(
+                model="offline",
+                role_models=("forecaster=stub/test-model",),
+                environ={"STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url},
+                cache="off",
+            ),
+        )
+        result = anyio.run(lambda: run_card(config, tmp_path, fsync=False))
+        assert server.request_count >= 2
+    trace = read_trace(result.trace)
+    calls = [line.record.data for line in trace.of_type("llm_call")]
+    assert calls and {c.role for c in calls} == {"forecaster"}
+    assert trace.started.routes["forecaster"] == "stub/test-model"
+    proposals, decided = _reviewed(result.trace, "forecaster")
+    assert proposals and len(decided) == len(proposals)

@@ -21,23 +21,16 @@ from worldsim.domain.errors import (
 )
 from worldsim.domain.policy import BranchPolicy, load_policy
 from worldsim.domain.version import __version__
-from worldsim.roles.registry import (
-    BranchCandidate,
-    Proposal,
-    Report,
-    Review,
-    ReviewContext,
-    TickContext,
-    register_role,
-    registered_roles,
-)
+from worldsim.roles.registry import register_role, registered_roles
 from worldsim.sim.engine import RunConfig, RunResult, run_card
 from worldsim.trace import Trace, read_trace
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.replay import ReplayResult, replay
 from worldsim.trace.verify import Verification, verify_trace
 from worldsim.world.extraction import EXTRACTION_RULES, Leaf, extract
+from worldsim.world.moves import BranchCandidate, Proposal, Report, Review
 from worldsim.world.state import WorldState
+from worldsim.world.views import ReviewContext, TickContext
 
 __all__ = [
     "EXTRACTION_RULES",

@@ -18,9 +18,15 @@ from worldsim.cli._app import app, err_console, out_console
 from worldsim.domain.cards import load_card
 from worldsim.domain.errors import ConfigError, TraceError
 from worldsim.domain.policy import load_policy
-from worldsim.roles.prompts import known_prompt_roles, load_prompt_role
 from worldsim.roles.registry import registered_roles
-from worldsim.sim.engine import ModelConfig, RunConfig, RunResult, run_card, trace_name
+from worldsim.sim.engine import (
+    ModelConfig,
+    RunConfig,
+    RunResult,
+    role_plan,
+    run_card,
+    trace_name,
+)
 from worldsim.sim.resume import resume_run
 from worldsim.trace.reader import Trace, read_trace
 from worldsim.trace.replay import TickStep, re_extract, replay_direct, replay_steps
@@ -124,6 +130,13 @@ def run(
         list[str] | None,
         typer.Option(help="ROLE=ROUTE for one role (repeatable), e.g. cohort=openai/gpt-4o-mini."),
     ] = None,
+    role: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Add a role to the run (repeatable): a tick role acts as its own agent on every "
+            "timeline; an init, review or report role takes that phase. See `worldsim roles`."
+        ),
+    ] = None,
     max_connections: Annotated[
         int, typer.Option(min=1, help="Concurrent requests per route, shared by all timelines.")
     ] = 8,
@@ -197,9 +210,11 @@ def run(
             method=method_label,
             card_path=card,
             models=models,
+            extra_roles=tuple(dict.fromkeys((*card_obj.roles, *policy_obj.roles, *(role or ())))),
         )
         for s in range(seed, seed + replicates)
     ]
+    role_plan(configs[0])  # unknown or misplaced roles are reported before anything runs
     if not force:
         for cfg in configs:
             path = out / trace_name(cfg.card.id, cfg.method_label, cfg.seed)
@@ -397,25 +412,18 @@ def verify(
 
 @app.command()
 def roles() -> None:
-    """List the installed roles: Python roles (built-in offline model, plug-ins from the entry
-    point group worldsim.roles) and prompt roles from agents/ with their prompt versions."""
-    table = Table(title="Python roles (offline route and plug-ins)")
-    for col in ("name", "phase", "source", "description"):
-        table.add_column(col)
-    for entry in registered_roles().values():
-        table.add_row(entry.name, entry.phase, entry.source, entry.description)
-    out_console.print(table)
-    prompts = Table(title="Prompt roles (model routes)")
-    for col in ("name", "phase", "version", "output", "tools", "file"):
-        prompts.add_column(col)
-    for name in known_prompt_roles():
-        role = load_prompt_role(name)
-        prompts.add_row(
-            name,
-            role.meta.phase,
-            role.version,
-            role.meta.output,
-            ", ".join(role.meta.tools),
-            str(role.path),
+    """List every runnable role: prompt roles (agents/ files, bundled or the project's) and
+    Python roles (entry point group worldsim.roles), with phase, output and prompt version."""
+    table = Table(title="Roles")
+    for col in ("name", "phase", "output", "version", "source", "description"):
+        table.add_column(col, overflow="fold")
+    for spec in registered_roles().values():
+        table.add_row(
+            spec.name,
+            spec.phase,
+            spec.output or "(python)",
+            spec.version,
+            spec.source,
+            spec.description,
         )
-    out_console.print(prompts)
+    out_console.print(table)

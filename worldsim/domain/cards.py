@@ -189,6 +189,9 @@ class Card(_Model):
     endpoints: tuple[Endpoint, ...] = Field(min_length=2)
     context: str = ""
     domain: str | None = None
+    roles: tuple[str, ...] = Field(
+        (), description="roles added to every run of this card (see `worldsim roles`)"
+    )
     seeds: Seeds | None = None
     evidence: tuple[EvidenceDoc, ...] | EvidenceDatabase | None = None
 

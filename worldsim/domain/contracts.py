@@ -60,9 +60,13 @@ class CallSite:
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
-    """One structured request: messages in, an instance of ``output_type`` out."""
+    """One structured request: messages in, an instance of ``output_type`` out.
 
-    messages: tuple[ChatMessage, ...]
+    ``messages`` may be a function that renders them: a model that answers from ``view`` (the
+    offline model) never renders a prompt. Read them through :meth:`chat`.
+    """
+
+    messages: tuple[ChatMessage, ...] | Callable[[], tuple[ChatMessage, ...]]
     output_type: type[BaseModel]
     site: CallSite
     prompt_version: str
@@ -74,6 +78,15 @@ class ModelRequest:
     tool_handler: ToolHandler | None = None
     """Runs one tool call: (name, JSON arguments) → JSON result; required with ``tools``."""
     max_tool_rounds: int = 3
+    view: Any = None
+    """The role's structured view beside the messages: its context (who acts, the tick's
+    snapshot, the endpoints, the proposals under review) and the prompt's variables. Models that
+    answer from structure read it; it is never sent, cached or traced."""
+
+    def chat(self) -> tuple[ChatMessage, ...]:
+        """The messages, rendered if they were given as a function."""
+        messages = self.messages
+        return messages() if callable(messages) else messages
 
 
 @dataclass(frozen=True, slots=True)

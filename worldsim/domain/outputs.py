@@ -2,7 +2,13 @@
 
 These are the JSON schemas sent as response formats. Every string has a ``max_length`` (so
 replies are not cut off at ``max_tokens``) and every number its bounds, because grammar-
-constrained decoding does not enforce numeric ranges: values are validated on receipt.
+constrained decoding does not enforce numeric ranges: values are validated on receipt. Maps are
+lists of small objects, so every schema stays usable in strict structured-output mode.
+
+Each schema has one way its result is applied (docs/roles.md): ``ActorOutput`` and
+``CohortOutput`` become proposals that the governance reviews, ``GovernanceOutput`` becomes the
+tick's review (ledger updates, pressure shifts, fork candidates), ``WorldOutput`` becomes the
+initial world, ``ReportOutput`` the grounded report, ``ForecastOutput`` a direct forecast.
 """
 
 from __future__ import annotations
@@ -12,25 +18,29 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "OUTPUTS",
+    "PHASE_OUTPUTS",
     "ActorMove",
     "ActorOutput",
     "BranchIdea",
     "CohortAction",
     "CohortOutput",
-    "DirectOutput",
+    "EndpointProbability",
+    "ForecastOutput",
     "GovernanceOutput",
     "InitActor",
     "InitCohort",
     "InitEvent",
     "InitHypothesis",
     "InitRelation",
-    "InitializerOutput",
+    "InitVariable",
     "LedgerMove",
     "PressureShift",
     "RejectedMove",
     "ReportClaim",
+    "ReportOutput",
     "ReportRef",
-    "ReporterOutput",
+    "WorldOutput",
 ]
 
 
@@ -76,7 +86,12 @@ class RejectedMove(_Out):
 
 class PressureShift(_Out):
     endpoint: str = Field(max_length=80)
-    by: float = Field(ge=-3.0, le=3.0, description="change of the endpoint's pressure (logit)")
+    by: float = Field(ge=-50.0, le=50.0, description="change of the endpoint's pressure (logit)")
+
+
+class EndpointProbability(_Out):
+    endpoint: str = Field(max_length=80)
+    p: float = Field(ge=0.0, le=1.0)
 
 
 class LedgerMove(_Out):
@@ -89,6 +104,7 @@ class LedgerMove(_Out):
 
 class BranchIdea(_Out):
     hypothesis: str = Field(max_length=200)
+    hypothesis_id: str | None = Field(None, max_length=80, description="id of a world hypothesis")
     endpoint_id: str = Field(max_length=80)
     probability: float = Field(gt=0.0, lt=1.0)
     score: float = Field(ge=0.0, le=1.0, description="how much it deserves its own timeline")
@@ -97,31 +113,37 @@ class BranchIdea(_Out):
 
 class GovernanceOutput(_Out):
     accepted: list[str] = Field(
-        default_factory=list, max_length=200, description="'agent#index' of accepted proposals"
+        default_factory=list, max_length=50_000, description="'agent#index' of accepted proposals"
     )
-    rejected: list[RejectedMove] = Field(default_factory=list, max_length=200)
-    pressure: list[PressureShift] = Field(default_factory=list, max_length=20)
-    ledger: list[LedgerMove] = Field(default_factory=list, max_length=20)
+    rejected: list[RejectedMove] = Field(default_factory=list, max_length=50_000)
+    pressure: list[PressureShift] = Field(default_factory=list, max_length=100)
+    ledger: list[LedgerMove] = Field(default_factory=list, max_length=50_000)
     decision: Literal["continue", "terminate", "fork"] = "continue"
     reason: str = Field("", max_length=400)
-    branches: list[BranchIdea] = Field(default_factory=list, max_length=4)
+    branches: list[BranchIdea] = Field(default_factory=list, max_length=100)
     forced_p_yes: float | None = Field(
         None, ge=0.0, le=1.0, description="on the last tick, if unresolved"
+    )
+    forced_probs: list[EndpointProbability] | None = Field(
+        None, max_length=100, description="multiple choice: on the last tick, if unresolved"
     )
 
 
 class InitActor(_Out):
-    id: str = Field(max_length=40)
+    id: str = Field(max_length=80)
     name: str = Field(max_length=80)
     kind: Literal["individual", "institution"] = "institution"
+    role: str = Field("actor", max_length=80, description="the tick role that drives it")
+    favours: str | None = Field(None, max_length=80, description="multiple choice: its endpoint")
     stance: float = Field(ge=-1.0, le=1.0)
     influence: float = Field(ge=0.0, le=1.0)
     activity: float = Field(ge=0.0, le=1.0)
 
 
 class InitCohort(_Out):
-    id: str = Field(max_length=40)
+    id: str = Field(max_length=80)
     name: str = Field(max_length=80)
+    role: str = Field("cohort", max_length=80, description="the tick role that drives it")
     size: int = Field(ge=1, le=10_000_000_000)
     attention: float = Field(ge=0.0, le=1.0)
     trust: float = Field(ge=0.0, le=1.0)
@@ -129,35 +151,50 @@ class InitCohort(_Out):
 
 
 class InitRelation(_Out):
-    source: str = Field(max_length=40)
-    target: str = Field(max_length=40)
+    source: str = Field(max_length=80)
+    target: str = Field(max_length=80)
     weight: float = Field(ge=0.0, le=1.0)
 
 
 class InitEvent(_Out):
-    id: str = Field(max_length=40)
+    id: str = Field(max_length=80)
     title: str = Field(max_length=200)
     date: str = Field(max_length=30, description="ISO date within [as_of, deadline)")
-    pressure: float = Field(0.0, ge=-3.0, le=3.0, description="shift toward yes")
+    description: str = Field("", max_length=1000)
+    pressure: float = Field(0.0, ge=-50.0, le=50.0, description="shift toward yes")
+    shifts: list[PressureShift] = Field(
+        default_factory=list, max_length=20, description="multiple choice: shifts per endpoint"
+    )
 
 
 class InitHypothesis(_Out):
-    id: str = Field(max_length=40)
+    id: str = Field(max_length=80)
     title: str = Field(max_length=200)
     endpoint: str = Field(max_length=80)
+    start: str | None = Field(None, max_length=30, description="ISO date the window opens")
+    end: str | None = Field(None, max_length=30, description="ISO date the window closes")
     probability: float = Field(gt=0.0, lt=1.0)
-    impact: float = Field(ge=-3.0, le=3.0)
+    impact: float = Field(ge=-50.0, le=50.0)
 
 
-class InitializerOutput(_Out):
+class InitVariable(_Out):
+    name: str = Field(max_length=80)
+    value: bool | float | str
+
+
+class WorldOutput(_Out):
     base_rate: float = Field(gt=0.0, lt=1.0, description="prior probability of yes")
+    base_rates: list[EndpointProbability] | None = Field(
+        None, max_length=100, description="multiple choice: prior per scored endpoint"
+    )
     hazard: float = Field(ge=0.0, le=1.0, description="per-tick chance the question resolves")
-    actors: list[InitActor] = Field(min_length=1, max_length=12)
-    cohorts: list[InitCohort] = Field(default_factory=list, max_length=6)
-    relations: list[InitRelation] = Field(default_factory=list, max_length=40)
-    events: list[InitEvent] = Field(default_factory=list, max_length=12)
-    hypotheses: list[InitHypothesis] = Field(default_factory=list, max_length=6)
-    constraints: list[str] = Field(default_factory=list, max_length=10)
+    actors: list[InitActor] = Field(min_length=1, max_length=100_000)
+    cohorts: list[InitCohort] = Field(default_factory=list, max_length=100_000)
+    relations: list[InitRelation] = Field(default_factory=list, max_length=1_000_000)
+    events: list[InitEvent] = Field(default_factory=list, max_length=1_000)
+    hypotheses: list[InitHypothesis] = Field(default_factory=list, max_length=1_000)
+    variables: list[InitVariable] = Field(default_factory=list, max_length=100)
+    constraints: list[str] = Field(default_factory=list, max_length=100)
 
 
 class ReportRef(_Out):
@@ -173,12 +210,12 @@ class ReportClaim(_Out):
     refs: list[ReportRef] = Field(max_length=6)
 
 
-class ReporterOutput(_Out):
+class ReportOutput(_Out):
     summary: str = Field(max_length=1500)
     claims: list[ReportClaim] = Field(max_length=12)
 
 
-class DirectOutput(_Out):
+class ForecastOutput(_Out):
     p_yes: float = Field(ge=0.0, le=1.0)
     rationale: str = Field(max_length=1500)
     drivers: list[str] = Field(default_factory=list, max_length=8)
@@ -186,3 +223,23 @@ class DirectOutput(_Out):
     leakage_warning: bool = Field(
         description="true if you recognise this scenario or know its outcome"
     )
+
+
+OUTPUTS: dict[str, type[BaseModel]] = {
+    "ActorOutput": ActorOutput,
+    "CohortOutput": CohortOutput,
+    "GovernanceOutput": GovernanceOutput,
+    "WorldOutput": WorldOutput,
+    "ReportOutput": ReportOutput,
+    "ForecastOutput": ForecastOutput,
+}
+"""The documented output schemas a prompt role may name in its ``output:`` field."""
+
+PHASE_OUTPUTS: dict[str, tuple[str, ...]] = {
+    "init": ("WorldOutput",),
+    "tick": ("ActorOutput", "CohortOutput"),
+    "review": ("GovernanceOutput",),
+    "report": ("ReportOutput",),
+    "direct": ("ForecastOutput",),
+}
+"""Which outputs each phase can apply."""

@@ -50,6 +50,9 @@ class BranchPolicy(BaseModel):
         ),
     )
     adaptive: AdaptiveTrigger | None = None
+    roles: tuple[str, ...] = Field(
+        (), description="roles added to every run under this policy (see `worldsim roles`)"
+    )
 
 
 def known_policies() -> dict[str, Path]:

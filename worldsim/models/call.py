@@ -166,7 +166,7 @@ def request_hash(request: ModelRequest, *, model: str, output_mode: str | None) 
     max tokens and output mode (``None`` leaves the mode out, as the cache key does)."""
     payload: dict[str, Any] = {
         "model": model,
-        "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+        "messages": [{"role": m.role, "content": m.content} for m in request.chat()],
         "schema": output_schema_of(request),
         "temperature": request.temperature,
         "seed": request.seed,

@@ -127,7 +127,7 @@ class LeakageGuardModel:
         return self.inner.route
 
     async def request(self, request: ModelRequest) -> ModelResponse:
-        prompt = "\n".join(m.content for m in request.messages)
+        prompt = "\n".join(m.content for m in request.chat())
         self.guard.check(prompt, where="prompt", route=self.route, site=request.site)
         handler = request.tool_handler
         if handler is not None:

@@ -458,7 +458,7 @@ class OpenAIModel:
 def _initial_messages(
     request: ModelRequest, mode: OutputMode, schema: dict[str, Any]
 ) -> list[dict[str, str]]:
-    messages = [{"role": m.role, "content": m.content} for m in request.messages]
+    messages = [{"role": m.role, "content": m.content} for m in request.chat()]
     if mode == "json_schema":
         return messages
     instructions = schema_instructions(schema)

@@ -9,7 +9,7 @@ from worldsim.domain.contracts import Model, ModelRequest, ModelResponse
 from worldsim.domain.errors import ModelError
 from worldsim.models.call import LlmCallData
 
-__all__ = ["TracingModel"]
+__all__ = ["Emit", "TracingModel"]
 
 Emit = Callable[[LlmCallData], Awaitable[None]]
 

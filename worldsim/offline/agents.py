@@ -13,8 +13,9 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from worldsim.roles.registry import Proposal, TickContext, register_role
+from worldsim.world.moves import Proposal
 from worldsim.world.state import Edge, SetCohort, WorldState
+from worldsim.world.views import TickContext
 
 __all__ = ["OfflineActor", "OfflineCohort"]
 
@@ -45,7 +46,6 @@ def _verb(direction: float) -> str:
     return "pushes hard against"
 
 
-@register_role("actor", phase="tick")
 class OfflineActor:
     """An actor with stance, influence and activity: pushes its endpoint by stance plus noise."""
 
@@ -116,7 +116,6 @@ def _influence(
     return w
 
 
-@register_role("cohort", phase="tick")
 class OfflineCohort:
     """A population segment: sentiment drifts toward its influencers, scaled by attention·trust."""
 

@@ -5,14 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from worldsim.roles.registry import (
-    BranchCandidate,
-    ProposalRef,
-    RejectedProposal,
-    Review,
-    ReviewContext,
-    register_role,
-)
+from worldsim.world.moves import BranchCandidate, ProposalRef, RejectedProposal, Review
 from worldsim.world.state import (
     EvidenceIn,
     LedgerUpdate,
@@ -21,6 +14,7 @@ from worldsim.world.state import (
     ShiftPressure,
     WorldState,
 )
+from worldsim.world.views import ReviewContext
 
 __all__ = ["OfflineGovernance", "branch_score"]
 
@@ -43,7 +37,6 @@ def _softmax(state: WorldState, pressure: dict[str, float]) -> dict[str, float]:
     return {i: w / total for i, w in weights.items()}
 
 
-@register_role("governance", phase="review")
 class OfflineGovernance:
     """Accepts valid proposals, moves pressure, draws realization, proposes forks at hypotheses."""
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from worldsim.roles.registry import Claim, ClaimRef, Report, ReportContext, register_role
+from worldsim.world.moves import Claim, ClaimRef, Report
+from worldsim.world.views import ReportContext
 
 __all__ = ["OfflineReporter"]
 
 
-@register_role("reporter", phase="report")
 class OfflineReporter:
     """States the extracted probability and grounds it in the heaviest timelines and the forks."""
 

@@ -7,6 +7,7 @@ ones, so a project can override a built-in prompt by name.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,13 +15,32 @@ from typing import Any, Literal
 
 import jinja2
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from worldsim.domain.errors import RoleError
 from worldsim.domain.files import first_error
+from worldsim.domain.outputs import OUTPUTS, PHASE_OUTPUTS
 from worldsim.domain.resources import data_dirs
+from worldsim.gateway.tools import GATEWAY_TOOLS
 
-__all__ = ["PromptFrontMatter", "PromptRole", "known_prompt_roles", "load_prompt_role"]
+__all__ = [
+    "ROLE_NAME",
+    "PromptFrontMatter",
+    "PromptRole",
+    "known_prompt_roles",
+    "load_prompt_file",
+    "load_prompt_role",
+]
+
+ROLE_NAME = r"^[a-z][a-z0-9]*([-_][a-z0-9]+)*$"
+"""Role names are what users write: lower-case words joined by ``-`` or ``_``."""
 
 _ENV = jinja2.Environment(
     undefined=jinja2.StrictUndefined,
@@ -34,14 +54,34 @@ _ENV = jinja2.Environment(
 class PromptFrontMatter(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    name: str = Field(pattern=ROLE_NAME)
     phase: Literal["init", "tick", "review", "report", "direct"]
-    output: str = Field(description="name of the pydantic output model")
+    output: str = Field(description="one of the documented output schemas")
     tools: tuple[str, ...] = ()
-    route: str = "offline"
+    route: str | None = Field(None, description="default route; --model applies when absent")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(1200, ge=16, le=32_000)
     description: str = ""
+
+    @field_validator("output")
+    @classmethod
+    def _known_output(cls, output: str, info: ValidationInfo) -> str:
+        if output not in OUTPUTS:
+            raise ValueError(f"unknown output '{output}' (known: {', '.join(OUTPUTS)})")
+        phase = info.data.get("phase")
+        if phase is not None and output not in PHASE_OUTPUTS[phase]:
+            allowed = ", ".join(PHASE_OUTPUTS[phase])
+            raise ValueError(f"output '{output}' cannot run in phase '{phase}' (takes: {allowed})")
+        return output
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, tools: tuple[str, ...]) -> tuple[str, ...]:
+        names = sorted(spec.name for spec in GATEWAY_TOOLS)
+        for tool in tools:
+            if tool not in names:
+                raise ValueError(f"unknown tool '{tool}' (known: {', '.join(names)})")
+        return tools
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +109,17 @@ class PromptRole:
         return system.strip(), user.strip()
 
 
-def _parse(path: Path) -> PromptRole:
+def load_prompt_file(path: Path) -> PromptRole:
+    """Parse one prompt role file; a bad file is a one-line RoleError naming it and the field."""
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise RoleError(f"cannot read prompt role: {exc.strerror}", file=path) from None
+    return _parse(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(path: Path, mtime_ns: int, size: int) -> PromptRole:
     raw = path.read_bytes()
     text = raw.decode("utf-8")
     if not text.startswith("---\n"):
@@ -86,7 +136,9 @@ def _parse(path: Path) -> PromptRole:
         field, message = first_error(exc)
         raise RoleError(message, file=path, field=field) from None
     if meta.name != path.stem:
-        raise RoleError(f"front matter name '{meta.name}' differs from the file name", file=path)
+        raise RoleError(
+            f"front matter name '{meta.name}' differs from the file name", file=path, field="name"
+        )
     try:
         template = _ENV.from_string(body)
     except jinja2.TemplateSyntaxError as exc:
@@ -95,13 +147,19 @@ def _parse(path: Path) -> PromptRole:
     return PromptRole(path=path, meta=meta, template=template, version=version)
 
 
-def known_prompt_roles() -> dict[str, Path]:
-    """Prompt role files by name; a project-local ``agents/`` folder overrides bundled ones."""
-    found: dict[str, Path] = {}
-    for folder in reversed(data_dirs("agents")):
+def known_prompt_roles() -> dict[str, tuple[Path, bool]]:
+    """Prompt role files by name, each with whether it is bundled with worldsim.
+
+    A project-local ``agents/`` folder (in the current directory) overrides bundled files.
+    """
+    project = (Path.cwd() / "agents").resolve()
+    folders = data_dirs("agents")
+    bundled = {folder: folder != project or len(folders) == 1 for folder in folders}
+    found: dict[str, tuple[Path, bool]] = {}
+    for folder in reversed(folders):
         for path in sorted(folder.glob("*.md")):
             if path.name.lower() != "readme.md":
-                found[path.stem] = path
+                found[path.stem] = (path, bundled[folder])
     return found
 
 
@@ -111,4 +169,4 @@ def load_prompt_role(name: str) -> PromptRole:
         raise RoleError(
             f"no prompt role '{name}' (known: {', '.join(sorted(files)) or 'none'})", field="role"
         )
-    return _parse(files[name])
+    return load_prompt_file(files[name][0])

@@ -1,237 +1,184 @@
-"""Roles: the kinds of agent, their protocol, their outputs, and the registry that finds them.
+"""The one role registry: prompt roles and Python roles, found by name, each runnable.
 
-A role runs in one phase: ``init`` builds the world, ``tick`` roles (actors, cohorts) propose,
-``review`` (the governance reviewer) turns proposals into state changes and fork candidates,
-``report`` writes grounded claims. Roles are registered with :func:`register_role` or under the
-entry-point group ``worldsim.roles``; ``worldsim roles`` lists what is installed.
+Where roles come from, later sources replacing earlier ones by name:
+
+1. prompt roles bundled with worldsim (``agents/*.md`` in the package);
+2. prompt roles in the project's ``agents/`` folder (so ``agents/actor.md`` replaces the
+   built-in actor);
+3. Python roles from the entry-point group ``worldsim.roles``;
+4. Python roles registered in imported code with :func:`register_role`.
+
+A prompt role's front matter decides what it does (``phase``, ``output``, ``tools``, ``route``,
+``temperature``, ``max_tokens``); its output schema decides how the result is applied (see
+:mod:`worldsim.roles.prompted`). A Python role gets its model and seed when it is built (see
+:mod:`worldsim.roles.contracts`). Every role listed here can be built and run.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-import numpy as np
-
-from worldsim.domain.contracts import Phase, TimelineId
+from worldsim.domain.contracts import Model, Phase
 from worldsim.domain.errors import RoleError
-from worldsim.world.moves import (
-    BranchCandidate,
-    Claim,
-    ClaimRef,
-    Proposal,
-    ProposalRef,
-    RejectedProposal,
-    Report,
-    Review,
-    TimelineSummary,
-)
-from worldsim.world.state import ScheduledEvent, WorldState
+from worldsim.roles.contracts import PHASE_METHODS, RoleFactory
+from worldsim.roles.prompts import ROLE_NAME, PromptRole, known_prompt_roles, load_prompt_file
 
-if TYPE_CHECKING:
-    from worldsim.domain.cards import Card
-
-__all__ = [
-    "AgentRole",
-    "BranchCandidate",
-    "Claim",
-    "ClaimRef",
-    "InitContext",
-    "InitRole",
-    "Proposal",
-    "ProposalRef",
-    "RegisteredRole",
-    "RejectedProposal",
-    "Report",
-    "ReportContext",
-    "ReportRole",
-    "Review",
-    "ReviewContext",
-    "ReviewRole",
-    "Role",
-    "TickContext",
-    "TimelineSummary",
-    "get_role",
-    "register_role",
-    "registered_roles",
-]
-
-
-# ----------------------------------------------------------------------------- contexts
+__all__ = ["RoleSpec", "get_role", "register_role", "registered_roles"]
 
 
 @dataclass(frozen=True, slots=True)
-class InitContext:
-    card: Card
-    ticks: int
-    rng: np.random.Generator
+class RoleSpec:
+    """One runnable role: where it comes from and how to build it."""
 
-
-@dataclass(frozen=True, slots=True)
-class TickContext:
-    """What an agent sees: an immutable snapshot of its timeline at the start of the tick."""
-
-    card: Card
-    timeline: TimelineId
-    tick: int
-    ticks: int
-    date: datetime
-    agent: str
-    state: WorldState
-    observations: tuple[ScheduledEvent, ...]
-    rng: np.random.Generator
-    tools: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class ReviewContext:
-    card: Card
-    timeline: TimelineId
-    tick: int
-    ticks: int
-    date: datetime
-    state: WorldState
-    observations: tuple[ScheduledEvent, ...]
-    proposals: tuple[Proposal, ...]
-    rng: np.random.Generator
-    mass: float
-    depth: int
+    name: str
+    phase: str
+    source: str
+    description: str = ""
+    prompt: PromptRole | None = None
+    factory: RoleFactory | None = None
 
     @property
-    def is_last_tick(self) -> bool:
-        return self.tick == self.ticks - 1
+    def output(self) -> str | None:
+        """The prompt role's output schema; None for a Python role."""
+        return self.prompt.meta.output if self.prompt is not None else None
+
+    @property
+    def version(self) -> str:
+        """The prompt version (12 hex digits of the file's hash), or ``python``."""
+        return self.prompt.version if self.prompt is not None else "python"
+
+    @property
+    def route(self) -> str | None:
+        """The route the prompt file asks for; None means the run's ``--model``."""
+        return self.prompt.meta.route if self.prompt is not None else None
+
+    def build(self, model: Model, *, seed: int = 0) -> Any:
+        """The role, ready to run with ``model`` (the model its route resolves to)."""
+        if self.prompt is not None:
+            from worldsim.roles.prompted import prompted_role
+
+            return prompted_role(self.prompt, model, seed=seed)
+        assert self.factory is not None
+        try:
+            params = inspect.signature(self.factory).parameters
+        except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+            params = {}  # type: ignore[assignment]
+        offered = {"model": model, "seed": seed}
+        role = self.factory(**{k: v for k, v in offered.items() if k in params})
+        role.name = self.name
+        role.phase = self.phase
+        return role
 
 
-@dataclass(frozen=True, slots=True)
-class ReportContext:
-    card: Card
-    timelines: tuple[TimelineSummary, ...]
-    p_yes: float | None
-    rng: np.random.Generator
-    forks: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
-
-
-# ----------------------------------------------------------------------------- protocols
-
-
-@runtime_checkable
-class Role(Protocol):
-    """Every role names itself and the phase it runs in."""
-
-    name: str
-    phase: Phase
-
-
-@runtime_checkable
-class InitRole(Role, Protocol):
-    async def initialize(self, ctx: InitContext) -> WorldState: ...
-
-
-@runtime_checkable
-class AgentRole(Role, Protocol):
-    async def act(self, ctx: TickContext) -> Sequence[Proposal]: ...
-
-
-@runtime_checkable
-class ReviewRole(Role, Protocol):
-    async def review(self, ctx: ReviewContext) -> Review: ...
-
-
-@runtime_checkable
-class ReportRole(Role, Protocol):
-    async def report(self, ctx: ReportContext) -> Report: ...
-
-
-_METHOD_FOR_PHASE: dict[str, str] = {
-    "init": "initialize",
-    "tick": "act",
-    "review": "review",
-    "report": "report",
-}
-
-
-# ----------------------------------------------------------------------------- registry
-
-
-@dataclass(frozen=True, slots=True)
-class RegisteredRole:
-    name: str
-    phase: Phase
-    factory: Callable[[], Role]
-    source: str
-    description: str
-
-
-_REGISTRY: dict[str, RegisteredRole] = {}
-_ENTRY_POINTS_LOADED = False
+_PYTHON: dict[str, RoleSpec] = {}
+_ENTRY_POINTS: dict[str, RoleSpec] | None = None
 
 R = TypeVar("R")
+
+
+def _check(name: str, phase: str, obj: object, where: str) -> None:
+    if not re.match(ROLE_NAME, name):
+        raise RoleError(
+            f"{where}: role name '{name}' must be lower-case words joined by '-' or '_'",
+            field="name",
+        )
+    if phase not in PHASE_METHODS:
+        known = ", ".join(PHASE_METHODS)
+        raise RoleError(
+            f"{where}: role '{name}' has no valid phase (one of {known})", field="phase"
+        )
+    method = PHASE_METHODS[phase]
+    if not callable(getattr(obj, method, None)):
+        raise RoleError(f"{where}: role '{name}' ({phase}) must define async '{method}'")
 
 
 def register_role(
     name: str, *, phase: Phase, replace: bool = False
 ) -> Callable[[type[R]], type[R]]:
-    """Class decorator that registers a role under ``name``; returns the class unchanged."""
+    """Class decorator that registers a Python role under ``name``; returns the class unchanged.
+
+    The class is built per run as ``cls(model=..., seed=...)``, passing only the keywords its
+    constructor names.
+    """
 
     def decorate(cls: type[R]) -> type[R]:
-        method = _METHOD_FOR_PHASE[phase]
-        if not callable(getattr(cls, method, None)):
-            raise RoleError(f"role '{name}' ({phase}) must define async '{method}'")
-        if name in _REGISTRY and not replace and _REGISTRY[name].factory is not cls:
-            raise RoleError(f"role '{name}' is already registered by {_REGISTRY[name].source}")
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        _check(name, phase, cls, where)
+        old = _PYTHON.get(name)
+        if old is not None and not replace and old.factory is not cls:
+            raise RoleError(f"role '{name}' is already registered by {old.source}")
         doc = (cls.__doc__ or "").strip().splitlines()
-        _REGISTRY[name] = RegisteredRole(
+        _PYTHON[name] = RoleSpec(
             name=name,
             phase=phase,
-            factory=cls,  # type: ignore[arg-type]
-            source=f"{cls.__module__}.{cls.__qualname__}",
+            source=f"python {where}",
             description=doc[0] if doc else "",
+            factory=cls,
         )
-        cls.name = name  # type: ignore[attr-defined]
-        cls.phase = phase  # type: ignore[attr-defined]
         return cls
 
     return decorate
 
 
-def _load_entry_points() -> None:
-    global _ENTRY_POINTS_LOADED
-    if _ENTRY_POINTS_LOADED:
-        return
-    _ENTRY_POINTS_LOADED = True
+def _entry_points() -> dict[str, RoleSpec]:
+    global _ENTRY_POINTS
+    if _ENTRY_POINTS is not None:
+        return _ENTRY_POINTS
+    found: dict[str, RoleSpec] = {}
     for ep in importlib.metadata.entry_points(group="worldsim.roles"):
+        where = f"entry point {ep.name} ({ep.value})"
         try:
             obj = ep.load()
-        except Exception as exc:  # a broken plug-in must not take the CLI down
-            raise RoleError(f"cannot load role plug-in '{ep.name}' ({ep.value}): {exc}") from None
-        if ep.name not in _REGISTRY:
-            phase = getattr(obj, "phase", None)
-            if phase not in _METHOD_FOR_PHASE:
-                raise RoleError(f"role plug-in '{ep.name}' ({ep.value}) has no valid 'phase'")
-            register_role(ep.name, phase=phase)(obj)
+        except Exception as exc:  # a broken plug-in is named, not a traceback
+            raise RoleError(f"cannot load role plug-in {where}: {exc}") from None
+        phase = getattr(obj, "phase", None)
+        _check(ep.name, str(phase), obj, where)
+        doc = (obj.__doc__ or "").strip().splitlines()
+        found[ep.name] = RoleSpec(
+            name=ep.name,
+            phase=str(phase),
+            source=where,
+            description=doc[0] if doc else "",
+            factory=obj,
+        )
+    _ENTRY_POINTS = found
+    return found
 
 
-def _load_builtins() -> None:
-    import worldsim.offline  # noqa: F401  (registers the offline roles)
+def _prompt_specs() -> dict[str, RoleSpec]:
+    specs: dict[str, RoleSpec] = {}
+    for name, (path, bundled) in known_prompt_roles().items():
+        prompt = load_prompt_file(path)
+        specs[name] = RoleSpec(
+            name=name,
+            phase=prompt.meta.phase,
+            source=f"{'built-in' if bundled else 'project'} {path.parent.name}/{path.name}",
+            description=prompt.meta.description,
+            prompt=prompt,
+        )
+    return specs
 
 
-def registered_roles() -> dict[str, RegisteredRole]:
-    """Every role known: built-in, decorated in imported code, or from entry points."""
-    _load_builtins()
-    _load_entry_points()
-    return dict(sorted(_REGISTRY.items()))
+def registered_roles() -> dict[str, RoleSpec]:
+    """Every runnable role by name. A malformed prompt file or plug-in is a RoleError here."""
+    roles = _prompt_specs()
+    roles.update(_entry_points())
+    roles.update(_PYTHON)
+    return dict(sorted(roles.items()))
 
 
-def get_role(name: str, phase: Phase | None = None) -> Role:
-    """Instantiate the role registered as ``name``; check its phase when given."""
+def get_role(name: str, phase: str | None = None) -> RoleSpec:
+    """The role registered as ``name``; with ``phase``, check it runs there."""
     roles = registered_roles()
-    entry = roles.get(name)
-    if entry is None:
+    spec = roles.get(name)
+    if spec is None:
         known = ", ".join(roles) or "none"
         raise RoleError(f"unknown role '{name}' (known: {known})", field="role")
-    if phase is not None and entry.phase != phase:
-        raise RoleError(f"role '{name}' runs in phase '{entry.phase}', not '{phase}'")
-    return entry.factory()
+    if phase is not None and spec.phase != phase:
+        raise RoleError(f"role '{name}' runs in phase '{spec.phase}', not '{phase}'", field="role")
+    return spec

@@ -1,7 +1,7 @@
 """The direct baseline: one structured model call per card, no simulated world.
 
 The card (without its evidence list) is rendered into the ``direct`` prompt role
-(``agents/direct.md``) and sent as one request for a `DirectOutput`. The reply's ``p_yes`` is
+(``agents/direct.md``) and sent as one request for a `ForecastOutput`. The reply's ``p_yes`` is
 the forecast. The run writes an ordinary hash-chained trace of kind ``direct``::
 
     run_started → llm_call → extraction → report → audit → run_completed
@@ -29,12 +29,11 @@ from pydantic import ValidationError
 from worldsim.domain.cards import Card, card_hash
 from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest, ModelResponse
 from worldsim.domain.errors import ConfigError, ModelError
-from worldsim.domain.outputs import DirectOutput
+from worldsim.domain.outputs import ForecastOutput
 from worldsim.domain.version import __version__
 from worldsim.models.call import LlmCallData, canonical_json
 from worldsim.models.leakage import LeakageGuard
 from worldsim.roles.prompts import load_prompt_role
-from worldsim.roles.registry import Claim
 from worldsim.sim.engine import _git_revision, trace_name
 from worldsim.trace.audit import endpoint_problems
 from worldsim.trace.records import (
@@ -46,6 +45,7 @@ from worldsim.trace.records import (
     RunStartedData,
 )
 from worldsim.trace.writer import TraceWriter
+from worldsim.world.moves import Claim
 
 __all__ = [
     "DIRECT_RULE",
@@ -73,7 +73,7 @@ class DirectResult:
     run_id: str
     trace: Path
     p_yes: float
-    output: DirectOutput
+    output: ForecastOutput
     call: dict[str, Any]
     wall_s: float
     extraction: ExtractionData
@@ -139,7 +139,7 @@ def direct_request(card: Card, *, seed: int = 0) -> ModelRequest:
     system, user = role.render(card=card.model_copy(update={"evidence": None}))
     return ModelRequest(
         messages=(ChatMessage("system", system), ChatMessage("user", user)),
-        output_type=DirectOutput,
+        output_type=ForecastOutput,
         site=_SITE,
         prompt_version=role.version,
         temperature=role.meta.temperature,
@@ -152,7 +152,7 @@ def direct_request(card: Card, *, seed: int = 0) -> ModelRequest:
 class BaseRateModel:
     """The ``offline`` route for the direct baseline: no language model, the card's base rate.
 
-    Answers every `DirectOutput` request with ``card.seeds.base_rate`` (0.5 when the card gives
+    Answers every `ForecastOutput` request with ``card.seeds.base_rate`` (0.5 when the card gives
     none) and a rationale that says where the number came from.
     """
 
@@ -163,9 +163,9 @@ class BaseRateModel:
         return "offline"
 
     async def request(self, request: ModelRequest) -> ModelResponse:
-        if request.output_type is not DirectOutput:
+        if request.output_type is not ForecastOutput:
             raise ConfigError(
-                f"the offline direct model answers DirectOutput only, not "
+                f"the offline direct model answers ForecastOutput only, not "
                 f"{request.output_type.__name__}",
                 field="route",
             )
@@ -182,7 +182,7 @@ class BaseRateModel:
                 "Offline route: no language model was asked, and the card gives no seeds base "
                 "rate, so this is 0.5."
             )
-        output = DirectOutput(
+        output = ForecastOutput(
             p_yes=p_yes,
             rationale=rationale,
             drivers=[],
@@ -200,7 +200,7 @@ class BaseRateModel:
         return ModelResponse(output=output, text=text, call=call.model_dump(mode="json"))
 
 
-def _claims(output: DirectOutput) -> list[Claim]:
+def _claims(output: ForecastOutput) -> list[Claim]:
     """Drivers and uncertainties as claims. They cite nothing in a trace (there is no world to
     cite), so the audit marks grounding as not checked."""
     return [
@@ -212,7 +212,7 @@ def _claims(output: DirectOutput) -> list[Claim]:
 def _audit(
     card: Card,
     extraction: ExtractionData,
-    output: DirectOutput,
+    output: ForecastOutput,
     route: str,
     guard: LeakageGuard | None,
 ) -> AuditData:
@@ -295,9 +295,9 @@ async def forecast_card(
             raise
         call = await _emit_call(writer, dict(response.call))
         output = response.output
-        if not isinstance(output, DirectOutput):
+        if not isinstance(output, ForecastOutput):
             raise ModelError(
-                f"{route}: the reply is a {type(output).__name__}, not a DirectOutput", call=call
+                f"{route}: the reply is a {type(output).__name__}, not a ForecastOutput", call=call
             )
         extraction = direct_extraction(output.p_yes)
         await writer.emit("extraction", extraction)

@@ -9,6 +9,7 @@ proposals are sorted canonically (agent id, proposal index), never by arrival, b
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -21,7 +22,7 @@ import structlog
 from anyio.abc import TaskGroup
 
 from worldsim.domain.cards import Card, card_hash
-from worldsim.domain.contracts import Model, ModelRequest, ModelResponse, lineage
+from worldsim.domain.contracts import Model, lineage
 from worldsim.domain.errors import (
     BudgetExhausted,
     ConfigError,
@@ -53,24 +54,10 @@ from worldsim.models import (
     RetryPolicy,
     RouteTable,
 )
-from worldsim.models.tracing import TracingModel
-from worldsim.roles.builtin import BUILTIN_LLM_ROLES, LLMRole, llm_role
-from worldsim.roles.registry import (
-    AgentRole,
-    BranchCandidate,
-    InitContext,
-    InitRole,
-    Proposal,
-    Report,
-    ReportContext,
-    ReportRole,
-    Review,
-    ReviewContext,
-    ReviewRole,
-    TickContext,
-    TimelineSummary,
-    get_role,
-)
+from worldsim.models.tracing import Emit, TracingModel
+from worldsim.offline import OfflineModel
+from worldsim.roles.contracts import AgentRole, InitRole, ReportRole, ReviewRole
+from worldsim.roles.registry import RoleSpec, get_role
 from worldsim.trace.audit import audit_run, check_world
 from worldsim.trace.records import (
     ExtractionData,
@@ -92,8 +79,10 @@ from worldsim.trace.records import (
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.build import tick_dates
 from worldsim.world.extraction import EXTRACTION_RULES, Leaf, extract
-from worldsim.world.state import WorldState, apply_deltas, apply_review, state_digest
+from worldsim.world.moves import BranchCandidate, Proposal, Report, Review, TimelineSummary
+from worldsim.world.state import Actor, WorldState, apply_deltas, apply_review, state_digest
 from worldsim.world.timeline import Timeline, child_id
+from worldsim.world.views import InitContext, ReportContext, ReviewContext, TickContext
 
 __all__ = ["DEFAULT_TICKS", "Observer", "RunConfig", "RunResult", "run_card", "trace_name"]
 
@@ -135,6 +124,11 @@ class RunConfig:
     extraction_rule: str = "path-ledger/1"
     method: str | None = None
     roles: Mapping[str, str] = field(default_factory=dict)
+    """Slot overrides: which role plays ``initializer``, ``governance``, ``reporter`` or a tick
+    role named in the card's seeds."""
+    extra_roles: tuple[str, ...] = ()
+    """Roles added to the run (``--role``, a card's or policy's ``roles:``): a tick role acts as
+    its own agent on every timeline; an init, review or report role takes that phase's slot."""
     card_path: Path | None = None
     models: ModelConfig = field(default_factory=ModelConfig)
 
@@ -185,7 +179,10 @@ def trace_name(card_id: str, method: str, seed: int) -> str:
     return f"{card_id}__{method}__s{seed}.jsonl"
 
 
-_PHASES = {"initializer": "init", "governance": "review", "reporter": "report"}
+SLOTS: dict[str, str] = {"initializer": "init", "governance": "review", "reporter": "report"}
+"""The run's one-per-phase role slots and the phase each takes."""
+_SLOT_OF_PHASE = {phase: slot for slot, phase in SLOTS.items()}
+BUILTIN_TICK_ROLES = ("actor", "cohort")
 
 
 class ModelSource(Protocol):
@@ -194,39 +191,67 @@ class ModelSource(Protocol):
     def for_role(self, role: str) -> Model: ...
 
 
-def resolve_roles(config: RunConfig, pool: ModelSource | None = None) -> dict[str, Any]:
-    """Instantiate the run's roles before anything is written; unknown ones are config errors.
+def role_plan(config: RunConfig) -> dict[str, RoleSpec]:
+    """Which role fills each slot and each tick role of the run, checked before anything runs.
 
-    A built-in role whose route is a model becomes its LLM implementation (prompt from
-    ``agents/``); on the ``offline`` route, or for a role a user plugged in, the registered
-    Python class runs.
+    Keys are slot names (``initializer``, ``governance``, ``reporter``) and ``tick:NAME`` for
+    tick roles. Unknown names, roles in the wrong phase and a bad extraction rule are errors.
     """
-    routes = config.models.routes()
-    roles: dict[str, Any] = {}
-
-    def build(slot: str, phase: Any) -> Any:
-        name = config.roles.get(slot, slot)
-        if name == slot and slot in BUILTIN_LLM_ROLES and not routes.for_role(slot).is_offline:
-            if pool is None:
-                raise ConfigError(f"role '{slot}' needs a model pool", field="model")
-            return llm_role(slot, pool.for_role(slot), seed=config.seed)
-        return get_role(name, phase)
-
-    for slot, phase in _PHASES.items():
-        roles[slot] = build(slot, phase)
-    seeds = config.card.seeds
-    tick_roles = {"actor", "cohort"}
-    if seeds is not None:
-        tick_roles |= {a.role for a in seeds.actors} | {c.role for c in seeds.cohorts}
-    for name in sorted(tick_roles):
-        roles[f"tick:{name}"] = build(name, "tick")
     if config.extraction_rule not in EXTRACTION_RULES:
         raise ConfigError(
             f"unknown extraction rule '{config.extraction_rule}' "
             f"(known: {', '.join(EXTRACTION_RULES)})",
             field="extraction",
         )
-    return roles
+    slots = {slot: config.roles.get(slot, slot) for slot in SLOTS}
+    tick_names = set(BUILTIN_TICK_ROLES)
+    seeds = config.card.seeds
+    if seeds is not None:
+        tick_names |= {a.role for a in seeds.actors} | {c.role for c in seeds.cohorts}
+    plan: dict[str, RoleSpec] = {}
+    for name in config.extra_roles:
+        spec = get_role(name)
+        if spec.phase == "tick":
+            plan[f"tick:{name}"] = spec
+        elif spec.phase in _SLOT_OF_PHASE:
+            slots[_SLOT_OF_PHASE[spec.phase]] = name
+        else:
+            raise ConfigError(
+                f"role '{name}' runs in phase '{spec.phase}', which a simulation does not have "
+                "(direct forecasts run with `worldsim forecast`)",
+                field="role",
+            )
+    for slot, phase in SLOTS.items():
+        plan[slot] = get_role(slots[slot], phase)
+    for name in sorted(tick_names):
+        plan[f"tick:{name}"] = get_role(config.roles.get(name, name), "tick")
+    return plan
+
+
+def with_role_routes(config: RunConfig, plan: Mapping[str, RoleSpec]) -> RunConfig:
+    """Add each prompt role's front-matter ``route`` unless ``--role-model`` names it already."""
+    models = config.models
+    named = {entry.split("=", 1)[0].strip() for entry in models.role_models}
+    extra = tuple(
+        f"{spec.name}={spec.route}"
+        for spec in sorted({s.name: s for s in plan.values()}.values(), key=lambda s: s.name)
+        if spec.route is not None and spec.name not in named
+    )
+    if not extra:
+        return config
+    return dataclasses.replace(
+        config, models=dataclasses.replace(models, role_models=(*models.role_models, *extra))
+    )
+
+
+def build_roles(
+    config: RunConfig, plan: Mapping[str, RoleSpec], source: ModelSource, emit: Emit
+) -> dict[str, Any]:
+    """Build every planned role with the model its route resolves to, every call traced."""
+    return {
+        key: spec.build(TracingModel(source.for_role(spec.name), emit), seed=config.seed)
+        for key, spec in plan.items()
+    }
 
 
 class Engine:
@@ -236,21 +261,20 @@ class Engine:
         self,
         config: RunConfig,
         writer: TraceWriter,
-        roles: dict[str, Any],
+        plan: Mapping[str, RoleSpec],
+        source: ModelSource,
         observer: Observer | None = None,
         guard: LeakageGuard | None = None,
     ) -> None:
         self.config = config
         self.guard = guard
-        for role in roles.values():
-            if isinstance(role, LLMRole):
-                role.model = TracingModel(role.model, self._trace_call)
+        self.source = source
+        self.roles = build_roles(config, plan, source, self._trace_call)
         self.card = config.card
         self.policy = config.policy
         self.ticks = config.effective_ticks
         self.dates = tick_dates(config.card, self.ticks)
         self.writer = writer
-        self.roles = roles
         self.observer = observer
         self.timelines: dict[str, Timeline] = {}
         self.forks: list[dict[str, Any]] = []
@@ -273,24 +297,47 @@ class Engine:
             self.observer(event, payload)
 
     def _tick_role(self, name: str) -> AgentRole:
-        role = self.roles.get(f"tick:{name}")
-        if role is None:
-            role = get_role(self.config.roles.get(name, name), "tick")
-            self.roles[f"tick:{name}"] = role
-        return role  # type: ignore[return-value]
+        """The role driving agents of role ``name``; one a model-built world names is built
+        on first use (an unknown name fails the run with a RoleError)."""
+        key = f"tick:{name}"
+        if key not in self.roles:
+            plan = {key: get_role(self.config.roles.get(name, name), "tick")}
+            self.roles.update(build_roles(self.config, plan, self.source, self._trace_call))
+        role: AgentRole = self.roles[key]
+        return role
+
+    def _add_role_agents(self, state: WorldState) -> WorldState:
+        """Each added tick role joins the world as its own actor, acting every tick."""
+        actors = state.actors
+        for name in self.config.extra_roles:
+            if f"tick:{name}" in self.roles and name not in actors:
+                actors = actors.set(
+                    name,
+                    Actor(
+                        id=name,
+                        name=name,
+                        kind="institution",
+                        role=name,
+                        stance=0.0,
+                        influence=0.5,
+                        activity=1.0,
+                    ),
+                )
+        return dataclasses.replace(state, actors=actors) if actors is not state.actors else state
 
     # ------------------------------------------------------------------ the run
 
     async def run(self) -> RunResult:
         started = time.perf_counter()
         card, policy, seed = self.card, self.policy, self.config.seed
+        table = self.config.models.routes()
         prompt_versions = {
-            key.removeprefix("tick:"): getattr(role, "prompt_version", "offline")
-            for key, role in sorted(self.roles.items())
+            role.name: getattr(role, "prompt_version", "python")
+            for role in sorted(self.roles.values(), key=lambda r: r.name)
         }
         routes = {
-            key.removeprefix("tick:"): role.route if isinstance(role, LLMRole) else "offline"
-            for key, role in sorted(self.roles.items())
+            role.name: str(table.for_role(role.name))
+            for role in sorted(self.roles.values(), key=lambda r: r.name)
         }
         await self.writer.emit(
             "run_started",
@@ -309,12 +356,14 @@ class Engine:
                 extraction_rule=self.config.extraction_rule,
                 card_path=str(self.config.card_path) if self.config.card_path else None,
                 role_overrides=dict(self.config.roles),
+                extra_roles=list(self.config.extra_roles),
             ),
         )
         initializer: InitRole = self.roles["initializer"]
         state = await initializer.initialize(
             InitContext(card=card, ticks=self.ticks, rng=rng_for(seed, "init"))
         )
+        state = self._add_role_agents(state)
         self.init_problems = [*getattr(initializer, "problems", []), *check_world(state)]
         await self.writer.emit(
             "world_initialized",
@@ -902,23 +951,19 @@ def build_pool(
         budget=Budget(models.max_cost_usd) if models.max_cost_usd is not None else None,
         guard=guard,
         environ=models.environ,
-        offline=_OfflineRoute,
+        offline=OfflineModel,
     )
     return pool, guard
 
 
-class _OfflineRoute:
-    """The ``offline`` route inside a mixed pool. Offline roles are Python classes that never
-    ask a model, so a request reaching this is a wiring error, said plainly."""
+class OfflineSource:
+    """Every role on the ``offline`` route: one shared :class:`OfflineModel`."""
 
-    route = "offline"
+    def __init__(self) -> None:
+        self.model = OfflineModel()
 
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        raise ConfigError(
-            f"role '{request.site.role}' is on the offline route, which answers through the "
-            "rule-based roles, not through model requests",
-            field="route",
-        )
+    def for_role(self, role: str) -> Model:
+        return self.model
 
 
 class _GuardedSource:
@@ -938,10 +983,11 @@ async def open_models(
     out: str | Path,
     stack: contextlib.AsyncExitStack,
     source: ModelSource | None = None,
-) -> tuple[ModelSource | None, LeakageGuard | None]:
-    """Open the run's response cache and model pool on ``stack``; None when all is offline.
+) -> tuple[ModelSource, LeakageGuard | None]:
+    """Open the run's response cache and model pool on ``stack``.
 
-    With ``source`` (a test's doubles), its models replace the routes' and no pool is built.
+    With ``source`` (a test's doubles), its models replace the routes' and no pool is built;
+    when every role is offline, the offline model answers them all.
     """
     models = config.models
     if source is not None:
@@ -961,8 +1007,9 @@ async def open_models(
         )
         stack.push_async_callback(cache.aclose)
     pool, guard = await anyio.to_thread.run_sync(build_pool, models, out, cache)
-    if pool is not None:
-        stack.push_async_callback(pool.aclose)
+    if pool is None:
+        return _GuardedSource(OfflineSource(), guard), guard
+    stack.push_async_callback(pool.aclose)
     return pool, guard
 
 
@@ -1012,8 +1059,8 @@ async def run_card(
     stopped by its budget is marked resumable. ``model_source`` replaces the configured routes'
     models (tests pass ``worldsim.testing`` doubles).
     """
-    if all(route.is_offline for route in config.models.routes().routes()):
-        resolve_roles(config)  # validate names before touching any file
+    plan = role_plan(config)  # every name checked before any file is touched
+    config = with_role_routes(config, plan)
     path = (
         Path(trace_path)
         if trace_path
@@ -1022,11 +1069,10 @@ async def run_card(
     if path.exists() and not overwrite:
         raise ConfigError("trace already exists (use --force to replace it)", file=path)
     async with contextlib.AsyncExitStack() as stack:
-        pool, guard = await open_models(config, out, stack, model_source)
-        roles = resolve_roles(config, pool)
+        source, guard = await open_models(config, out, stack, model_source)
         writer = await TraceWriter.create(
             path, uuid.uuid4().hex[:16], fsync=fsync, overwrite=overwrite
         )
-        engine = Engine(config, writer, roles, observer, guard)
+        engine = Engine(config, writer, plan, source, observer, guard)
         return await guarded(writer, engine.run)
     raise AssertionError("unreachable")  # pragma: no cover

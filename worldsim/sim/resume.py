@@ -26,7 +26,7 @@ from worldsim.sim.engine import (
     RunResult,
     guarded,
     open_models,
-    resolve_roles,
+    role_plan,
 )
 from worldsim.trace.effective import void_lines
 from worldsim.trace.reader import Trace, read_trace
@@ -59,6 +59,7 @@ def resume_config(trace: Trace, models: ModelConfig | None = None) -> RunConfig:
         method=started.method,
         card_path=Path(started.card_path) if started.card_path else None,
         roles=dict(started.role_overrides),
+        extra_roles=tuple(started.extra_roles),
         models=replace(base, model=started.model, role_models=role_models),
     )
 
@@ -178,8 +179,7 @@ async def resume_run(
     kept = [line for line in trace.effective if line.number not in void]
     out = Path(path).parent
     async with AsyncExitStack() as stack:
-        pool, guard = await open_models(config, out, stack)
-        roles = resolve_roles(config, pool)
+        source, guard = await open_models(config, out, stack)
         writer = await TraceWriter.append_to(
             trace.path,
             trace.run_id,
@@ -188,7 +188,7 @@ async def resume_run(
             keep_bytes=trace.end_offset,
             fsync=fsync,
         )
-        engine = Engine(config, writer, roles, observer, guard)
+        engine = Engine(config, writer, role_plan(config), source, observer, guard)
         began = time.perf_counter()
         cause = trace.terminal.data.kind if trace.terminal is not None else "an interruption"
 

@@ -63,7 +63,7 @@ class _RecordingModel:
         record.finish_reason = "stop"
         record.reply = text
         record.usage = Usage(
-            input_tokens=sum(len(m.content) for m in request.messages) // 4,
+            input_tokens=sum(len(m.content) for m in request.chat()) // 4,
             output_tokens=len(text) // 4,
         )
         try:

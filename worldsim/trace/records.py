@@ -62,6 +62,7 @@ class RunStartedData(_Data):
     kind: Literal["multiverse", "direct"] = "multiverse"
     card_path: str | None = None
     role_overrides: dict[str, str] = Field(default_factory=dict)
+    extra_roles: list[str] = Field(default_factory=list)
 
 
 class WorldInitializedData(_Data):

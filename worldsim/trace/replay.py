@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from worldsim.domain.errors import StateError, TraceError
-from worldsim.domain.outputs import DirectOutput
+from worldsim.domain.outputs import ForecastOutput
 from worldsim.models.schema import extract_json
 from worldsim.sim.direct import DIRECT_RULE, direct_extraction
 from worldsim.trace.audit import MASS_TOLERANCE
@@ -323,10 +323,12 @@ def replay_direct(trace: Trace) -> ReplayResult:
     if reply is None:
         raise _fail(call, trace, "the model call recorded no reply")
     try:
-        output = DirectOutput.model_validate_json(extract_json(reply))
+        output = ForecastOutput.model_validate_json(extract_json(reply))
     except ValidationError as exc:
         raise _fail(
-            call, trace, f"the recorded reply is not a valid DirectOutput: {exc.errors()[0]['msg']}"
+            call,
+            trace,
+            f"the recorded reply is not a valid ForecastOutput: {exc.errors()[0]['msg']}",
         ) from None
     recomputed = direct_extraction(output.p_yes)
     if abs(recorded.mass_sum - 1.0) > MASS_TOLERANCE:

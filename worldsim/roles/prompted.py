@@ -1,22 +1,33 @@
-"""LLM-backed implementations of the built-in roles: prompt in, validated output, engine types out.
+"""Prompt roles at run time: prompt in, a validated output schema back, engine types out.
 
-Each role renders its prompt file from ``agents/``, asks its model for a structured reply, and
-turns the reply into the engine's own types. Content that is valid JSON but makes no sense in the
-world (unknown proposal or endpoint ids, impossible ledger moves) is dropped here with a reason
-that the review or the initialization problems carry into the trace.
+A prompt role's ``output`` decides how its reply is applied, one way per schema:
+
+* ``ActorOutput`` — up to three moves, each a proposal the governance reviews;
+* ``CohortOutput`` — an archetype's action distribution; members are sampled from it and the
+  cohort proposes one move plus its new attention, trust and sentiment;
+* ``GovernanceOutput`` — the tick's review: accepted and rejected proposals, pressure shifts,
+  ledger moves, fork candidates, the deadline's forced values;
+* ``WorldOutput`` — the initial world (actors, cohorts, relations, events, hypotheses);
+* ``ReportOutput`` — the report, whose claims the grounding check resolves.
+
+The request carries the rendered prompt (rendered only if a model reads it) and the role's
+structured view, so the offline model answers the same request from structure. Content that is
+valid JSON but makes no sense in the world (unknown proposal or endpoint ids, impossible ledger
+moves) is dropped here with a reason that the review or the initialization problems carry into
+the trace.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel
 
 from worldsim.domain.cards import (
     ActorSeed,
@@ -29,29 +40,27 @@ from worldsim.domain.cards import (
 from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest
 from worldsim.domain.errors import ConfigError, ModelError, ReplayMissError
 from worldsim.domain.outputs import (
+    OUTPUTS,
     ActorOutput,
     CohortOutput,
     GovernanceOutput,
-    InitializerOutput,
-    ReporterOutput,
+    ReportOutput,
+    WorldOutput,
 )
 from worldsim.gateway.tools import GATEWAY_TOOLS
-from worldsim.roles.prompts import PromptRole, load_prompt_role
-from worldsim.roles.registry import (
+from worldsim.roles.prompts import PromptRole
+from worldsim.roles.registry import registered_roles
+from worldsim.world.build import build_world
+from worldsim.world.moves import (
     BranchCandidate,
     Claim,
     ClaimRef,
-    InitContext,
     Proposal,
     ProposalRef,
     RejectedProposal,
     Report,
-    ReportContext,
     Review,
-    ReviewContext,
-    TickContext,
 )
-from worldsim.world.build import build_world
 from worldsim.world.state import (
     EvidenceIn,
     LedgerUpdate,
@@ -60,16 +69,18 @@ from worldsim.world.state import (
     ShiftPressure,
     WorldState,
 )
+from worldsim.world.views import InitContext, ReportContext, ReviewContext, RoleView, TickContext
 
 __all__ = [
-    "BUILTIN_LLM_ROLES",
-    "LLMActor",
-    "LLMCohort",
-    "LLMGovernance",
-    "LLMInitializer",
-    "LLMReporter",
-    "LLMRole",
-    "llm_role",
+    "ActorPrompt",
+    "CohortPrompt",
+    "GovernancePrompt",
+    "PromptedRole",
+    "ReportPrompt",
+    "WorldPrompt",
+    "prompted_role",
+    "review_from_output",
+    "seeds_from_output",
 ]
 
 #: Members sampled from a cohort's action distribution (cost grows with cohorts, not people).
@@ -77,16 +88,16 @@ COHORT_SAMPLE = 50
 EVIDENCE_K = 5
 
 
-class LLMRole:
+class PromptedRole:
     """Shared machinery: render the role's prompt, ask the model, return the validated output."""
-
-    name = "llm"
-    phase = "tick"
 
     def __init__(self, prompt: PromptRole, model: Model, *, seed: int = 0) -> None:
         self.prompt = prompt
         self.model = model
         self.seed = seed
+        self.name = prompt.name
+        self.phase = prompt.meta.phase
+        self.output_type = OUTPUTS[prompt.meta.output]
 
     @property
     def prompt_version(self) -> str:
@@ -96,21 +107,34 @@ class LLMRole:
     def route(self) -> str:
         return self.model.route
 
+    def site(self, agent: str, timeline: str | None = None, tick: int | None = None) -> CallSite:
+        return CallSite(role=self.name, agent=agent, timeline=timeline, tick=tick)
+
     async def ask(
         self,
-        output: type[BaseModel],
         site: CallSite,
+        context: InitContext | TickContext | ReviewContext | ReportContext,
+        variables: Callable[[], Mapping[str, Any]],
         *,
         tools: Any = None,
-        **context: Any,
+        **structured: Any,
     ) -> Any:
-        """Render the prompt and ask; with ``tools`` (an agent's gateway tools) the model may
-        search and open documents before it answers, every access logged by the tool."""
-        system, user = self.prompt.render(**context)
-        messages = (ChatMessage("system", system), ChatMessage("user", user))
+        """Ask the model for this role's output. The prompt is rendered from ``variables()``
+        only when a model reads the messages; ``structured`` (values already at hand) joins
+        the view. With ``tools`` (an agent's gateway tools) the model may search and open
+        documents before it answers, every access logged by the tool."""
+        prompt = self.prompt
+
+        @functools.cache
+        def messages() -> tuple[ChatMessage, ...]:
+            system, user = prompt.render(**variables(), **structured)
+            user_message = ChatMessage("user", user)
+            return (ChatMessage("system", system), user_message) if system else (user_message,)
+
         request = ModelRequest(
-            messages=messages if system else messages[1:],
-            output_type=output,
+            messages=messages,
+            view=RoleView(context=context, variables=structured),
+            output_type=self.output_type,
             site=site,
             prompt_version=self.prompt.version,
             temperature=self.prompt.meta.temperature,
@@ -129,6 +153,11 @@ class LLMRole:
 
             request = dataclasses.replace(request, tools=offered, tool_handler=run_tool)
         response = await self.model.request(request)
+        if not isinstance(response.output, self.output_type):
+            raise ModelError(
+                f"{self.model.route}: the reply is a {type(response.output).__name__}, "
+                f"not a {self.output_type.__name__}"
+            )
         return response.output
 
 
@@ -165,11 +194,8 @@ def _card(ctx: Any) -> dict[str, Any]:
     return data
 
 
-class LLMActor(LLMRole):
-    """An actor played by a model; it sees evidence the gateway retrieved for it."""
-
-    name = "actor"
-    phase = "tick"
+class ActorPrompt(PromptedRole):
+    """``ActorOutput``: an agent that proposes moves; it sees evidence the gateway found for it."""
 
     async def act(self, ctx: TickContext) -> Sequence[Proposal]:
         actor = ctx.state.actors[ctx.agent]
@@ -180,9 +206,9 @@ class LLMActor(LLMRole):
             )
             evidence = list(found.get("results", []))
         out: ActorOutput = await self.ask(
-            ActorOutput,
-            CallSite(role="actor", agent=ctx.agent, timeline=ctx.timeline, tick=ctx.tick),
-            **_tick_view(ctx),
+            self.site(ctx.agent, ctx.timeline, ctx.tick),
+            ctx,
+            lambda: _tick_view(ctx),
             actor=actor,
             evidence=evidence,
             tools=ctx.tools,
@@ -202,11 +228,8 @@ class LLMActor(LLMRole):
         ]
 
 
-class LLMCohort(LLMRole):
-    """A cohort as an archetype: one call returns a distribution, members are sampled from it."""
-
-    name = "cohort"
-    phase = "tick"
+class CohortPrompt(PromptedRole):
+    """``CohortOutput``: an archetype's action distribution; members are sampled from it."""
 
     async def act(self, ctx: TickContext) -> Sequence[Proposal]:
         table = ctx.state.cohorts
@@ -219,9 +242,9 @@ class LLMCohort(LLMRole):
             "sentiment": float(table.sentiment[i]),
         }
         out: CohortOutput = await self.ask(
-            CohortOutput,
-            CallSite(role="cohort", agent=ctx.agent, timeline=ctx.timeline, tick=ctx.tick),
-            **_tick_view(ctx),
+            self.site(ctx.agent, ctx.timeline, ctx.tick),
+            ctx,
+            lambda: _tick_view(ctx),
             cohort=cohort,
         )
         weights = np.array([a.probability for a in out.actions], dtype=np.float64)
@@ -260,11 +283,8 @@ class LLMCohort(LLMRole):
         ]
 
 
-class LLMGovernance(LLMRole):
-    """The reviewer played by a model; its verdict is checked against the world before use."""
-
-    name = "governance"
-    phase = "review"
+class GovernancePrompt(PromptedRole):
+    """``GovernanceOutput``: the tick's review, checked against the world before use."""
 
     async def review(self, ctx: ReviewContext) -> Review:
         state = ctx.state
@@ -274,13 +294,11 @@ class LLMGovernance(LLMRole):
             if h.status == "open" and h.start_tick <= ctx.tick <= h.end_tick
         ]
         out: GovernanceOutput = await self.ask(
-            GovernanceOutput,
-            CallSite(role="governance", agent="governance", timeline=ctx.timeline, tick=ctx.tick),
-            **_tick_view(ctx),
-            mass=ctx.mass,
+            self.site(self.name, ctx.timeline, ctx.tick),
+            ctx,
+            lambda: {**_tick_view(ctx), "mass": ctx.mass, "is_last_tick": ctx.is_last_tick},
             hypotheses=hypotheses,
             proposals=ctx.proposals,
-            is_last_tick=ctx.is_last_tick,
         )
         return review_from_output(out, ctx)
 
@@ -362,8 +380,13 @@ def review_from_output(out: GovernanceOutput, ctx: ReviewContext) -> Review:
             match = next(
                 (
                     h
-                    for h in state.hypotheses.values()
-                    if h.status == "open" and h.title == idea.hypothesis
+                    for h in sorted(state.hypotheses.values(), key=lambda h: h.id)
+                    if h.status == "open"
+                    and (
+                        h.id == idea.hypothesis_id
+                        if idea.hypothesis_id
+                        else h.title == idea.hypothesis
+                    )
                 ),
                 None,
             )
@@ -382,8 +405,15 @@ def review_from_output(out: GovernanceOutput, ctx: ReviewContext) -> Review:
                     if_true=tuple(if_true),
                 )
             )
-    forced = out.forced_p_yes if ctx.is_last_tick and realized is None else None
-    if ctx.is_last_tick and realized is None and forced is None:
+    deadline = ctx.is_last_tick and realized is None
+    forced = out.forced_p_yes if deadline else None
+    forced_probs: dict[str, float] | None = None
+    if deadline and out.forced_probs is not None:
+        forced_probs = {f.endpoint: f.p for f in out.forced_probs if f.endpoint in scored}
+        if set(forced_probs) != scored:
+            notes.append("forced probabilities do not cover the scored endpoints: dropped")
+            forced_probs = None
+    if deadline and forced is None and forced_probs is None:
         notes.append("no forced p_yes on the last tick: unresolved paths count 0.5")
     reason = out.reason
     if notes:
@@ -399,14 +429,12 @@ def review_from_output(out: GovernanceOutput, ctx: ReviewContext) -> Review:
         reason=reason,
         branches=tuple(branches),
         forced_p_yes=forced,
+        forced_probs=forced_probs,
     )
 
 
-class LLMInitializer(LLMRole):
-    """Builds the world from the model's reading of the card."""
-
-    name = "initializer"
-    phase = "init"
+class WorldPrompt(PromptedRole):
+    """``WorldOutput``: the initial world, from the model's reading of the card."""
 
     def __init__(self, prompt: PromptRole, model: Model, *, seed: int = 0) -> None:
         super().__init__(prompt, model, seed=seed)
@@ -414,11 +442,8 @@ class LLMInitializer(LLMRole):
 
     async def initialize(self, ctx: InitContext) -> WorldState:
         try:
-            out: InitializerOutput = await self.ask(
-                InitializerOutput,
-                CallSite(role="initializer", agent="initializer"),
-                card=_card(ctx),
-                ticks=ctx.ticks,
+            out: WorldOutput = await self.ask(
+                self.site(self.name), ctx, lambda: {"card": _card(ctx), "ticks": ctx.ticks}
             )
         except ModelError as exc:
             if isinstance(exc, ReplayMissError):
@@ -436,7 +461,7 @@ class LLMInitializer(LLMRole):
 
 def _slug(text: str, fallback: str, taken: set[str]) -> str:
     """A valid, unused id from whatever the model wrote."""
-    base = re.sub(r"[^A-Za-z0-9_.:-]+", "_", text).strip("_")[:40] or fallback
+    base = re.sub(r"[^A-Za-z0-9_.:-]+", "_", text).strip("_")[:80] or fallback
     slug, n = base, 1
     while slug in taken:
         n += 1
@@ -445,7 +470,7 @@ def _slug(text: str, fallback: str, taken: set[str]) -> str:
     return slug
 
 
-def seeds_from_output(out: InitializerOutput, ctx: InitContext) -> tuple[Seeds, list[str]]:
+def seeds_from_output(out: WorldOutput, ctx: InitContext) -> tuple[Seeds, list[str]]:
     problems: list[str] = []
     endpoints = {ep.id for ep in ctx.card.endpoints}
     taken: set[str] = set()
@@ -454,12 +479,23 @@ def seeds_from_output(out: InitializerOutput, ctx: InitContext) -> tuple[Seeds, 
     for i, a in enumerate(out.actors):
         new = _slug(a.id, f"actor{i}", taken)
         renamed.setdefault(a.id, new)
-        actors.append(ActorSeed(**{**a.model_dump(), "id": new}))
+        actors.append(
+            ActorSeed(
+                **{**a.model_dump(), "id": new, "role": _tick_role(a.role, "actor", problems)}
+            )
+        )
+        if a.favours is not None and a.favours not in endpoints:
+            problems.append(f"actor '{a.id}' favours unknown endpoint '{a.favours}': ignored")
+            actors[-1] = actors[-1].model_copy(update={"favours": None})
     cohorts = []
     for i, c in enumerate(out.cohorts):
         new = _slug(c.id, f"cohort{i}", taken)
         renamed.setdefault(c.id, new)
-        cohorts.append(CohortSeed(**{**c.model_dump(), "id": new}))
+        cohorts.append(
+            CohortSeed(
+                **{**c.model_dump(), "id": new, "role": _tick_role(c.role, "cohort", problems)}
+            )
+        )
     relations = []
     for r in out.relations:
         if r.source not in renamed or r.target not in renamed:
@@ -477,7 +513,8 @@ def seeds_from_output(out: InitializerOutput, ctx: InitContext) -> tuple[Seeds, 
                     id=_slug(e.id, f"event{i}", event_ids),
                     title=e.title,
                     date=e.date,
-                    pressure=e.pressure,
+                    description=e.description,
+                    pressure={x.endpoint: x.by for x in e.shifts} if e.shifts else e.pressure,
                 )
             )
         except ValueError:
@@ -488,40 +525,62 @@ def seeds_from_output(out: InitializerOutput, ctx: InitContext) -> tuple[Seeds, 
         if h.endpoint not in endpoints:
             problems.append(f"hypothesis '{h.id}' targets unknown endpoint '{h.endpoint}': dropped")
             continue
-        hypotheses.append(
-            HypothesisSeed(**{**h.model_dump(), "id": _slug(h.id, f"hypothesis{i}", hyp_ids)})
-        )
+        try:
+            hypotheses.append(
+                HypothesisSeed(**{**h.model_dump(), "id": _slug(h.id, f"hypothesis{i}", hyp_ids)})
+            )
+        except ValueError:
+            problems.append(f"hypothesis '{h.id}' has an unreadable window: dropped")
     binary = ctx.card.kind == "binary"
     seeds = Seeds(
         base_rate=out.base_rate if binary else None,
-        base_rates=None
-        if binary
-        else {ep.id: 1 / len(ctx.card.scored_endpoints) for ep in ctx.card.scored_endpoints},
+        base_rates=None if binary else _base_rates(out, ctx, problems),
         hazard=out.hazard,
         actors=tuple(actors),
         cohorts=tuple(cohorts),
         relations=tuple(relations),
         events=tuple(events),
         hypotheses=tuple(hypotheses),
+        variables={v.name: v.value for v in out.variables},
         constraints=tuple(out.constraints),
     )
     return seeds, problems
 
 
-class LLMReporter(LLMRole):
-    """Writes the report; the grounding check resolves every reference afterwards."""
+def _tick_role(name: str, default: str, problems: list[str]) -> str:
+    """``name`` if it is a runnable tick role, else ``default`` (with a problem noted)."""
+    spec = registered_roles().get(name)
+    if spec is not None and spec.phase == "tick":
+        return name
+    problems.append(f"role '{name[:80]}' is not a tick role: '{default}' plays it")
+    return default
 
-    name = "reporter"
-    phase = "report"
+
+def _base_rates(out: WorldOutput, ctx: InitContext, problems: list[str]) -> dict[str, float]:
+    """A multiple-choice prior: the model's if it covers the scored endpoints, else uniform."""
+    scored = [ep.id for ep in ctx.card.scored_endpoints]
+    given = {b.endpoint: b.p for b in out.base_rates or ()}
+    if set(given) == set(scored) and all(v > 0 for v in given.values()):
+        total = sum(given.values())
+        return {k: given[k] / total for k in scored}
+    if out.base_rates is not None:
+        problems.append("base rates do not cover the scored endpoints: uniform prior used")
+    return {k: 1 / len(scored) for k in scored}
+
+
+class ReportPrompt(PromptedRole):
+    """``ReportOutput``: the report; the grounding check resolves every reference afterwards."""
 
     async def report(self, ctx: ReportContext) -> Report:
-        out: ReporterOutput = await self.ask(
-            ReporterOutput,
-            CallSite(role="reporter", agent="reporter"),
-            card=_card(ctx),
-            p_yes=ctx.p_yes,
-            timelines=ctx.timelines,
-            forks=ctx.forks,
+        out: ReportOutput = await self.ask(
+            self.site(self.name),
+            ctx,
+            lambda: {
+                "card": _card(ctx),
+                "p_yes": ctx.p_yes,
+                "timelines": ctx.timelines,
+                "forks": ctx.forks,
+            },
         )
         return Report(
             summary=out.summary,
@@ -532,18 +591,23 @@ class LLMReporter(LLMRole):
         )
 
 
-BUILTIN_LLM_ROLES = frozenset({"initializer", "actor", "cohort", "governance", "reporter"})
-"""The built-in roles that have prompt files and LLM implementations."""
-
-_CLASSES: dict[str, type[LLMRole]] = {
-    "initializer": LLMInitializer,
-    "actor": LLMActor,
-    "cohort": LLMCohort,
-    "governance": LLMGovernance,
-    "reporter": LLMReporter,
+_BY_OUTPUT: dict[str, type[PromptedRole]] = {
+    "ActorOutput": ActorPrompt,
+    "CohortOutput": CohortPrompt,
+    "GovernanceOutput": GovernancePrompt,
+    "WorldOutput": WorldPrompt,
+    "ReportOutput": ReportPrompt,
 }
 
 
-def llm_role(name: str, model: Model, *, seed: int = 0) -> LLMRole:
-    """The LLM implementation of built-in role ``name``, with its prompt from ``agents/``."""
-    return _CLASSES[name](load_prompt_role(name), model, seed=seed)
+def prompted_role(prompt: PromptRole, model: Model, *, seed: int = 0) -> PromptedRole:
+    """The runnable role for a prompt file: its ``output`` decides how replies are applied."""
+    cls = _BY_OUTPUT.get(prompt.meta.output)
+    if cls is None:
+        raise ConfigError(
+            f"a role with output '{prompt.meta.output}' runs as a direct forecast "
+            "(`worldsim forecast`), not inside a simulation",
+            file=prompt.path,
+            field="output",
+        )
+    return cls(prompt, model, seed=seed)

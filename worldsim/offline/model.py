@@ -1,0 +1,245 @@
+"""The offline model: the embedded agent-based model behind the ``offline`` route.
+
+It answers the same structured requests as an OpenAI-compatible server, through the same
+:class:`~worldsim.domain.contracts.Model` protocol, but from the request's structured view
+instead of its prompt (which it never renders). It dispatches on the requested output schema,
+so any prompt role whose ``output`` is a documented schema runs on it — a project's
+``agents/market-maker.md`` with ``output: ActorOutput`` acts like an offline actor. Every draw
+comes from the generator the engine keyed for the call (seed, purpose, timeline, tick, agent),
+so answers are reproducible and independent of scheduling. Its answers cost nothing and are not
+recorded as ``llm_call`` records: the seed reproduces them. The rules are docs/offline-model.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from worldsim.domain.cards import Card, Seeds
+from worldsim.domain.contracts import ModelRequest, ModelResponse
+from worldsim.domain.errors import ConfigError
+from worldsim.domain.outputs import (
+    ActorMove,
+    ActorOutput,
+    BranchIdea,
+    CohortAction,
+    CohortOutput,
+    EndpointProbability,
+    GovernanceOutput,
+    InitActor,
+    InitCohort,
+    InitEvent,
+    InitHypothesis,
+    InitRelation,
+    InitVariable,
+    LedgerMove,
+    PressureShift,
+    RejectedMove,
+    ReportClaim,
+    ReportOutput,
+    ReportRef,
+    WorldOutput,
+)
+from worldsim.offline.agents import OfflineActor, OfflineCohort
+from worldsim.offline.governance import OfflineGovernance
+from worldsim.offline.reporter import OfflineReporter
+from worldsim.world.build import generic_seeds
+from worldsim.world.moves import Proposal
+from worldsim.world.state import SetCohort, SetHypothesis, SetPressure, ShiftPressure
+from worldsim.world.views import ReportContext, ReviewContext, RoleView, TickContext
+
+__all__ = ["OfflineModel"]
+
+Answer = Callable[[Any], Awaitable[BaseModel]]
+
+
+class OfflineModel:
+    """The ``offline`` route: seeded rule-based answers from a role's structured view."""
+
+    route = "offline"
+
+    def __init__(self) -> None:
+        self._answers: dict[type[BaseModel], Answer] = {
+            ActorOutput: _actor,
+            CohortOutput: _cohort,
+            GovernanceOutput: _governance,
+            WorldOutput: _world,
+            ReportOutput: _report,
+        }
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        answer = self._answers.get(request.output_type)
+        view = request.view
+        if answer is None or not isinstance(view, RoleView):
+            known = ", ".join(t.__name__ for t in self._answers)
+            what = request.output_type.__name__
+            raise ConfigError(
+                f"role '{request.site.role}': the offline model answers {known} from a role's "
+                f"view; this request asks for {what}"
+                + ("" if answer is None else " without a view"),
+                field="route",
+            )
+        output = await answer(view)
+        return ModelResponse(output=output, text="")
+
+
+async def _actor(view: RoleView) -> ActorOutput:
+    ctx = view.context
+    assert isinstance(ctx, TickContext)
+    proposals = await OfflineActor().act(ctx)
+    return ActorOutput(proposals=[_move(p) for p in proposals[:3]])
+
+
+def _move(p: Proposal) -> ActorMove:
+    return ActorMove(
+        kind=p.kind if p.kind in ("statement", "action", "signal") else "action",
+        endpoint=p.endpoint or "",
+        direction=p.direction,
+        magnitude=p.magnitude,
+        summary=p.summary[:300],
+        cites=list(p.cites[:5]),
+    )
+
+
+async def _cohort(view: RoleView) -> CohortOutput:
+    """One archetypal action taken by every member: the cohort's drifted sentiment."""
+    ctx = view.context
+    assert isinstance(ctx, TickContext)
+    (p,) = await OfflineCohort().act(ctx)
+    row = next(d for d in p.deltas if isinstance(d, SetCohort))
+    return CohortOutput(
+        actions=[
+            CohortAction(
+                label=p.summary[:60],
+                endpoint=p.endpoint or "",
+                direction=p.direction,
+                magnitude=p.magnitude,
+                probability=1.0,
+            )
+        ],
+        attention=row.attention,
+        trust=row.trust,
+    )
+
+
+async def _governance(view: RoleView) -> GovernanceOutput:
+    ctx = view.context
+    assert isinstance(ctx, ReviewContext)
+    review = await OfflineGovernance().review(ctx)
+    state = ctx.state
+    pressure: list[PressureShift] = []
+    for delta in review.deltas:
+        if isinstance(delta, SetPressure):
+            by = delta.value - state.pressure[delta.endpoint]
+            pressure.append(PressureShift(endpoint=delta.endpoint, by=max(-50.0, min(50.0, by))))
+    ledger = [
+        LedgerMove(
+            endpoint=u.endpoint,
+            status=u.status,
+            evidence=u.evidence.kind if u.evidence is not None else None,
+            ref=u.evidence.ref[:120] if u.evidence is not None else "",
+            note=u.evidence.note[:200] if u.evidence is not None else "",
+        )
+        for u in review.ledger
+    ]
+    branches = [
+        BranchIdea(
+            hypothesis=b.hypothesis[:200],
+            hypothesis_id=b.hypothesis_id,
+            endpoint_id=b.endpoint_id,
+            probability=b.probability,
+            score=b.score,
+            impact=sum(d.by for d in b.if_true if isinstance(d, ShiftPressure)),
+        )
+        for b in review.branches
+        if any(isinstance(d, SetHypothesis) for d in b.if_true)
+    ]
+    forced_probs = (
+        [EndpointProbability(endpoint=k, p=v) for k, v in review.forced_probs.items()]
+        if review.forced_probs is not None
+        else None
+    )
+    return GovernanceOutput(
+        accepted=[f"{r.agent}#{r.index}" for r in review.accepted],
+        rejected=[
+            RejectedMove(proposal=f"{r.agent}#{r.index}", reason=r.reason[:200])
+            for r in review.rejected
+        ],
+        pressure=pressure,
+        ledger=ledger,
+        decision=review.decision,
+        reason=review.reason[:400],
+        branches=branches,
+        forced_p_yes=review.forced_p_yes,
+        forced_probs=forced_probs,
+    )
+
+
+async def _world(view: RoleView) -> WorldOutput:
+    """The card's own seeds, or the documented generic world for a card without any."""
+    card: Card = view.context.card
+    return world_output(card.seeds or generic_seeds(card), card)
+
+
+def world_output(seeds: Seeds, card: Card) -> WorldOutput:
+    """``seeds`` as a ``WorldOutput``: the same world, in the schema a model returns."""
+    binary = card.kind == "binary"
+    return WorldOutput(
+        base_rate=seeds.base_rate if binary and seeds.base_rate is not None else 0.5,
+        base_rates=None
+        if seeds.base_rates is None
+        else [EndpointProbability(endpoint=k, p=v) for k, v in seeds.base_rates.items()],
+        hazard=seeds.hazard,
+        actors=[InitActor(**a.model_dump()) for a in seeds.actors],
+        cohorts=[InitCohort(**c.model_dump()) for c in seeds.cohorts],
+        relations=[InitRelation(**r.model_dump()) for r in seeds.relations],
+        events=[
+            InitEvent(
+                id=e.id,
+                title=e.title[:200],
+                date=_iso(e.date),
+                description=e.description[:1000],
+                pressure=e.pressure if isinstance(e.pressure, float | int) else 0.0,
+                shifts=[]
+                if isinstance(e.pressure, float | int)
+                else [PressureShift(endpoint=k, by=v) for k, v in e.pressure.items()],
+            )
+            for e in seeds.events
+        ],
+        hypotheses=[
+            InitHypothesis(
+                id=h.id,
+                title=h.title[:200],
+                endpoint=h.endpoint,
+                start=_iso(h.start) if h.start else None,
+                end=_iso(h.end) if h.end else None,
+                probability=h.probability,
+                impact=h.impact,
+            )
+            for h in seeds.hypotheses
+        ],
+        variables=[InitVariable(name=k, value=v) for k, v in seeds.variables.items()],
+        constraints=list(seeds.constraints),
+    )
+
+
+def _iso(when: Any) -> str:
+    return str(when.isoformat().replace("+00:00", "Z"))
+
+
+async def _report(view: RoleView) -> ReportOutput:
+    ctx = view.context
+    assert isinstance(ctx, ReportContext)
+    report = await OfflineReporter().report(ctx)
+    return ReportOutput(
+        summary=report.summary[:1500],
+        claims=[
+            ReportClaim(
+                text=c.text[:500],
+                refs=[ReportRef(**r.model_dump()) for r in c.refs[:6]],
+            )
+            for c in report.claims[:12]
+        ],
+    )

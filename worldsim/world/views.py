@@ -1,0 +1,84 @@
+"""Views: what a role sees when it runs — the card, its place in time, an immutable snapshot.
+
+The engine builds one view per call (the world initializer's, an agent's tick, the reviewer's
+tick, the reporter's finished multiverse) and hands it to the role; a prompt role also hands it
+to its model beside the rendered prompt, so a model that answers from structure (the offline
+model) reads the same snapshot the prompt describes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from worldsim.domain.contracts import TimelineId
+from worldsim.world.moves import Proposal, TimelineSummary
+from worldsim.world.state import ScheduledEvent, WorldState
+
+if TYPE_CHECKING:
+    from worldsim.domain.cards import Card
+
+__all__ = ["InitContext", "ReportContext", "ReviewContext", "RoleView", "TickContext"]
+
+
+@dataclass(frozen=True, slots=True)
+class InitContext:
+    card: Card
+    ticks: int
+    rng: np.random.Generator
+
+
+@dataclass(frozen=True, slots=True)
+class TickContext:
+    """What an agent sees: an immutable snapshot of its timeline at the start of the tick."""
+
+    card: Card
+    timeline: TimelineId
+    tick: int
+    ticks: int
+    date: datetime
+    agent: str
+    state: WorldState
+    observations: tuple[ScheduledEvent, ...]
+    rng: np.random.Generator
+    tools: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewContext:
+    card: Card
+    timeline: TimelineId
+    tick: int
+    ticks: int
+    date: datetime
+    state: WorldState
+    observations: tuple[ScheduledEvent, ...]
+    proposals: tuple[Proposal, ...]
+    rng: np.random.Generator
+    mass: float
+    depth: int
+
+    @property
+    def is_last_tick(self) -> bool:
+        return self.tick == self.ticks - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ReportContext:
+    card: Card
+    timelines: tuple[TimelineSummary, ...]
+    p_yes: float | None
+    rng: np.random.Generator
+    forks: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class RoleView:
+    """A prompt role's request as structure: its context and the variables its prompt shows."""
+
+    context: InitContext | TickContext | ReviewContext | ReportContext
+    variables: Mapping[str, Any] = field(default_factory=dict)
