@@ -45,19 +45,15 @@ from worldsim.trace.records import (
     RunStartedData,
 )
 from worldsim.trace.writer import TraceWriter
+from worldsim.world.extraction import DIRECT_RULE, direct_extraction
 from worldsim.world.moves import Claim
 
 __all__ = [
-    "DIRECT_RULE",
     "BaseRateModel",
     "DirectResult",
-    "direct_extraction",
     "direct_request",
     "forecast_card",
 ]
-
-DIRECT_RULE = "direct/1"
-"""The extraction rule of direct traces: p_yes is the reply's p_yes, unchanged."""
 
 _SITE = CallSite(role="direct", agent="direct")
 
@@ -105,22 +101,6 @@ class DirectResult:
             "trace": str(self.trace),
             "run_id": self.run_id,
         }
-
-
-def direct_extraction(p_yes: float) -> ExtractionData:
-    """The ``direct/1`` extraction of a reply's p_yes: one path of mass 1, nothing unresolved."""
-    return ExtractionData(
-        rule=DIRECT_RULE,
-        p_yes=p_yes,
-        p_options=None,
-        unresolved_mass=0.0,
-        yes_mass=0.0,
-        no_mass=0.0,
-        max_mass=1.0,
-        effective_paths=1.0,
-        mass_sum=1.0,
-        leaves=[],
-    )
 
 
 def _check_card(card: Card) -> None:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from worldsim.gateway.gateway import RetrievalRecord as RetrievalData
 from worldsim.models.call import LlmCallData
+from worldsim.world.extraction import ExtractionData, LeafData
 from worldsim.world.moves import BranchCandidate, Claim, Proposal, Review
 from worldsim.world.state import Delta
 
@@ -146,26 +147,6 @@ class TimelineEndedData(_Data):
     mass: float
     end_tick: int
     reason: str = ""
-
-
-class LeafData(_Data):
-    timeline: str
-    mass: float
-    settlement: str
-    value: float | None
-
-
-class ExtractionData(_Data):
-    rule: str
-    p_yes: float | None
-    p_options: dict[str, float] | None
-    unresolved_mass: float
-    yes_mass: float
-    no_mass: float
-    max_mass: float
-    effective_paths: float
-    mass_sum: float
-    leaves: list[LeafData]
 
 
 class ReportData(_Data):
