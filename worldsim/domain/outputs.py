@@ -45,7 +45,7 @@ __all__ = [
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ActorMove(_Out):
