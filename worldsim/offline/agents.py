@@ -7,8 +7,9 @@ depend on the state (common random numbers keep comparisons between cards exact)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -52,14 +53,19 @@ class OfflineActor:
     name = "actor"
     phase = "tick"
 
-    async def act(self, ctx: TickContext) -> Sequence[Proposal]:
+    async def act(
+        self, ctx: TickContext, hits: Sequence[Mapping[str, Any]] | None = None
+    ) -> Sequence[Proposal]:
+        """One move; ``hits`` are search results already found for this actor (else it searches)."""
         actor = ctx.state.actors[ctx.agent]
         noise = float(ctx.rng.normal(0.0, ACTOR_NOISE))
         vigour = float(ctx.rng.uniform(0.5, 1.0))
         salience = 1.0 + EVENT_SALIENCE * len(ctx.observations)
         endpoint = _target_endpoint(ctx.state, actor.favours)
         title = ctx.state.endpoint(endpoint)
-        push, cites = await _read_evidence(ctx, f"{actor.name} {title.title if title else ''}")
+        push, cites = await _read_evidence(
+            ctx, f"{actor.name} {title.title if title else ''}", hits
+        )
         direction = float(np.clip(actor.stance + noise + push, -1.0, 1.0))
         magnitude = float(np.clip(actor.influence * vigour * salience, 0.0, 1.0))
         return [
@@ -76,18 +82,23 @@ class OfflineActor:
         ]
 
 
-async def _read_evidence(ctx: TickContext, query: str) -> tuple[float, tuple[str, ...]]:
-    """Search the Temporal Gateway, open the hits, and average their stance hints.
+async def _read_evidence(
+    ctx: TickContext, query: str, hits: Sequence[Mapping[str, Any]] | None = None
+) -> tuple[float, tuple[str, ...]]:
+    """Search the Temporal Gateway (unless ``hits`` were found already), open the first
+    ``EVIDENCE_K`` hits, and average their stance hints.
 
     Returns the push toward yes and the ids of the documents read. Without a gateway (a card
     without evidence) there is nothing to read.
     """
     if ctx.tools is None:
         return 0.0, ()
-    found = await ctx.tools.call("search_evidence", {"query": query, "k": EVIDENCE_K})
+    if hits is None:
+        found = await ctx.tools.call("search_evidence", {"query": query, "k": EVIDENCE_K})
+        hits = found.get("results", [])
     stances: list[float] = []
     read: list[str] = []
-    for hit in found.get("results", []):
+    for hit in list(hits)[:EVIDENCE_K]:
         opened = await ctx.tools.call("open_document", {"doc_id": hit["id"]})
         doc = opened.get("document")
         if doc is None:

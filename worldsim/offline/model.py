@@ -88,7 +88,9 @@ class OfflineModel:
 async def _actor(view: RoleView) -> ActorOutput:
     ctx = view.context
     assert isinstance(ctx, TickContext)
-    proposals = await OfflineActor().act(ctx)
+    # the prompt role searched the gateway for this actor already: read those hits
+    hits = view.variables.get("evidence")
+    proposals = await OfflineActor().act(ctx, hits)
     return ActorOutput(proposals=[_move(p) for p in proposals[:3]])
 
 

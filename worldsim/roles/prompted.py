@@ -142,7 +142,7 @@ class PromptedRole:
             max_tokens=self.prompt.meta.max_tokens,
         )
         if tools is not None and self.prompt.meta.tools:
-            offered = tuple(s.openai() for s in GATEWAY_TOOLS if s.name in self.prompt.meta.tools)
+            offered = _offered(self.prompt.meta.tools)
 
             async def run_tool(name: str, arguments: str) -> str:
                 try:
@@ -159,6 +159,12 @@ class PromptedRole:
                 f"not a {self.output_type.__name__}"
             )
         return response.output
+
+
+@functools.cache
+def _offered(names: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
+    """The OpenAI descriptors of the named gateway tools (built once per set of names)."""
+    return tuple(spec.openai() for spec in GATEWAY_TOOLS if spec.name in names)
 
 
 def _endpoint_rows(state: WorldState) -> list[dict[str, Any]]:
