@@ -1,3 +1,3 @@
 """The version of worldsim: one place, read by the build and recorded in every trace."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -39,6 +39,22 @@ is an envelope:
 * The canonical hash (`worldsim verify --canonical`) covers result-determining content only,
   ordered by (timeline, tick, phase, agent, index).
 
+## Revisions
+
+Traces of the same card, policy and seed keep their canonical hash across worldsim versions
+unless a revision below says otherwise.
+
+* **0.2.0 — one role system.** Every role is a prompt or Python role in one registry, and the
+  offline route is a model that answers the prompt roles' output schemas. Offline traces differ
+  from 0.1.0 in: `run_started` (routes and prompt versions keyed by role name; the bundled
+  prompt files lost their `route: offline` line, so their versions changed; Python roles have
+  version `python`; new `extra_roles`); `review` (pressure changes are shifts relative to the
+  tick's snapshot instead of absolute values; the review's reason and a cohort's proposal summary
+  are worded by the output they came from); and the documents an offline actor reads (the first
+  three hits of its role's evidence search, whose query is the actor's name and the question).
+  The model's rules and draws are otherwise unchanged: a card without evidence gives the same
+  `p_yes` as under 0.1.0 for the same seed.
+
 ## Record types
 
 | type | `tl` / `tick` | what it records |
@@ -47,7 +63,7 @@ is an envelope:
 
 _WHAT = {
     "run_started": "worldsim version, git revision, card hash and public card, policy, routes, "
-    "prompt versions, seed, ticks, extraction rule",
+    "prompt versions, seed, ticks, extraction rule, role overrides and added roles",
     "world_initialized": "the initial world state (full), its digest, initialization problems",
     "timeline_started": "parent, fork tick, depth, path mass, slot budget, starting digest",
     "tick_started": "simulated date, scheduled events delivered, active agents",
