@@ -6,9 +6,9 @@ produce about N records, and their ``(type, tl, tick, data)`` are replayed throu
 
 * append: ``TraceWriter.emit`` (``fsync=False``) against ``json.dumps`` of the same envelopes
   plus a buffered write to a file;
-* read: ``read_trace`` (parse, validate each record, check the chain, seal and canonical form)
-  against ``json.loads`` of the same lines, and against ``json.loads`` plus one SHA-256 per line
-  (the irreducible part of a chain check);
+* read: ``read_trace`` (parse, check each envelope, the chain and the seal; records are
+  validated when first used) against ``json.loads`` of the same lines (target ≤ 2×), and
+  ``json.loads`` plus one SHA-256 per line (the irreducible part of a chain check);
 * verify: ``verify_trace`` (read, replay every tick, canonical hash) against the same baseline.
 """
 

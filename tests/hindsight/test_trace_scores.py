@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from worldsim.domain.errors import CardError
+from worldsim.domain.errors import ConfigError
 from worldsim.scoring.hindsight import (
     HindsightGraph,
     causal_pressure,
     extract_forecast,
-    read_trace,
     simulated_pressure,
     source_precision,
+    trace_records,
 )
 from worldsim.scoring.hindsight.forecast import load_forecast_events
 
@@ -22,20 +22,20 @@ from .conftest import HINDSIGHT
 
 
 def test_torn_last_line_is_ignored_and_other_damage_is_refused(trace_path: Path) -> None:
-    records = read_trace(trace_path)
+    records = trace_records(trace_path)
     assert records[-1].type == "timeline_ended" and len(records) == 19
     broken = trace_path.with_name("broken.jsonl")
     lines = trace_path.read_text().split("\n")
     lines[3] = lines[3][:20]
     broken.write_text("\n".join(lines))
-    with pytest.raises(CardError, match=r"broken\.jsonl:4: malformed trace line"):
-        read_trace(broken)
+    with pytest.raises(ConfigError, match=r"broken\.jsonl:4: not a JSON object"):
+        trace_records(broken)
 
 
 def test_forecast_events_cover_observations_accepted_proposals_and_branches(
     trace_path: Path,
 ) -> None:
-    graph = extract_forecast(read_trace(trace_path))
+    graph = extract_forecast(trace_records(trace_path))
     assert graph.card_id == "merger-review" and graph.run == "run-1"
     got = [(e.id, e.title, e.timeline, e.tick, e.mass, e.kind) for e in graph.events]
     assert got == [
@@ -57,7 +57,7 @@ def test_forecast_events_cover_observations_accepted_proposals_and_branches(
 def test_source_precision_counts_retrievals_and_citations_but_not_refusals(
     trace_path: Path,
 ) -> None:
-    result = source_precision(read_trace(trace_path), HindsightGraph.model_validate(HINDSIGHT))
+    result = source_precision(trace_records(trace_path), HindsightGraph.model_validate(HINDSIGHT))
     # accessed: d1, d2 (search) + d2, d9 (accepted cites) + d3 (rejected cites); "late" was
     # refused. Hindsight sources {d2, d3, d7}: 2 relevant of 4 accessed.
     assert result.accessed == ["d1", "d2", "d3", "d9"]
@@ -68,7 +68,7 @@ def test_source_precision_counts_retrievals_and_citations_but_not_refusals(
 
 
 def test_simulated_pressure_is_mass_weighted_over_live_timelines(trace_path: Path) -> None:
-    points = simulated_pressure(read_trace(trace_path))
+    points = simulated_pressure(trace_records(trace_path))
     # tick 0: only t0 committed: 0.6·0.7 / 0.6 = 0.7
     # tick 1: (0.6·0.8 + 0.4·0.1) / (0.6 + 0.4) = 0.52
     assert [(p.date.day, p.value) for p in points] == [
@@ -97,7 +97,7 @@ def test_real_engine_traces_give_branch_events_and_positive_ker(tmp_path: Path) 
     config = RunConfig(card=card, policy=load_policy("branching"), seed=6)
     result = anyio.run(lambda: run_card(config, tmp_path, fsync=False))
     assert result.forks > 0
-    graph = extract_forecast(read_trace(result.trace))
+    graph = extract_forecast(trace_records(result.trace))
     branches = [e for e in graph.events if e.kind == "branch"]
     assert len(branches) == result.forks
     assert all(e.timeline.count(".") >= 1 for e in branches)

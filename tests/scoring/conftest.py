@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from worldsim.cli import app
 from worldsim.domain.errors import WorldsimError
+from worldsim.trace.writer import seal_line
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def write_trace(
     torn_tail: bool = False,
     routes: Mapping[str, str] | None = None,
 ) -> Path:
-    """A trace in the engine's envelope format, with a valid ``prev`` hash chain."""
+    """A trace in the engine's envelope format, with a valid ``prev`` hash chain and seal."""
     kind = "binary" if p_options is None else "multiple_choice"
     endpoints = (
         [
@@ -116,7 +117,7 @@ def write_trace(
         ),
     ]
     if completed:
-        bodies.append(("run_completed", {}))
+        bodies.append(("run_completed", {"seal": ""}))
     prev = hashlib.sha256(run_id.encode()).hexdigest()
     lines: list[str] = []
     for seq, (kind_name, data) in enumerate(bodies):
@@ -131,9 +132,11 @@ def write_trace(
             "prev": prev,
             "data": data,
         }
-        line = json.dumps(record)
-        prev = hashlib.sha256(line.encode()).hexdigest()
-        lines.append(line + "\n")
+        raw = json.dumps(record, separators=(",", ":")).encode()
+        if kind_name == "run_completed":
+            raw = seal_line(raw)  # the writer seals the terminal record
+        prev = hashlib.sha256(raw).hexdigest()
+        lines.append(raw.decode() + "\n")
     text = "".join(lines)
     if torn_tail:
         text += '{"v": 1, "seq": 99, "type": "tick_sta'

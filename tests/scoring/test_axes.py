@@ -26,8 +26,8 @@ from worldsim.scoring.hindsight import (
     extract_forecast,
     key_event_recall,
     load_hindsight,
-    read_trace,
     source_precision,
+    trace_records,
 )
 from worldsim.sim.engine import RunConfig, RunResult, run_card
 
@@ -78,7 +78,7 @@ def _direct(
     masses: list[float | None] = []
     precisions: list[float | None] = []
     for path in trace_files:
-        records = read_trace(path)
+        records = trace_records(path)
         report = key_event_recall(graph, extract_forecast(records).events, date_window_days=window)
         kers.append(report.ker)
         masses.append(report.mass_weighted_recall)

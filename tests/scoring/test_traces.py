@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from tests.scoring.conftest import Runner, write_csv, write_trace
-from worldsim.scoring.inputs import read_trace_records, rows_from_trace
+from worldsim.scoring.inputs import rows_from_trace
+from worldsim.trace.reader import read_trace
 
 
 @pytest.fixture
@@ -149,8 +150,8 @@ def test_torn_last_line_is_ignored(tmp_path: Path) -> None:
     path = write_trace(
         tmp_path / "t.jsonl", card_id="A", method="m", run_id="r", p_yes=0.25, torn_tail=True
     )
-    records = read_trace_records(path)
-    assert [r["type"] for r in records][-1] == "run_completed"
+    trace = read_trace(path)
+    assert trace.lines[-1].type == "run_completed" and trace.torn_line == 5
     row = rows_from_trace(path)
     assert row is not None and row.p_yes == 0.25 and row.run_id == "r"
 

@@ -36,6 +36,7 @@ __all__ = [
     "RoleError",
     "StateError",
     "TraceError",
+    "TraceIncomplete",
     "WorldsimError",
     "WorldsimRuntimeError",
 ]
@@ -144,6 +145,12 @@ class StateError(WorldsimRuntimeError):
 
 class TraceError(WorldsimRuntimeError):
     """A trace is corrupt, inconsistent or unreadable."""
+
+
+class TraceIncomplete(TraceError):
+    """A trace that holds no complete record: an empty file, or one torn line."""
+
+    exit_code = 2
 
 
 class GatewayRefusal(WorldsimRuntimeError):

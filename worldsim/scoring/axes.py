@@ -21,10 +21,11 @@ from pathlib import Path
 
 from worldsim.domain.errors import CardError, ConfigError
 from worldsim.domain.files import sha256_file
+from worldsim.scoring.hindsight import DEFAULT_DATE_WINDOW_DAYS
 from worldsim.scoring.hindsight.evidence import source_precision
-from worldsim.scoring.hindsight.forecast import extract_forecast, read_trace
+from worldsim.scoring.hindsight.forecast import extract_forecast, trace_records
 from worldsim.scoring.hindsight.graph import HindsightGraph, load_hindsight, validate_graph
-from worldsim.scoring.hindsight.ker import DEFAULT_DATE_WINDOW_DAYS, key_event_recall
+from worldsim.scoring.hindsight.ker import key_event_recall
 from worldsim.scoring.inputs import PredictionRow
 from worldsim.scoring.metrics import MethodSummary
 from worldsim.scoring.table import MatchedTable
@@ -191,7 +192,7 @@ def load_graphs(folder: Path, card_ids: Iterable[str]) -> tuple[dict[str, GraphF
 
 
 def _trace_axes(row: PredictionRow, graph: HindsightGraph, window: float | None) -> TraceAxes:
-    records = read_trace(row.source)
+    records = trace_records(row.source)
     ker = key_event_recall(graph, extract_forecast(records).events, date_window_days=window)
     srcp = source_precision(records, graph)
     return TraceAxes(

@@ -8,7 +8,6 @@ optional metadata. Folders are read recursively. Incomplete traces are skipped a
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,8 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from worldsim.domain.cards import parse_utc
-from worldsim.domain.errors import CardError
+from worldsim.domain.errors import CardError, TraceIncomplete
 from worldsim.domain.files import read_jsonl
+from worldsim.trace.reader import looks_like_trace, read_input_trace
 
 __all__ = [
     "LoadedPredictions",
@@ -26,7 +26,6 @@ __all__ = [
     "input_files",
     "load_predictions",
     "read_csv",
-    "read_trace_records",
     "rows_from_table",
     "rows_from_trace",
 ]
@@ -113,7 +112,7 @@ def load_predictions(paths: Iterable[str | Path]) -> LoadedPredictions:
         if f.suffix.lower() == ".jsonl" and f.stat().st_size == 0:
             # A run that crashed before its first record leaves an empty trace.
             warnings.append(f"{f}: empty file (a trace without records?); skipped")
-        elif f.suffix.lower() == ".jsonl" and _looks_like_trace(f):
+        elif f.suffix.lower() == ".jsonl" and looks_like_trace(f):
             row = rows_from_trace(f)
             if row is None:
                 warnings.append(f"{f}: trace is incomplete (no run_completed record); skipped")
@@ -128,37 +127,19 @@ def load_predictions(paths: Iterable[str | Path]) -> LoadedPredictions:
 # traces
 
 
-def read_trace_records(path: Path) -> list[dict[str, Any]]:
-    """Parse a JSONL trace into its records; a torn final line (no trailing newline) is dropped.
+def rows_from_trace(path: Path) -> PredictionRow | None:
+    """The forecast a completed trace gives for its card and method, or None if incomplete.
 
-    This is the only place that knows the trace's byte format.
+    The trace is read through the one trace reader: its hash chain must hold (a damaged trace
+    is a TraceError naming the line), and a resumed run counts only its effective records.
     """
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise CardError(f"cannot read trace: {exc}", file=path) from None
-    lines = data.split(b"\n")
-    # The piece after the last newline is empty for a clean file and a torn record otherwise.
-    complete = lines[:-1]
-    records: list[dict[str, Any]] = []
-    for number, raw in enumerate(complete, start=1):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise CardError(f"malformed trace record: {exc}", file=path, line=number) from None
-        if not isinstance(record, dict):
-            raise CardError("trace record is not a JSON object", file=path, line=number)
-        records.append(record)
-    return records
-
-
-def rows_from_trace(path: Path) -> PredictionRow | None:
-    """The forecast a completed trace gives for its card and method, or None if incomplete."""
-    records = read_trace_records(path)
-    if not any(r.get("type") == "run_completed" for r in records):
+        trace = read_input_trace(path)
+    except TraceIncomplete:
+        return None  # an empty file or a single torn line: a run cut off at its start
+    if not trace.complete:
         return None
+    records = [line.obj for line in trace.effective]
     started = next((r for r in records if r.get("type") == "run_started"), None)
     extraction = [r for r in records if r.get("type") == "extraction"]
     if started is None:
@@ -208,18 +189,6 @@ def rows_from_trace(path: Path) -> PredictionRow | None:
         p_yes_raw=_optional_probability(raw, path, None, "data.p_yes_raw"),
         trace=True,
     )
-
-
-def _looks_like_trace(path: Path) -> bool:
-    with path.open("rb") as fh:
-        first = fh.readline()
-    if not first.endswith(b"\n"):  # a single torn record: judge by the envelope's first key
-        return first.lstrip().startswith(b'{"v"')
-    try:
-        record = json.loads(first)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return False
-    return isinstance(record, dict) and "type" in record and "data" in record and "v" in record
 
 
 def _data(record: Mapping[str, Any], path: Path, what: str) -> Mapping[str, Any]:

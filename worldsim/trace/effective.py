@@ -33,7 +33,7 @@ def void_lines(segment: Sequence[TraceLine], *, first: bool = True) -> set[int]:
         return {line.number for line in segment if line.type not in _KEPT_ALWAYS}
     last_boundary: dict[str, int] = {}
     for i, line in enumerate(segment):
-        tl = line.record.tl
+        tl = line.tl
         if tl is not None and line.type in BOUNDARIES:
             last_boundary[tl] = i
     world_at = next((i for i, line in enumerate(segment) if line.type == "world_initialized"), -1)
@@ -41,7 +41,7 @@ def void_lines(segment: Sequence[TraceLine], *, first: bool = True) -> set[int]:
     for i, line in enumerate(segment):
         if line.type in _KEPT_ALWAYS:
             continue
-        tl = line.record.tl
+        tl = line.tl
         if tl is None:
             if line.type in _RUN_RESULTS or (line.type == "llm_call" and i > world_at):
                 void.add(line.number)

@@ -12,25 +12,70 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from worldsim.domain.errors import TraceError
+from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.domain.files import first_error
-from worldsim.trace.records import TRACE_ADAPTER
+from worldsim.trace.records import RECORD_TYPES, TRACE_ADAPTER
 from worldsim.trace.writer import SEALED_TYPES, genesis_hash
 
-__all__ = ["Trace", "TraceLine", "read_trace"]
+__all__ = [
+    "Trace",
+    "TraceLine",
+    "iter_trace",
+    "looks_like_trace",
+    "read_input_trace",
+    "read_trace",
+]
 
 _SEAL = re.compile(rb'"seal":"([0-9a-f]{64})"')
 
 
-@dataclass(frozen=True, slots=True)
 class TraceLine:
-    number: int
-    raw: bytes
-    record: Any  # one of the envelope models of worldsim.trace.records
+    """One sound line of a trace: its bytes, its parsed envelope, and the typed record.
+
+    The envelope (``type``, ``tl``, ``tick``, ``run``) is read when the trace is read; the typed
+    record is validated against the trace schema the first time ``record`` or ``data`` is read
+    (an invalid record is then a :class:`TraceError` naming the file, line and field).
+    """
+
+    __slots__ = ("_record", "number", "obj", "path", "raw")
+
+    def __init__(self, number: int, raw: bytes, obj: dict[str, Any], path: Path) -> None:
+        self.number = number
+        self.raw = raw
+        self.obj = obj
+        self.path = path
+        self._record: Any = None
 
     @property
     def type(self) -> str:
-        return str(self.record.type)
+        return str(self.obj["type"])
+
+    @property
+    def tl(self) -> str | None:
+        tl = self.obj.get("tl")
+        return tl if isinstance(tl, str) else None
+
+    @property
+    def tick(self) -> int | None:
+        tick = self.obj.get("tick")
+        return tick if isinstance(tick, int) and not isinstance(tick, bool) else None
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The record's ``data`` as parsed JSON, without schema validation."""
+        data = self.obj.get("data")
+        return data if isinstance(data, dict) else {}
+
+    @property
+    def record(self) -> Any:
+        """The envelope model of :mod:`worldsim.trace.records`, validated on first use."""
+        if self._record is None:
+            try:
+                self._record = TRACE_ADAPTER.validate_python(self.obj)
+            except ValidationError as exc:
+                field, message = first_error(exc)
+                raise TraceError(message, file=self.path, line=self.number, field=field) from None
+        return self._record
 
     @property
     def data(self) -> Any:
@@ -74,6 +119,15 @@ class Trace:
     def first(self, type_: str) -> TraceLine | None:
         return next(self.of_type(type_), None)
 
+    def validate(self) -> None:
+        """Validate every record against the schema and check the writer's canonical form."""
+        for line in self.lines:
+            line.record  # noqa: B018  (validates)
+            if _canonical(line.obj) != line.raw:
+                raise TraceError(
+                    "record is not in the writer's canonical form", file=self.path, line=line.number
+                )
+
     @property
     def effective(self) -> list[TraceLine]:
         """The lines that count once resumes are taken into account (see trace.effective)."""
@@ -90,7 +144,99 @@ def _check_seal(raw: bytes) -> bool:
     return bool(hashlib.sha256(unsealed).hexdigest() == found[0].decode())
 
 
-def _next_type(raw: bytes) -> str | None:
+def _canonical(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def looks_like_trace(path: str | Path) -> bool:
+    """Whether ``path`` starts like a trace (a JSON envelope), without reading it all."""
+    with Path(path).open("rb") as fh:
+        first = fh.readline()
+    if not first.endswith(b"\n"):  # a single torn record: judge by the envelope's first key
+        return first.lstrip().startswith(b'{"v"')
+    try:
+        obj = json.loads(first)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return isinstance(obj, dict) and "type" in obj and "data" in obj and "v" in obj
+
+
+def iter_trace(path: str | Path) -> Iterator[TraceLine]:
+    """Stream a trace's lines, checking the hash chain as it goes.
+
+    Each line must be a JSON object in the envelope with a known record type, the run's id,
+    the next ``seq`` and the previous line's hash; a sealed record (``run_completed``,
+    ``run_failed``) must match its seal and end the trace (or be followed by ``run_resumed``).
+    The first bad line raises :class:`TraceError` naming it. A final line without its newline
+    (a crash mid-write) is not yielded; :func:`read_trace` reports it as torn.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise TraceError("trace not found", file=p)
+    try:
+        fh = p.open("rb")
+    except OSError as exc:
+        raise TraceError(f"cannot read trace: {exc}", file=p) from None
+    with fh:
+        run_id: str | None = None
+        prev_hash: str | None = None
+        sealed_at: int | None = None
+        sealed_type = ""
+        for i, raw_line in enumerate(fh):
+            number = i + 1
+            if not raw_line.endswith(b"\n"):
+                return  # torn: the writer was cut off mid-record
+            raw = raw_line[:-1]
+            if sealed_at is not None:
+                obj_type = _peek_type(raw)
+                if not (obj_type == "run_resumed" and sealed_type == "run_failed"):
+                    raise TraceError(
+                        f"{sealed_type} must be the last record (or be followed by run_resumed)",
+                        file=p,
+                        line=sealed_at,
+                    )
+                sealed_at = None
+            try:
+                obj = json.loads(raw)
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise TraceError(f"not a JSON object: {exc}", file=p, line=number) from None
+            if not isinstance(obj, dict):
+                raise TraceError("not a JSON object", file=p, line=number)
+            kind = obj.get("type")
+            if kind not in RECORD_TYPES:
+                raise TraceError(f"unknown record type {kind!r}", file=p, line=number, field="type")
+            line = TraceLine(number, raw, obj, p)
+            if run_id is None:
+                if kind != "run_started":
+                    raise TraceError("the first record must be run_started", file=p, line=number)
+                run = obj.get("run")
+                if not isinstance(run, str) or not run:
+                    raise TraceError("missing run id", file=p, line=number, field="run")
+                run_id = run
+                prev_hash = genesis_hash(run_id)
+            if obj.get("run") != run_id:
+                raise TraceError(
+                    f"run id {obj.get('run')!r} differs from {run_id!r}", file=p, line=number
+                )
+            if obj.get("seq") != i:
+                raise TraceError(
+                    f"seq {obj.get('seq')} where {i} was expected", file=p, line=number
+                )
+            if obj.get("prev") != prev_hash:
+                raise TraceError(
+                    "hash chain broken: prev does not match the line before", file=p, line=number
+                )
+            if raw != raw.strip() or raw.startswith(b"\xef\xbb\xbf"):
+                raise TraceError("stray whitespace around the record", file=p, line=number)
+            if kind in SEALED_TYPES:
+                if not _check_seal(raw):
+                    raise TraceError("seal does not match the record", file=p, line=number)
+                sealed_at, sealed_type = number, kind
+            prev_hash = hashlib.sha256(raw).hexdigest()
+            yield line
+
+
+def _peek_type(raw: bytes) -> str | None:
     try:
         value = json.loads(raw.decode("utf-8")).get("type")
     except (UnicodeDecodeError, json.JSONDecodeError, AttributeError):
@@ -98,70 +244,29 @@ def _next_type(raw: bytes) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def read_trace(path: str | Path) -> Trace:
-    """Read and check a trace. A torn final line (a crash mid-write) is set aside, not fatal;
-    any other damage raises :class:`TraceError` naming the first bad line."""
-    p = Path(path)
-    if not p.is_file():
-        raise TraceError("trace not found", file=p)
+def read_input_trace(path: str | Path) -> Trace:
+    """:func:`read_trace` for a trace handed to an analysis (``score``, ``hindsight``): a trace
+    that does not check out is bad input, a ConfigError (exit 2) naming the file and line."""
     try:
-        blob = p.read_bytes()
-    except OSError as exc:
-        raise TraceError(f"cannot read trace: {exc}", file=p) from None
-    if not blob:
-        raise TraceError("trace is empty", file=p)
+        return read_trace(path)
+    except TraceIncomplete:
+        raise
+    except TraceError as exc:
+        raise ConfigError(exc.message, file=exc.file, line=exc.line, field=exc.field) from None
 
-    chunks = blob.split(b"\n")
-    tail = chunks.pop()  # b"" when the file ends with a newline
-    torn_line = len(chunks) + 1 if tail else None
 
-    lines: list[TraceLine] = []
-    run_id: str | None = None
-    prev_hash: str | None = None
-    offset = 0
-    for i, raw in enumerate(chunks):
-        number = i + 1
-        try:
-            obj = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise TraceError(f"not a JSON object: {exc}", file=p, line=number) from None
-        try:
-            record = TRACE_ADAPTER.validate_python(obj)
-        except ValidationError as exc:
-            field, message = first_error(exc)
-            raise TraceError(message, file=p, line=number, field=field) from None
-        if run_id is None:
-            if record.type != "run_started":
-                raise TraceError("the first record must be run_started", file=p, line=number)
-            run_id = record.run
-            prev_hash = genesis_hash(run_id)
-        if record.run != run_id:
-            raise TraceError(f"run id {record.run!r} differs from {run_id!r}", file=p, line=number)
-        if record.seq != i:
-            raise TraceError(f"seq {record.seq} where {i} was expected", file=p, line=number)
-        if record.prev != prev_hash:
-            raise TraceError(
-                "hash chain broken: prev does not match the line before", file=p, line=number
-            )
-        if record.type in SEALED_TYPES:
-            if not _check_seal(raw):
-                raise TraceError("seal does not match the record", file=p, line=number)
-            if i != len(chunks) - 1 and not (
-                record.type == "run_failed" and _next_type(chunks[i + 1]) == "run_resumed"
-            ):
-                raise TraceError(
-                    f"{record.type} must be the last record (or be followed by run_resumed)",
-                    file=p,
-                    line=number,
-                )
-        if raw != raw.strip() or raw.startswith(b"\xef\xbb\xbf"):
-            raise TraceError("stray whitespace around the record", file=p, line=number)
-        canonical = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
-        if canonical != raw:
-            raise TraceError("record is not in the writer's canonical form", file=p, line=number)
-        lines.append(TraceLine(number, raw, record))
-        prev_hash = hashlib.sha256(raw).hexdigest()
-        offset += len(raw) + 1
+def read_trace(path: str | Path) -> Trace:
+    """Read and check a trace (see :func:`iter_trace`). A torn final line (a crash mid-write)
+    is set aside, not fatal; any other damage raises :class:`TraceError` naming the first bad
+    line. Records are validated against the schema when first used; :meth:`Trace.validate`
+    validates them all."""
+    p = Path(path)
+    lines = list(iter_trace(p))
+    size = p.stat().st_size
+    offset = sum(len(line.raw) + 1 for line in lines)
+    torn_line = len(lines) + 1 if offset < size else None
     if not lines:
-        raise TraceError("trace has no complete record", file=p, line=torn_line)
+        if size == 0:
+            raise TraceIncomplete("trace is empty", file=p)
+        raise TraceIncomplete("trace has no complete record", file=p, line=torn_line)
     return Trace(path=p, lines=tuple(lines), torn_line=torn_line, end_offset=offset)

@@ -38,6 +38,11 @@ is an envelope:
   `tick_committed.digest` is the SHA-256 of the rebuilt state's canonical JSON.
 * The canonical hash (`worldsim verify --canonical`) covers result-determining content only,
   ordered by (timeline, tick, phase, agent, index).
+* One module reads traces, `worldsim.trace.reader`: it streams the file, checks the envelope,
+  the chain and the seals line by line, and validates each record against the schema below when
+  it is first used (`verify` validates them all and checks the writer's canonical form). Its
+  `effective` view drops the records a `run_resumed` marker voids; `score`, `hindsight` and
+  replay read that view.
 
 ## Revisions
 

@@ -31,8 +31,10 @@ class Verification:
 
 
 def verify_trace(path: str | Path) -> Verification:
-    """Read, chain-check and replay a trace; raises TraceError naming the first bad line."""
+    """Read, chain-check, validate every record and replay a trace; raises TraceError naming
+    the first bad line."""
     trace = read_trace(path)
+    trace.validate()
     result = replay(trace)
     terminal = trace.terminal
     return Verification(

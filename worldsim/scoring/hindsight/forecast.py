@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from worldsim.domain.cards import UtcDatetime, parse_utc
 from worldsim.domain.errors import CardError
 from worldsim.domain.files import first_error
+from worldsim.trace.reader import read_input_trace
 
 __all__ = [
     "ForecastEvent",
@@ -38,7 +39,7 @@ __all__ = [
     "TraceRecord",
     "extract_forecast",
     "load_forecast_events",
-    "read_trace",
+    "trace_records",
 ]
 
 
@@ -53,44 +54,23 @@ class TraceRecord:
     run: str | None = None
 
 
-def read_trace(path: str | Path) -> list[TraceRecord]:
-    """Read a JSONL trace with plain ``json``; the one place that knows its envelope.
+def trace_records(path: str | Path) -> list[TraceRecord]:
+    """The effective records of a trace, read through the one trace reader.
 
-    A final line without a trailing newline is torn (a crash mid-write) and ignored. Any
-    other malformed line raises :class:`CardError` naming the file and the line.
+    The hash chain must hold (a damaged trace is a TraceError naming the line); a resumed run
+    counts only the records of its effective history; a torn final line is ignored.
     """
-    p = Path(path)
-    if not p.is_file():
-        raise CardError("trace not found", file=p)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CardError(f"cannot read trace: {exc}", file=p) from None
-    lines = text.split("\n")
-    lines.pop()  # the text after the last newline: empty, or a torn line
-    records: list[TraceRecord] = []
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise CardError(f"malformed trace line: {exc.msg}", file=p, line=number) from None
-        if not isinstance(obj, dict):
-            raise CardError("a trace line must hold a JSON object", file=p, line=number)
-        kind, data, tl, tick = obj.get("type"), obj.get("data"), obj.get("tl"), obj.get("tick")
-        if not isinstance(kind, str):
-            raise CardError("missing record type", file=p, line=number, field="type")
-        if not isinstance(data, dict):
-            raise CardError("record data must be an object", file=p, line=number, field="data")
-        if tl is not None and not isinstance(tl, str):
-            raise CardError("timeline must be a string", file=p, line=number, field="tl")
-        if tick is not None and (isinstance(tick, bool) or not isinstance(tick, int)):
-            raise CardError("tick must be an integer", file=p, line=number, field="tick")
-        run = obj.get("run")
-        run_id = run if isinstance(run, str) else None
-        records.append(TraceRecord(type=kind, tl=tl, tick=tick, data=data, run=run_id))
-    return records
+    trace = read_input_trace(path)
+    return [
+        TraceRecord(
+            type=line.type,
+            tl=line.tl,
+            tick=line.tick,
+            data=line.fields,
+            run=str(line.obj.get("run")) if line.obj.get("run") is not None else None,
+        )
+        for line in trace.effective
+    ]
 
 
 class ForecastEvent(BaseModel):
@@ -249,7 +229,7 @@ def load_forecast_events(path: str | Path) -> list[ForecastEvent]:
     """Forecast events from a trace (``.jsonl``), a forecast graph, or a JSON list of events."""
     p = Path(path)
     if p.suffix.lower() == ".jsonl":
-        return list(extract_forecast(read_trace(p)).events)
+        return list(extract_forecast(trace_records(p)).events)
     if not p.is_file():
         raise CardError("forecast file not found", file=p)
     try:
