@@ -161,3 +161,26 @@ def test_an_unwritable_output_folder_is_one_line(tmp_path: Path) -> None:
     proc = cli("run", str(DEMO_CARD), "--out", str(blocker / "traces"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "cannot write the trace" in proc.stderr
+
+
+@pytest.mark.parametrize("args", [("a.yaml", "b.yaml"), (".",)], ids=["two cards", "a folder"])
+def test_run_takes_one_card_and_says_so(tmp_path: Path, args: tuple[str, ...]) -> None:
+    proc = cli("run", *args, "--out", str(tmp_path / "t"), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "run takes one card" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "t").exists()
+
+
+def test_replay_prints_ticks_in_simulated_order_then_the_report_and_audit(tmp_path: Path) -> None:
+    run = cli("run", str(DEMO_CARD), "--seed", "6", "--out", str(tmp_path), "--json")
+    trace = json.loads(run.stdout)["trace"]
+    proc = cli("replay", trace, "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    steps = [r for r in rows if "tick" in r and "timeline" in r]
+    order = [(r["tick"], [int(p) for p in r["timeline"][1:].split(".")]) for r in steps]
+    assert len({r["timeline"] for r in steps}) > 1 and order == sorted(order)
+    outcome = next(r for r in rows if "audit" in r)
+    assert outcome["report"]["claims"] and outcome["audit"]["mass_conserved"] is True
+    text = cli("replay", trace).stdout
+    assert text.index("─ report ─") > text.rindex("· tick 7 ·") and "report_grounding" in text

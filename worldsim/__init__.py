@@ -6,31 +6,81 @@ plug in roles. Everything else lives in the submodules named after the data's pa
 
 from __future__ import annotations
 
-from worldsim.domain.cards import Card, Label, load_card, load_label
-from worldsim.domain.errors import (
-    BudgetExhausted,
-    CardError,
-    ConfigError,
-    ModelError,
-    PolicyError,
-    RoleError,
-    StateError,
-    TraceError,
-    WorldsimError,
-    WorldsimRuntimeError,
+from typing import TYPE_CHECKING
+
+from worldsim.domain.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from worldsim.domain.cards import Card, Label, load_card, load_label
+    from worldsim.domain.errors import (
+        BudgetExhausted,
+        CardError,
+        ConfigError,
+        ModelError,
+        PolicyError,
+        RoleError,
+        StateError,
+        TraceError,
+        WorldsimError,
+        WorldsimRuntimeError,
+    )
+    from worldsim.domain.policy import BranchPolicy, load_policy
+    from worldsim.domain.version import __version__
+    from worldsim.roles.registry import register_role, registered_roles
+    from worldsim.sim.engine import RunConfig, RunResult, run_card
+    from worldsim.trace import Trace, read_trace
+    from worldsim.trace.canonical import canonical_hash
+    from worldsim.trace.replay import ReplayResult, replay
+    from worldsim.trace.verify import Verification, verify_trace
+    from worldsim.world.extraction import EXTRACTION_RULES, Leaf, extract
+    from worldsim.world.moves import BranchCandidate, Proposal, Report, Review
+    from worldsim.world.state import WorldState
+    from worldsim.world.views import ReviewContext, TickContext
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "BranchCandidate": "worldsim.world.moves",
+        "BranchPolicy": "worldsim.domain.policy",
+        "BudgetExhausted": "worldsim.domain.errors",
+        "Card": "worldsim.domain.cards",
+        "CardError": "worldsim.domain.errors",
+        "ConfigError": "worldsim.domain.errors",
+        "EXTRACTION_RULES": "worldsim.world.extraction",
+        "Label": "worldsim.domain.cards",
+        "Leaf": "worldsim.world.extraction",
+        "ModelError": "worldsim.domain.errors",
+        "PolicyError": "worldsim.domain.errors",
+        "Proposal": "worldsim.world.moves",
+        "ReplayResult": "worldsim.trace.replay",
+        "Report": "worldsim.world.moves",
+        "Review": "worldsim.world.moves",
+        "ReviewContext": "worldsim.world.views",
+        "RoleError": "worldsim.domain.errors",
+        "RunConfig": "worldsim.sim.engine",
+        "RunResult": "worldsim.sim.engine",
+        "StateError": "worldsim.domain.errors",
+        "TickContext": "worldsim.world.views",
+        "Trace": "worldsim.trace",
+        "TraceError": "worldsim.domain.errors",
+        "Verification": "worldsim.trace.verify",
+        "WorldState": "worldsim.world.state",
+        "WorldsimError": "worldsim.domain.errors",
+        "WorldsimRuntimeError": "worldsim.domain.errors",
+        "__version__": "worldsim.domain.version",
+        "canonical_hash": "worldsim.trace.canonical",
+        "extract": "worldsim.world.extraction",
+        "load_card": "worldsim.domain.cards",
+        "load_label": "worldsim.domain.cards",
+        "load_policy": "worldsim.domain.policy",
+        "read_trace": "worldsim.trace",
+        "register_role": "worldsim.roles.registry",
+        "registered_roles": "worldsim.roles.registry",
+        "replay": "worldsim.trace.replay",
+        "run_card": "worldsim.sim.engine",
+        "verify_trace": "worldsim.trace.verify",
+    },
 )
-from worldsim.domain.policy import BranchPolicy, load_policy
-from worldsim.domain.version import __version__
-from worldsim.roles.registry import register_role, registered_roles
-from worldsim.sim.engine import RunConfig, RunResult, run_card
-from worldsim.trace import Trace, read_trace
-from worldsim.trace.canonical import canonical_hash
-from worldsim.trace.replay import ReplayResult, replay
-from worldsim.trace.verify import Verification, verify_trace
-from worldsim.world.extraction import EXTRACTION_RULES, Leaf, extract
-from worldsim.world.moves import BranchCandidate, Proposal, Report, Review
-from worldsim.world.state import WorldState
-from worldsim.world.views import ReviewContext, TickContext
 
 __all__ = [
     "EXTRACTION_RULES",

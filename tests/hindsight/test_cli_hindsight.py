@@ -21,7 +21,6 @@ def test_ker_json_contract_on_a_trace(trace_path: Path, hindsight_path: Path) ->
         [
             "hindsight",
             "ker",
-            "--forecast",
             str(trace_path),
             "--hindsight",
             str(hindsight_path),
@@ -53,7 +52,6 @@ def test_ker_date_window_none_and_plain_event_lists(tmp_path: Path, hindsight_pa
     args = [
         "hindsight",
         "ker",
-        "--forecast",
         str(path),
         "--hindsight",
         str(hindsight_path),
@@ -109,7 +107,7 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path: Path, hindsight_path: Path) -
     )
     result = runner.invoke(
         app,
-        ["hindsight", "ker", "--forecast", str(tmp_path / "x.json"), "--hindsight", str(broken)],
+        ["hindsight", "ker", str(tmp_path / "x.json"), "--hindsight", str(broken)],
     )
     assert result.exit_code == 2 and "edges.0.target: unknown event 'b'" in result.output
 
@@ -132,9 +130,9 @@ def test_pressure_writes_chart_and_csv(
         [
             "hindsight",
             "pressure",
-            str(hindsight_path),
-            "--trace",
             str(trace_path),
+            "--hindsight",
+            str(hindsight_path),
             "--market",
             str(market),
             "-o",
@@ -155,7 +153,9 @@ def test_pressure_writes_chart_and_csv(
         ("simulated", pytest.approx(0.7)),
         ("simulated", pytest.approx(0.52)),
     ]
-    png = runner.invoke(app, ["hindsight", "pressure", str(hindsight_path), "-o", str(out)])
+    png = runner.invoke(
+        app, ["hindsight", "pressure", "--hindsight", str(hindsight_path), "-o", str(out)]
+    )
     assert png.exit_code == 0 and (out / "pressure.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -164,7 +164,9 @@ def test_pressure_without_matplotlib_fails_cleanly_and_writes_nothing(
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     out = tmp_path / "chart"
-    result = runner.invoke(app, ["hindsight", "pressure", str(hindsight_path), "-o", str(out)])
+    result = runner.invoke(
+        app, ["hindsight", "pressure", "--hindsight", str(hindsight_path), "-o", str(out)]
+    )
     assert result.exit_code == 2
     assert "worldsim[plots]" in result.output and len(result.output.strip().splitlines()) == 1
     assert not out.exists()
@@ -178,6 +180,7 @@ def test_pressure_rejects_a_bad_market_file(tmp_path: Path, hindsight_path: Path
         [
             "hindsight",
             "pressure",
+            "--hindsight",
             str(hindsight_path),
             "--market",
             str(market),

@@ -6,6 +6,8 @@ otherwise, always on standard error so standard output stays clean for ``--json`
 
 from __future__ import annotations
 
+import sys
+
 from worldsim.cli._app import app, configure_logging, fail
 from worldsim.domain.errors import WorldsimError
 
@@ -22,7 +24,8 @@ from worldsim.cli import score as _score  # noqa: F401
 
 def main() -> None:
     """Console-script entry point: worldsim errors become one line on stderr, no traceback."""
-    configure_logging()
+    if not {"-h", "--help"} & set(sys.argv[1:]):  # help needs no logging (nor structlog)
+        configure_logging()
     try:
         app()
     except WorldsimError as exc:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import structlog
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-__all__ = ["app", "configure_logging", "err_console", "fail", "out_console"]
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["app", "configure_logging", "err_console", "escape", "fail", "out_console"]
+
+HELP_WIDTH = 120
+"""Help is wrapped at this width (or the terminal's, if wider), never cut."""
 
 app = typer.Typer(
     name="worldsim",
@@ -19,15 +23,50 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # plain help: wrapped, never cut, and rendered without loading rich's markdown stack
+    rich_markup_mode=None,
+    context_settings={
+        "terminal_width": max(shutil.get_terminal_size().columns, HELP_WIDTH),
+        "max_content_width": HELP_WIDTH,
+        "help_option_names": ["-h", "--help"],
+    },
 )
 
-# Piped output is read by programs and people with wide windows: do not cut it at 80 columns.
-out_console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 160)
+
+class _LazyConsole:
+    """A rich console made on first use, so that ``--help`` never loads rich."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            stream = sys.stderr if self._stderr else sys.stdout
+            # piped output is read by programs and people with wide windows: never cut at 80
+            self._console = Console(
+                stderr=self._stderr, soft_wrap=True, width=None if stream.isatty() else 160
+            )
+        return getattr(self._console, name)
+
+
+out_console: Console = _LazyConsole(stderr=False)  # type: ignore[assignment]
+err_console: Console = _LazyConsole(stderr=True)  # type: ignore[assignment]
+
+
+def escape(text: str) -> str:
+    """Escape rich markup in ``text`` (rich is loaded on first use)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 def configure_logging(level: int = logging.WARNING) -> None:
     """Route structlog to standard error: readable on a terminal, JSON lines otherwise."""
+    import structlog
+
     renderer: structlog.types.Processor
     if sys.stderr.isatty():
         renderer = structlog.dev.ConsoleRenderer(colors=True)

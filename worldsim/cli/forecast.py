@@ -6,22 +6,15 @@ import functools
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import anyio
 import typer
-from rich.markup import escape
 
-from worldsim.cli._app import app, out_console
-from worldsim.domain.cards import load_card
+from worldsim.cli._app import app, escape, out_console
 from worldsim.domain.errors import ConfigError
-from worldsim.models.cache import CacheMode, ResponseCache
-from worldsim.models.leakage import LeakageGuard, LeakageMode
-from worldsim.models.pool import ModelOptions, ModelPool
-from worldsim.models.pricing import Budget, PriceTable
-from worldsim.models.routes import RouteTable, resolve_settings
-from worldsim.sim.direct import BaseRateModel, DirectResult, direct_request, forecast_card
-from worldsim.sim.engine import default_cache_path, trace_name
+
+if TYPE_CHECKING:
+    from worldsim.sim.direct import DirectResult
 
 __all__ = ["forecast"]
 
@@ -71,6 +64,17 @@ def forecast(
     ] = "record",
 ) -> None:
     """Forecast a card with one structured model call (the direct baseline) and trace it."""
+    import anyio
+
+    from worldsim.domain.cards import load_card
+    from worldsim.models.cache import CacheMode, ResponseCache
+    from worldsim.models.leakage import LeakageGuard, LeakageMode
+    from worldsim.models.pool import ModelOptions, ModelPool
+    from worldsim.models.pricing import Budget, PriceTable
+    from worldsim.models.routes import RouteTable, resolve_settings
+    from worldsim.sim.direct import BaseRateModel, direct_request, forecast_card
+    from worldsim.sim.engine import default_cache_path, trace_name
+
     if not method_label or "/" in method_label or method_label != method_label.strip():
         raise ConfigError(f"invalid method label {method_label!r}", field="--method-label")
     if cache not in _CACHE_MODES:

@@ -5,17 +5,16 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import anyio
 import typer
-from rich.markup import escape
 
-from worldsim.cli._app import app, fail, out_console
-from worldsim.domain.cards import parse_utc
+from worldsim.cli._app import app, escape, fail, out_console
 from worldsim.domain.errors import ConfigError, WorldsimError
-from worldsim.gateway.gateway import Gateway, SearchResult
-from worldsim.gateway.store import IngestReport, open_store, read_articles
+
+if TYPE_CHECKING:
+    from worldsim.gateway.gateway import SearchResult
+    from worldsim.gateway.store import IngestReport
 
 __all__ = ["gateway_app"]
 
@@ -27,6 +26,8 @@ app.add_typer(gateway_app, name="gateway")
 
 
 def _cutoff(text: str) -> datetime:
+    from worldsim.domain.cards import parse_utc
+
     try:
         return parse_utc(text)
     except ValueError as exc:
@@ -43,6 +44,10 @@ def ingest(
     One bad line (no timezone, missing date, bad stance, malformed JSON) aborts the ingest
     before anything is written. Articles whose id is already present are skipped and counted.
     """
+    import anyio
+
+    from worldsim.gateway.store import open_store, read_articles
+
     try:
         docs = read_articles(articles)
 
@@ -75,6 +80,11 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Search the database as the gateway would for a card whose as-of is ``--before``."""
+    import anyio
+
+    from worldsim.gateway.gateway import Gateway
+    from worldsim.gateway.store import open_store
+
     try:
         cutoff = _cutoff(before)
 

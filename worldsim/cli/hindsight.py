@@ -1,4 +1,9 @@
-"""``worldsim hindsight``: validate hindsight graphs and score runs against them."""
+"""``worldsim hindsight``: validate hindsight graphs and score runs against them.
+
+One convention for every subcommand: what is analysed (a trace, a forecast, or for
+``validate`` the graph itself) is a positional path; the hindsight graph it is scored against
+is ``--hindsight FILE``; what is written goes to ``-o``.
+"""
 
 from __future__ import annotations
 
@@ -6,28 +11,16 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
-from rich.markup import escape
 
-from worldsim.cli._app import app, err_console, fail, out_console
+from worldsim.cli._app import app, err_console, escape, fail, out_console
 from worldsim.domain.errors import ConfigError, WorldsimError
-from worldsim.scoring.hindsight.evidence import source_precision
-from worldsim.scoring.hindsight.forecast import extract_forecast, load_forecast_events, read_trace
-from worldsim.scoring.hindsight.graph import (
-    HindsightGraph,
-    Thresholds,
-    ValidationReport,
-    load_hindsight,
-    validate_graph,
-)
-from worldsim.scoring.hindsight.ker import (
-    DEFAULT_DATE_WINDOW_DAYS,
-    key_event_recall,
-    parse_date_window,
-)
-from worldsim.scoring.hindsight.pressure import read_market, require_matplotlib, write_pressure
+from worldsim.scoring.hindsight import DEFAULT_DATE_WINDOW_DAYS
+
+if TYPE_CHECKING:
+    from worldsim.scoring.hindsight.graph import HindsightGraph, ValidationReport
 
 __all__ = ["hindsight_app"]
 
@@ -40,6 +33,8 @@ app.add_typer(hindsight_app, name="hindsight")
 
 def _load_checked(path: Path) -> tuple[HindsightGraph, ValidationReport]:
     """Load a graph and refuse it on structural errors; quality warnings go to stderr."""
+    from worldsim.scoring.hindsight.graph import load_hindsight, validate_graph
+
     graph = load_hindsight(path)
     report = validate_graph(graph)
     if report.errors:
@@ -66,6 +61,8 @@ def validate(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Check a hindsight graph: structure always, quality thresholds as warnings or errors."""
+    from worldsim.scoring.hindsight.graph import Thresholds, load_hindsight, validate_graph
+
     thresholds = Thresholds(
         min_events=min_events,
         min_edges=min_edges,
@@ -128,8 +125,10 @@ def forecast_graph(
     output: Annotated[Path, typer.Option("-o", "--output", help="Forecast graph JSON to write.")],
 ) -> None:
     """Extract the simulated events of every timeline, and their causal links, from a trace."""
+    from worldsim.scoring.hindsight.forecast import extract_forecast, trace_records
+
     try:
-        graph = extract_forecast(read_trace(trace))
+        graph = extract_forecast(trace_records(trace))
     except WorldsimError as exc:
         fail(str(exc), code=exc.exit_code)
     _write_json(output, graph.model_dump_json(indent=2) + "\n")
@@ -143,7 +142,9 @@ def forecast_graph(
 
 @hindsight_app.command("ker")
 def ker(
-    forecast: Annotated[Path, typer.Option("--forecast", help="Trace (.jsonl) or events JSON.")],
+    forecast: Annotated[
+        Path, typer.Argument(help="Run trace (.jsonl), forecast graph or events JSON.")
+    ],
     hindsight: Annotated[Path, typer.Option("--hindsight", help="Hindsight graph JSON.")],
     date_window: Annotated[
         str, typer.Option("--date-window", help="Days between matched dates, or 'none'.")
@@ -151,6 +152,9 @@ def ker(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Key-event recall of simulated events against a hindsight graph."""
+    from worldsim.scoring.hindsight.forecast import load_forecast_events
+    from worldsim.scoring.hindsight.ker import key_event_recall, parse_date_window
+
     try:
         window = parse_date_window(date_window)
         graph, _ = _load_checked(hindsight)
@@ -182,9 +186,12 @@ def sources(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Source precision of the documents the run's agents retrieved or cited."""
+    from worldsim.scoring.hindsight.evidence import source_precision
+    from worldsim.scoring.hindsight.forecast import trace_records
+
     try:
         graph, _ = _load_checked(hindsight)
-        result = source_precision(read_trace(trace), graph)
+        result = source_precision(trace_records(trace), graph)
     except WorldsimError as exc:
         fail(str(exc), code=exc.exit_code)
     if as_json:
@@ -199,19 +206,24 @@ def sources(
 
 @hindsight_app.command("pressure")
 def pressure(
-    hindsight: Annotated[Path, typer.Argument(help="Hindsight graph JSON.", metavar="HINDSIGHT")],
+    hindsight: Annotated[Path, typer.Option("--hindsight", help="Hindsight graph JSON.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Folder for chart and CSV.")],
-    trace: Annotated[Path | None, typer.Option("--trace", help="Run trace (JSONL).")] = None,
+    trace: Annotated[
+        Path | None, typer.Argument(help="Run trace (JSONL) whose probability is overlaid.")
+    ] = None,
     market: Annotated[Path | None, typer.Option("--market", help="CSV 'date,price'.")] = None,
     image_format: Annotated[
         Literal["png", "svg"], typer.Option("--format", help="Image format.")
     ] = "png",
 ) -> None:
     """Chart cumulative causal pressure, market price and the simulated probability."""
+    from worldsim.scoring.hindsight.forecast import trace_records
+    from worldsim.scoring.hindsight.pressure import read_market, require_matplotlib, write_pressure
+
     try:
         require_matplotlib()
         graph, _ = _load_checked(hindsight)
-        records = read_trace(trace) if trace is not None else None
+        records = trace_records(trace) if trace is not None else None
         prices = read_market(market) if market is not None else None
         written = write_pressure(
             output, graph, records=records, market=prices, image_format=image_format

@@ -8,8 +8,6 @@ from typing import Annotated
 import typer
 
 from worldsim.cli._app import app, out_console
-from worldsim.scoring.prereg import create_lock, lock_json
-from worldsim.scoring.report import write_files
 
 __all__ = ["lock_command", "prereg_app"]
 
@@ -34,6 +32,9 @@ def lock_command(
     ] = None,
 ) -> None:
     """Hash the prereg and every prediction file into a lock."""
+    from worldsim.scoring.prereg import create_lock, lock_json
+    from worldsim.scoring.report import write_files
+
     lock = create_lock(prereg, [*predictions, *(more or ())], out)
     write_files({out: lock_json(lock).encode()})
     out_console.print(

@@ -7,31 +7,25 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import anyio
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from worldsim.cli._app import app, err_console, out_console
-from worldsim.domain.cards import load_card
+from worldsim.cli._app import app, err_console, escape, out_console
+from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import ConfigError, TraceError
-from worldsim.domain.policy import load_policy
-from worldsim.roles.registry import registered_roles
-from worldsim.sim.engine import (
-    ModelConfig,
-    RunConfig,
-    RunResult,
-    role_plan,
-    run_card,
-    trace_name,
-)
-from worldsim.sim.resume import resume_run
-from worldsim.trace.reader import Trace, read_trace
-from worldsim.trace.replay import TickStep, re_extract, replay_direct, replay_steps
-from worldsim.trace.verify import verify_trace
 from worldsim.world.extraction import EXTRACTION_RULES
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from worldsim.sim.engine import ModelConfig, RunResult
+    from worldsim.trace.reader import Trace
+    from worldsim.trace.replay import TickStep
+
+# Commands import the engine, the models and the trace machinery when they run, so that
+# `worldsim --help` and `worldsim roles` start without numpy, openai or aiosqlite.
 
 __all__: list[str] = []
 
@@ -69,7 +63,28 @@ class _Progress:
         )
 
 
+def _one_card(cards: list[Path] | None) -> Path | None:
+    """The one card of ``run``; several cards or a folder are a study, said plainly."""
+    if not cards:
+        return None
+    if len(cards) > 1:
+        raise ConfigError(
+            f"run takes one card, not {len(cards)}: run each card on its own (same --out folder)",
+            field="card",
+        )
+    if cards[0].is_dir():
+        raise ConfigError(
+            "run takes one card file, not a folder: run each card in it on its own",
+            file=cards[0],
+        )
+    return cards[0]
+
+
 def _resume(trace: Path, models: ModelConfig, json_out: bool) -> None:
+    import anyio
+
+    from worldsim.sim.resume import resume_run
+
     result = anyio.run(lambda: resume_run(trace, models=models))
     if json_out:
         sys.stdout.write(json.dumps(result.summary()) + "\n")
@@ -79,6 +94,8 @@ def _resume(trace: Path, models: ModelConfig, json_out: bool) -> None:
 
 
 def _summary_table(results: list[RunResult]) -> Table:
+    from rich.table import Table
+
     table = Table(title="worldsim run", show_lines=False)
     for col in ("seed", "p_yes", "unresolved", "timelines", "forks", "rejected", "wall s", "trace"):
         if col == "trace":
@@ -105,8 +122,11 @@ def _summary_table(results: list[RunResult]) -> Table:
 
 @app.command()
 def run(
-    card: Annotated[
-        Path | None, typer.Argument(help="Scenario card (YAML or JSON); omit with --resume.")
+    cards: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="The scenario card (YAML or JSON); omit with --resume.", metavar="CARD"
+        ),
     ] = None,
     policy: Annotated[str, typer.Option(help="Policy preset name or file.")] = "branching",
     model: Annotated[str, typer.Option(help="Model route for every role.")] = "offline",
@@ -169,6 +189,12 @@ def run(
     card, policy, seed and routes come from the trace; completed ticks are not run again and
     completed model calls come from the response cache.
     """
+    import anyio
+
+    from worldsim.domain.cards import load_card
+    from worldsim.domain.policy import load_policy
+    from worldsim.sim.engine import ModelConfig, RunConfig, role_plan, run_card, trace_name
+
     if cache not in {"use", "refresh", "off"}:
         raise ConfigError(f"--cache must be use, refresh or off, not '{cache}'", field="cache")
     if leakage not in {"record", "fail"}:
@@ -186,6 +212,7 @@ def run(
         leakage=leakage,  # type: ignore[arg-type]
     )
     models.routes()  # a malformed route is reported before anything runs
+    card = _one_card(cards)
     if resume is not None:
         if card is not None:
             raise ConfigError("give a card or --resume TRACE, not both", field="resume")
@@ -224,6 +251,8 @@ def run(
     results: list[RunResult] = []
     started = time.perf_counter()
     show = not json_out and err_console.is_terminal
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     async def go() -> None:
         with Progress(
@@ -268,7 +297,14 @@ def replay(
         bool, typer.Option("--json", help="One JSON object per timeline-tick.")
     ] = False,
 ) -> None:
-    """Rebuild a run tick by tick from its trace alone, with no model call."""
+    """Rebuild a run tick by tick from its trace alone, with no model call.
+
+    Prints in simulated order (tick, then timeline), then the report's claims and the audit
+    vector, and ends by re-extracting p_yes and comparing it with the recorded one.
+    """
+    from worldsim.trace.reader import read_trace
+    from worldsim.trace.replay import TickStep, re_extract, replay_steps
+
     tr = read_trace(trace)
     if tr.torn_line is not None:
         err_console.print(f"note: torn final line {tr.torn_line} ignored (the run was cut off)")
@@ -276,20 +312,26 @@ def replay(
         _replay_direct(tr, json_out)
         return
     recorded = recomputed = None  # a mismatch raises TraceError: one line, exit 1
+    steps: list[TickStep] = []
     for item in replay_steps(tr):
         if isinstance(item, TickStep):
-            if (tick is not None and item.tick != tick) or (
-                timeline is not None and item.timeline != timeline
+            if (tick is None or item.tick == tick) and (
+                timeline is None or item.timeline == timeline
             ):
-                continue
-            if json_out:
-                sys.stdout.write(json.dumps(item.as_json()) + "\n")
-            else:
-                _print_step(item)
+                steps.append(item)
         elif item[0] == "extraction":
             recorded, leaves = item[1]
             if recorded is not None:
                 recomputed = re_extract(tr, recorded, leaves)
+    # simulated order: tick by tick, and within a tick the timelines in lineage order
+    steps.sort(key=lambda step: (step.tick, lineage(step.timeline)))
+    for step in steps:
+        if json_out:
+            sys.stdout.write(json.dumps(step.as_json()) + "\n")
+        else:
+            _print_step(step)
+    if tick is None and timeline is None:
+        _print_outcome(tr, json_out)
     if recorded is None:
         msg = "no extraction recorded (the run did not finish); nothing to compare"
         if json_out:
@@ -313,8 +355,41 @@ def replay(
         )
 
 
+def _print_outcome(tr: Trace, json_out: bool) -> None:
+    """The run's report (summary and claims with their references) and its audit vector."""
+    effective = tr.effective
+    report = next((line.data for line in reversed(effective) if line.type == "report"), None)
+    audit = next((line.data for line in reversed(effective) if line.type == "audit"), None)
+    if json_out:
+        payload = {
+            "report": report.model_dump(mode="json") if report is not None else None,
+            "audit": audit.model_dump(mode="json") if audit is not None else None,
+        }
+        sys.stdout.write(json.dumps(payload) + "\n")
+        return
+    if report is not None:
+        out_console.rule("report", style="cyan")
+        out_console.print(escape(report.summary), highlight=False)
+        for claim in report.claims:
+            refs = "; ".join(
+                ", ".join(f"{k} {v}" for k, v in ref.model_dump(exclude_none=True).items())
+                for ref in claim.refs
+            )
+            out_console.print(
+                f"  • {escape(claim.text)}  [dim]({escape(refs)})[/]", highlight=False
+            )
+    if audit is not None:
+        out_console.rule("audit", style="cyan")
+        for key, value in audit.model_dump(mode="json").items():
+            if isinstance(value, list):
+                value = "; ".join(str(v) for v in value) or "none"
+            out_console.print(f"  {key}: {escape(str(value))}", highlight=False)
+
+
 def _replay_direct(tr: Trace, json_out: bool) -> None:
     """A direct trace has no world to rebuild: check its extraction against the model's reply."""
+    from worldsim.trace.replay import replay_direct
+
     result = replay_direct(tr)
     recorded = result.recorded
     if recorded is None:
@@ -388,6 +463,8 @@ def verify(
     Exit 1 names the first bad line; exit 3 means sound but incomplete (a torn final line or no
     terminal record: the run was cut off and can be resumed).
     """
+    from worldsim.trace.verify import verify_trace
+
     try:
         result = verify_trace(trace)
     except TraceError as exc:
@@ -412,8 +489,15 @@ def verify(
 
 @app.command()
 def roles() -> None:
-    """List every runnable role: prompt roles (agents/ files, bundled or the project's) and
-    Python roles (entry point group worldsim.roles), with phase, output and prompt version."""
+    """List every runnable role, with its phase, output, prompt version and source.
+
+    Prompt roles come from agents/ files (bundled, or the project's own), Python roles from the
+    entry point group worldsim.roles.
+    """
+    from rich.table import Table
+
+    from worldsim.roles.registry import registered_roles
+
     table = Table(title="Roles")
     for col in ("name", "phase", "output", "version", "source", "description"):
         table.add_column(col, overflow="fold")

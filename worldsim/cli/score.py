@@ -7,22 +7,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
-from worldsim.cli._app import app, err_console, out_console
+from worldsim.cli._app import app, err_console, escape, out_console
 from worldsim.domain.errors import ConfigError
-from worldsim.scoring.analysis import ScoreOptions, score
-from worldsim.scoring.hindsight.ker import DEFAULT_DATE_WINDOW_DAYS, parse_date_window
-from worldsim.scoring.paired import parse_pair
-from worldsim.scoring.per_card import (
-    per_card_columns,
-    per_card_csv,
-    per_card_markdown,
-    per_card_rows,
-)
-from worldsim.scoring.plots import render_plots, require_matplotlib
-from worldsim.scoring.report import print_summary, to_json, write_files
-from worldsim.scoring.table import Blend
 
 __all__ = ["parse_tie_eps", "score_command"]
 
@@ -110,6 +97,20 @@ def score_command(
     ] = None,
 ) -> None:
     """Score forecasts against labels: proper scores, paired comparisons, calibration."""
+    from worldsim.scoring.analysis import ScoreOptions, score
+    from worldsim.scoring.hindsight import DEFAULT_DATE_WINDOW_DAYS
+    from worldsim.scoring.hindsight.ker import parse_date_window
+    from worldsim.scoring.paired import parse_pair
+    from worldsim.scoring.per_card import (
+        per_card_columns,
+        per_card_csv,
+        per_card_markdown,
+        per_card_rows,
+    )
+    from worldsim.scoring.plots import render_plots, require_matplotlib
+    from worldsim.scoring.report import print_summary, to_json, write_files
+    from worldsim.scoring.table import Blend
+
     if plots is not None:
         require_matplotlib()
     window: float | None = DEFAULT_DATE_WINDOW_DAYS

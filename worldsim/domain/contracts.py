@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
 __all__ = [
+    "PHASE_METHODS",
     "CallSite",
     "ChatMessage",
     "JSONValue",
@@ -35,6 +36,14 @@ TimelineId: TypeAlias = str
 JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
 
 Phase = Literal["init", "tick", "review", "report"]
+
+PHASE_METHODS: dict[Phase, str] = {
+    "init": "initialize",
+    "tick": "act",
+    "review": "review",
+    "report": "report",
+}
+"""The method a Python role of each phase implements."""
 """When a role runs: world initialization, each tick (actors, cohorts), review, final report."""
 
 TimelineStatus = Literal["running", "settled", "terminated", "deadline"]

@@ -5,32 +5,64 @@ See ``docs/gateway.md``.
 
 from __future__ import annotations
 
-from worldsim.gateway.gateway import (
-    DocumentView,
-    Gateway,
-    RetrievalRecord,
-    SearchResult,
-    gateway_for_card,
-    retrieved_by,
-    unretrieved_citations,
-)
-from worldsim.gateway.store import (
-    EvidenceStore,
-    IngestReport,
-    SearchHit,
-    StoredDocument,
-    memory_store,
-    open_store,
-    read_articles,
-)
-from worldsim.gateway.tools import (
-    GATEWAY_TOOLS,
-    OPEN_DOCUMENT,
-    SEARCH_EVIDENCE,
-    AgentTools,
-    OpenDocumentArgs,
-    SearchEvidenceArgs,
-    ToolSpec,
+from typing import TYPE_CHECKING
+
+from worldsim.domain.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from worldsim.gateway.gateway import (
+        DocumentView,
+        Gateway,
+        RetrievalRecord,
+        SearchResult,
+        gateway_for_card,
+        retrieved_by,
+        unretrieved_citations,
+    )
+    from worldsim.gateway.store import (
+        EvidenceStore,
+        IngestReport,
+        SearchHit,
+        StoredDocument,
+        memory_store,
+        open_store,
+        read_articles,
+    )
+    from worldsim.gateway.tools import (
+        GATEWAY_TOOLS,
+        OPEN_DOCUMENT,
+        SEARCH_EVIDENCE,
+        AgentTools,
+        OpenDocumentArgs,
+        SearchEvidenceArgs,
+        ToolSpec,
+    )
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "AgentTools": "worldsim.gateway.tools",
+        "DocumentView": "worldsim.gateway.gateway",
+        "EvidenceStore": "worldsim.gateway.store",
+        "GATEWAY_TOOLS": "worldsim.gateway.tools",
+        "Gateway": "worldsim.gateway.gateway",
+        "IngestReport": "worldsim.gateway.store",
+        "OPEN_DOCUMENT": "worldsim.gateway.tools",
+        "OpenDocumentArgs": "worldsim.gateway.tools",
+        "RetrievalRecord": "worldsim.gateway.gateway",
+        "SEARCH_EVIDENCE": "worldsim.gateway.tools",
+        "SearchEvidenceArgs": "worldsim.gateway.tools",
+        "SearchHit": "worldsim.gateway.store",
+        "SearchResult": "worldsim.gateway.gateway",
+        "StoredDocument": "worldsim.gateway.store",
+        "ToolSpec": "worldsim.gateway.tools",
+        "gateway_for_card": "worldsim.gateway.gateway",
+        "memory_store": "worldsim.gateway.store",
+        "open_store": "worldsim.gateway.store",
+        "read_articles": "worldsim.gateway.store",
+        "retrieved_by": "worldsim.gateway.gateway",
+        "unretrieved_citations": "worldsim.gateway.gateway",
+    },
 )
 
 __all__ = [

@@ -15,9 +15,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiosqlite
 import anyio
 import structlog
 from pydantic import ValidationError
@@ -25,6 +24,9 @@ from pydantic import ValidationError
 from worldsim.domain.cards import EvidenceDoc
 from worldsim.domain.errors import CardError, ConfigError
 from worldsim.domain.files import first_error, read_jsonl
+
+if TYPE_CHECKING:
+    import aiosqlite
 
 __all__ = [
     "EvidenceStore",
@@ -310,6 +312,8 @@ async def open_store(path: str | Path, *, create: bool = False) -> AsyncIterator
     if create:
         await anyio.Path(p.parent).mkdir(parents=True, exist_ok=True)
     try:
+        import aiosqlite  # imported on first use: the CLI starts without it
+
         db = await aiosqlite.connect(p)
     except sqlite3.Error as exc:
         raise ConfigError(f"cannot open evidence database: {exc}", file=p) from None
@@ -326,6 +330,8 @@ async def open_store(path: str | Path, *, create: bool = False) -> AsyncIterator
 @asynccontextmanager
 async def memory_store(docs: Iterable[EvidenceDoc] = ()) -> AsyncIterator[EvidenceStore]:
     """A private in-memory store holding ``docs`` (a card's inline evidence), gone on exit."""
+    import aiosqlite
+
     db = await aiosqlite.connect(":memory:")
     try:
         await _prepare(db, create=True, location=":memory:")

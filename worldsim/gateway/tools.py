@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from worldsim.domain.errors import ConfigError, GatewayRefusal
 from worldsim.domain.files import first_error
-from worldsim.gateway.gateway import Gateway
+
+if TYPE_CHECKING:
+    from worldsim.gateway.gateway import Gateway
 
 __all__ = [
     "GATEWAY_TOOLS",

@@ -11,23 +11,65 @@ Errors raised by models (all from `worldsim.domain.errors`)::
 
 from __future__ import annotations
 
-from worldsim.models.cache import CachedModel, CacheMode, ResponseCache
-from worldsim.models.call import CallErrorEntry, LlmCallData, OutputMode, Usage, request_hash
-from worldsim.models.leakage import LeakageFinding, LeakageGuard, LeakageGuardModel
-from worldsim.models.limits import LimitedModel, RouteLimiters
-from worldsim.models.openai_model import OpenAIModel
-from worldsim.models.pool import ModelOptions, ModelPool
-from worldsim.models.pricing import Budget, BudgetedModel, Price, PriceTable
-from worldsim.models.retry import RetryPolicy, parse_retry_after
-from worldsim.models.routes import (
-    Route,
-    RouteSettings,
-    RouteTable,
-    parse_role_route,
-    parse_route,
-    resolve_settings,
+from typing import TYPE_CHECKING
+
+from worldsim.domain.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from worldsim.models.cache import CachedModel, CacheMode, ResponseCache
+    from worldsim.models.call import CallErrorEntry, LlmCallData, OutputMode, Usage, request_hash
+    from worldsim.models.leakage import LeakageFinding, LeakageGuard, LeakageGuardModel
+    from worldsim.models.limits import LimitedModel, RouteLimiters
+    from worldsim.models.openai_model import OpenAIModel
+    from worldsim.models.pool import ModelOptions, ModelPool
+    from worldsim.models.pricing import Budget, BudgetedModel, Price, PriceTable
+    from worldsim.models.retry import RetryPolicy, parse_retry_after
+    from worldsim.models.routes import (
+        Route,
+        RouteSettings,
+        RouteTable,
+        parse_role_route,
+        parse_route,
+        resolve_settings,
+    )
+    from worldsim.models.schema import limit_string_lengths, response_schema, strict_schema
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "Budget": "worldsim.models.pricing",
+        "BudgetedModel": "worldsim.models.pricing",
+        "CacheMode": "worldsim.models.cache",
+        "CachedModel": "worldsim.models.cache",
+        "CallErrorEntry": "worldsim.models.call",
+        "LeakageFinding": "worldsim.models.leakage",
+        "LeakageGuard": "worldsim.models.leakage",
+        "LeakageGuardModel": "worldsim.models.leakage",
+        "LimitedModel": "worldsim.models.limits",
+        "LlmCallData": "worldsim.models.call",
+        "ModelOptions": "worldsim.models.pool",
+        "ModelPool": "worldsim.models.pool",
+        "OpenAIModel": "worldsim.models.openai_model",
+        "OutputMode": "worldsim.models.call",
+        "Price": "worldsim.models.pricing",
+        "PriceTable": "worldsim.models.pricing",
+        "ResponseCache": "worldsim.models.cache",
+        "RetryPolicy": "worldsim.models.retry",
+        "Route": "worldsim.models.routes",
+        "RouteLimiters": "worldsim.models.limits",
+        "RouteSettings": "worldsim.models.routes",
+        "RouteTable": "worldsim.models.routes",
+        "Usage": "worldsim.models.call",
+        "limit_string_lengths": "worldsim.models.schema",
+        "parse_retry_after": "worldsim.models.retry",
+        "parse_role_route": "worldsim.models.routes",
+        "parse_route": "worldsim.models.routes",
+        "request_hash": "worldsim.models.call",
+        "resolve_settings": "worldsim.models.routes",
+        "response_schema": "worldsim.models.schema",
+        "strict_schema": "worldsim.models.schema",
+    },
 )
-from worldsim.models.schema import limit_string_lengths, response_schema, strict_schema
 
 __all__ = [
     "Budget",

@@ -114,7 +114,7 @@ async def _cohort(view: RoleView) -> CohortOutput:
     return CohortOutput(
         actions=[
             CohortAction(
-                label=p.summary[:60],
+                label=p.summary.split(": ", 1)[-1][:60],  # the cohort's name is said already
                 endpoint=p.endpoint or "",
                 direction=p.direction,
                 magnitude=p.magnitude,

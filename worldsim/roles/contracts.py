@@ -20,7 +20,6 @@ from worldsim.world.state import WorldState
 from worldsim.world.views import InitContext, ReportContext, ReviewContext, TickContext
 
 __all__ = [
-    "PHASE_METHODS",
     "AgentRole",
     "InitRole",
     "ReportRole",
@@ -60,11 +59,3 @@ class ReportRole(Role, Protocol):
 
 RoleFactory = Callable[..., Any]
 """A role class or function, called with ``model=`` and/or ``seed=`` as its signature asks."""
-
-PHASE_METHODS: dict[Phase, str] = {
-    "init": "initialize",
-    "tick": "act",
-    "review": "review",
-    "report": "report",
-}
-"""The method a role of each phase implements."""

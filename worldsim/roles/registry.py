@@ -21,11 +21,14 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from worldsim.domain.contracts import Model, Phase
+from worldsim.domain.contracts import PHASE_METHODS, Model, Phase
 from worldsim.domain.errors import RoleError
-from worldsim.roles.contracts import PHASE_METHODS, RoleFactory
+
+if TYPE_CHECKING:
+    from worldsim.roles.contracts import RoleFactory
+
 from worldsim.roles.prompts import ROLE_NAME, PromptRole, known_prompt_roles, load_prompt_file
 
 __all__ = ["RoleSpec", "get_role", "register_role", "registered_roles"]

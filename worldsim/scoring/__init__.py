@@ -10,13 +10,37 @@ hindsight graphs (the evidence and reasoning axes); :mod:`.analysis` runs it all
 
 from __future__ import annotations
 
-from worldsim.scoring.analysis import ScoreOptions, ScoreResult, score
-from worldsim.scoring.inputs import PredictionRow, load_predictions
-from worldsim.scoring.labels import load_labels
-from worldsim.scoring.paired import sign_test, sign_test_p
-from worldsim.scoring.prereg import Prereg, create_lock, verify_lock
-from worldsim.scoring.report import to_json
-from worldsim.scoring.table import Blend
+from typing import TYPE_CHECKING
+
+from worldsim.domain.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from worldsim.scoring.analysis import ScoreOptions, ScoreResult, score
+    from worldsim.scoring.inputs import PredictionRow, load_predictions
+    from worldsim.scoring.labels import load_labels
+    from worldsim.scoring.paired import sign_test, sign_test_p
+    from worldsim.scoring.prereg import Prereg, create_lock, verify_lock
+    from worldsim.scoring.report import to_json
+    from worldsim.scoring.table import Blend
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "Blend": "worldsim.scoring.table",
+        "PredictionRow": "worldsim.scoring.inputs",
+        "Prereg": "worldsim.scoring.prereg",
+        "ScoreOptions": "worldsim.scoring.analysis",
+        "ScoreResult": "worldsim.scoring.analysis",
+        "create_lock": "worldsim.scoring.prereg",
+        "load_labels": "worldsim.scoring.labels",
+        "load_predictions": "worldsim.scoring.inputs",
+        "score": "worldsim.scoring.analysis",
+        "sign_test": "worldsim.scoring.paired",
+        "sign_test_p": "worldsim.scoring.paired",
+        "to_json": "worldsim.scoring.report",
+        "verify_lock": "worldsim.scoring.prereg",
+    },
+)
 
 __all__ = [
     "Blend",

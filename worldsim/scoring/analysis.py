@@ -17,7 +17,7 @@ from worldsim.domain.errors import CardError, ConfigError
 from worldsim.domain.files import load_mapping, sha256_file
 from worldsim.scoring.axes import Axes, compute_axes
 from worldsim.scoring.calibration import Calibration, calibrate
-from worldsim.scoring.hindsight.ker import DEFAULT_DATE_WINDOW_DAYS
+from worldsim.scoring.hindsight import DEFAULT_DATE_WINDOW_DAYS
 from worldsim.scoring.inputs import LoadedPredictions, load_predictions, read_csv
 from worldsim.scoring.labels import LabelSet, load_labels
 from worldsim.scoring.metrics import MethodSummary, summarise

@@ -45,8 +45,8 @@ from worldsim.trace.records import (
     RunStartedData,
 )
 from worldsim.trace.writer import TraceWriter
-from worldsim.world.extraction import DIRECT_RULE, direct_extraction
 from worldsim.world.moves import Claim
+from worldsim.world.outcome import DIRECT_RULE, direct_extraction
 
 __all__ = [
     "BaseRateModel",

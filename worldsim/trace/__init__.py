@@ -2,8 +2,25 @@
 
 from __future__ import annotations
 
-from worldsim.trace.reader import Trace, TraceLine, read_trace
-from worldsim.trace.records import RECORD_TYPES, TRACE_ADAPTER
-from worldsim.trace.writer import TraceWriter
+from typing import TYPE_CHECKING
+
+from worldsim.domain.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from worldsim.trace.reader import Trace, TraceLine, read_trace
+    from worldsim.trace.records import RECORD_TYPES, TRACE_ADAPTER
+    from worldsim.trace.writer import TraceWriter
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "RECORD_TYPES": "worldsim.trace.records",
+        "TRACE_ADAPTER": "worldsim.trace.records",
+        "Trace": "worldsim.trace.reader",
+        "TraceLine": "worldsim.trace.reader",
+        "TraceWriter": "worldsim.trace.writer",
+        "read_trace": "worldsim.trace.reader",
+    },
+)
 
 __all__ = ["RECORD_TYPES", "TRACE_ADAPTER", "Trace", "TraceLine", "TraceWriter", "read_trace"]

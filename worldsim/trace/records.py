@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from worldsim.gateway.gateway import RetrievalRecord as RetrievalData
 from worldsim.models.call import LlmCallData
-from worldsim.world.extraction import ExtractionData, LeafData
 from worldsim.world.moves import BranchCandidate, Claim, Proposal, Review
+from worldsim.world.outcome import ExtractionData, LeafData
 from worldsim.world.state import Delta
 
 __all__ = [

@@ -16,7 +16,8 @@ from worldsim.models.schema import extract_json
 from worldsim.trace.audit import MASS_TOLERANCE
 from worldsim.trace.reader import Trace, TraceLine, read_trace
 from worldsim.trace.records import ExtractionData
-from worldsim.world.extraction import DIRECT_RULE, Leaf, direct_extraction, extract
+from worldsim.world.extraction import Leaf, extract
+from worldsim.world.outcome import DIRECT_RULE, direct_extraction
 from worldsim.world.state import WorldState, apply_deltas, apply_review, state_digest
 
 __all__ = ["ReplayResult", "TickStep", "replay", "replay_direct", "replay_steps"]

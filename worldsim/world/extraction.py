@@ -4,70 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-from pydantic import BaseModel, ConfigDict
+from typing import TYPE_CHECKING
 
 from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import ConfigError
 
+if TYPE_CHECKING:
+    from worldsim.world.outcome import ExtractionData
 
-class _Data(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LeafData(_Data):
-    """One leaf timeline as the extraction saw it (the ``extraction`` record's ``leaves``)."""
-
-    timeline: str
-    mass: float
-    settlement: str
-    value: float | None
-
-
-class ExtractionData(_Data):
-    """An extraction's result: the ``extraction`` record of a trace."""
-
-    rule: str
-    p_yes: float | None
-    p_options: dict[str, float] | None
-    unresolved_mass: float
-    yes_mass: float
-    no_mass: float
-    max_mass: float
-    effective_paths: float
-    mass_sum: float
-    leaves: list[LeafData]
-
-
-DIRECT_RULE = "direct/1"
-"""The extraction rule of direct traces: p_yes is the reply's p_yes, unchanged."""
-
-
-def direct_extraction(p_yes: float) -> ExtractionData:
-    """The ``direct/1`` extraction of a reply's p_yes: one path of mass 1, nothing unresolved."""
-    return ExtractionData(
-        rule=DIRECT_RULE,
-        p_yes=p_yes,
-        p_options=None,
-        unresolved_mass=0.0,
-        yes_mass=0.0,
-        no_mass=0.0,
-        max_mass=1.0,
-        effective_paths=1.0,
-        mass_sum=1.0,
-        leaves=[],
-    )
-
-
-__all__ = [
-    "DIRECT_RULE",
-    "EXTRACTION_RULES",
-    "ExtractionData",
-    "Leaf",
-    "LeafData",
-    "direct_extraction",
-    "extract",
-]
+__all__ = ["EXTRACTION_RULES", "Leaf", "extract"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +71,8 @@ def extract(
     ``candidate-status-mass/1`` is ``(M_yes + 0.5·M_unres) / (M_yes + M_no + M_unres)``, which is
     the same as valuing unresolved paths at 0.5 and ignoring forced values.
     """
+    from worldsim.world.outcome import ExtractionData, LeafData
+
     if rule not in _VALUE:
         raise ConfigError(
             f"unknown extraction rule '{rule}' (known: {', '.join(EXTRACTION_RULES)})",

@@ -19,12 +19,16 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
 from worldsim.domain.errors import ConfigError
-from worldsim.scoring.hindsight.forecast import ForecastEvent
-from worldsim.scoring.hindsight.graph import HindsightEvent, HindsightGraph
+from worldsim.scoring.hindsight import DEFAULT_DATE_WINDOW_DAYS
+
+if TYPE_CHECKING:
+    from worldsim.scoring.hindsight.forecast import ForecastEvent
+    from worldsim.scoring.hindsight.graph import HindsightEvent, HindsightGraph
 
 __all__ = [
     "CANDIDATES_PER_EVENT",
@@ -51,7 +55,6 @@ F1_WEIGHT = 0.4
 PAIR_SCORE_MIN = 0.45
 KEY_SCORE_MIN = 0.2
 KEY_EVENT_LIMIT = 5
-DEFAULT_DATE_WINDOW_DAYS = 7.0
 
 _WORD = re.compile(r"[a-z0-9]+")
 

@@ -1,0 +1,70 @@
+"""The command line starts without the heavy libraries: help and `roles` never load them.
+
+Timing lives in benchmarks/bench_startup.py; this checks what a fresh process imported.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import typer.main
+
+from worldsim.cli import app
+
+HEAVY = ("openai", "httpx", "numpy", "scipy", "aiosqlite")
+
+PROBE = """
+import json, sys
+args, watched = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+sys.argv = ["worldsim", *args]
+from worldsim.cli import main
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+heavy = sorted(m for m in watched if m in sys.modules)
+sys.stderr.write("\\nPROBE " + json.dumps({"code": code, "heavy": heavy}))
+"""
+
+
+def _probe(*args: str) -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(list(args)), json.dumps(HEAVY)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    result: dict[str, object] = json.loads(proc.stderr.rsplit("PROBE ", 1)[1])
+    return result
+
+
+def _command_paths() -> list[tuple[str, ...]]:
+    """Every command and subcommand of the CLI, e.g. ('run',), ('hindsight', 'ker')."""
+    group = typer.main.get_group(app)
+    paths: list[tuple[str, ...]] = []
+    for name, command in group.commands.items():
+        paths.append((name,))
+        for sub in getattr(command, "commands", {}):
+            paths.append((name, sub))
+    return paths
+
+
+def test_the_probe_sees_a_heavy_import() -> None:
+    # `worldsim verify` on a missing file still imports the trace machinery (numpy)
+    assert "numpy" in _probe("verify", "no-such-trace.jsonl")["heavy"]  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("path", [(), *_command_paths()], ids=lambda p: " ".join(p) or "top")
+def test_help_imports_nothing_heavy(path: tuple[str, ...]) -> None:
+    result = _probe(*path, "--help")
+    assert result == {"code": 0, "heavy": []}
+
+
+def test_roles_imports_nothing_heavy() -> None:
+    assert _probe("roles") == {"code": 0, "heavy": []}
