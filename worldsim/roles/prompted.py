@@ -44,6 +44,8 @@ from worldsim.domain.outputs import (
     ActorOutput,
     CohortOutput,
     GovernanceOutput,
+    InitActor,
+    InitCohort,
     ReportOutput,
     WorldOutput,
 )
@@ -481,27 +483,19 @@ def seeds_from_output(out: WorldOutput, ctx: InitContext) -> tuple[Seeds, list[s
     endpoints = {ep.id for ep in ctx.card.endpoints}
     taken: set[str] = set()
     renamed: dict[str, str] = {}
-    actors = []
+
+    def agent_seed(item: InitActor | InitCohort, cls: type[Any], fallback: str, role: str) -> Any:
+        new = _slug(item.id, fallback, taken)
+        renamed.setdefault(item.id, new)
+        role = _tick_role(item.role, role, problems)
+        return cls(**{**item.model_dump(), "id": new, "role": role})
+
+    actors = [agent_seed(a, ActorSeed, f"actor{i}", "actor") for i, a in enumerate(out.actors)]
     for i, a in enumerate(out.actors):
-        new = _slug(a.id, f"actor{i}", taken)
-        renamed.setdefault(a.id, new)
-        actors.append(
-            ActorSeed(
-                **{**a.model_dump(), "id": new, "role": _tick_role(a.role, "actor", problems)}
-            )
-        )
         if a.favours is not None and a.favours not in endpoints:
             problems.append(f"actor '{a.id}' favours unknown endpoint '{a.favours}': ignored")
-            actors[-1] = actors[-1].model_copy(update={"favours": None})
-    cohorts = []
-    for i, c in enumerate(out.cohorts):
-        new = _slug(c.id, f"cohort{i}", taken)
-        renamed.setdefault(c.id, new)
-        cohorts.append(
-            CohortSeed(
-                **{**c.model_dump(), "id": new, "role": _tick_role(c.role, "cohort", problems)}
-            )
-        )
+            actors[i] = actors[i].model_copy(update={"favours": None})
+    cohorts = [agent_seed(c, CohortSeed, f"cohort{i}", "cohort") for i, c in enumerate(out.cohorts)]
     relations = []
     for r in out.relations:
         if r.source not in renamed or r.target not in renamed:
