@@ -1,10 +1,16 @@
-"""The offline governance reviewer: proposals and events → pressure, hazard, ledger, forks."""
+"""The offline governance reviewer: proposals and events → pressure, hazard, ledger, forks.
+
+Pressure relaxes toward the card's prior every tick and takes the tick's mean push and events on
+top, so a stance restated every tick counts once and old news fades unless renewed.
+docs/offline-model.md is the specification.
+"""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+from worldsim.world.build import prior_pressure
 from worldsim.world.moves import BranchCandidate, ProposalRef, RejectedProposal, Review
 from worldsim.world.state import (
     EvidenceIn,
@@ -18,8 +24,10 @@ from worldsim.world.views import ReviewContext
 
 __all__ = ["OfflineGovernance", "branch_score"]
 
-#: Pressure moved by one proposal of full direction and magnitude.
-KAPPA = 0.35
+#: Log-odds a push of full strength from every agent, renewed every tick, holds the pressure at.
+KAPPA = 1.0
+#: Share of the pressure's departure from the prior that survives into the next tick.
+MEMORY = 0.5
 #: Smallest |direction × magnitude| that enters the ledger as evidence.
 EVIDENCE_FLOOR = 0.1
 
@@ -45,7 +53,7 @@ class OfflineGovernance:
 
     async def review(self, ctx: ReviewContext) -> Review:
         state = ctx.state
-        pressure = dict(state.pressure.items())
+        push_on = dict.fromkeys((ep.id for ep in state.scored), 0.0)
         accepted: list[ProposalRef] = []
         rejected: list[RejectedProposal] = []
         deltas: list[SetPressure | ShiftPressure | SetHypothesis] = []
@@ -68,7 +76,7 @@ class OfflineGovernance:
             extra_deltas.extend(p.deltas)
             push = p.direction * p.magnitude
             if ep.kind == "scored":
-                pressure[ep.id] += KAPPA * push
+                push_on[ep.id] += push
             if abs(push) >= EVIDENCE_FLOOR:
                 ledger.append(
                     LedgerUpdate(
@@ -80,6 +88,18 @@ class OfflineGovernance:
                         ),
                     )
                 )
+
+        # The push is averaged over every agent of the world (one sitting the tick out pushes 0),
+        # so the number of agents does not scale how far the world can move.
+        agents = max(
+            1, len(state.actors) + len(state.cohorts.ids), len({p.agent for p in ctx.proposals})
+        )
+        prior = prior_pressure(ctx.card)
+        pressure: dict[str, float] = {}
+        for ep in state.scored:
+            kept = MEMORY * (state.pressure[ep.id] - prior[ep.id])
+            pushed = (1.0 - MEMORY) * KAPPA * push_on[ep.id] / agents
+            pressure[ep.id] = prior[ep.id] + kept + pushed
         for ev in ctx.observations:
             for endpoint, shift in ev.pressure:
                 pressure[endpoint] += shift
