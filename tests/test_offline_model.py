@@ -76,6 +76,24 @@ def test_actors_leaning_toward_yes_never_lower_p_yes(
     assert p_lean >= p_base - 1e-12
 
 
+def test_a_question_resolved_before_the_deadline_keeps_its_distribution(run: RunFn) -> None:
+    """With hazard 1 the question resolves in tick 0: the timeline ends there, unresolved, with
+    that tick's probability as its value, instead of a realized 0 or 1 (or 0.5)."""
+    result = run(card_with(CARD, hazard=1.0), "no_branch", 3)
+    trace = read_trace(result.trace)
+    (ended,) = [line.record for line in trace.of_type("timeline_ended")]
+    (committed,) = [line.record for line in trace.of_type("tick_committed")]
+    assert (ended.data.end_tick, ended.data.status, ended.data.settlement) == (
+        0,
+        "terminated",
+        "unresolved",
+    )
+    assert committed.data.ledger["cleared"] == committed.data.ledger["not_cleared"] == "open"
+    p_now = committed.data.p_yes_now
+    assert p_now is not None and 0.0 < p_now < 1.0
+    assert ended.data.forced_p_yes == result.p_yes == p_now
+
+
 def test_branching_is_unbiased_and_lower_variance(tmp_path: Path) -> None:
     """Over 200 seeds, mean branching p_yes agrees with the mean no-branch outcome (forced values
     for unresolved paths) within 3 standard errors, and its spread across seeds is smaller."""

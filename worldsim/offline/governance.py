@@ -1,8 +1,9 @@
 """The offline governance reviewer: proposals and events → pressure, hazard, ledger, forks.
 
 Pressure relaxes toward the card's prior every tick and takes the tick's mean push and events on
-top, so a stance restated every tick counts once and old news fades unless renewed.
-docs/offline-model.md is the specification.
+top, so a stance restated every tick counts once and old news fades unless renewed. The hazard
+decides when the question resolves; the outcome is kept as the endpoint distribution of that tick
+(the realization coin flip is integrated, not drawn). docs/offline-model.md is the specification.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def _softmax(state: WorldState, pressure: dict[str, float]) -> dict[str, float]:
 
 
 class OfflineGovernance:
-    """Accepts valid proposals, moves pressure, draws realization, proposes forks at hypotheses."""
+    """Accepts valid proposals, moves pressure, ends a timeline when the question resolves,
+    proposes forks at hypotheses."""
 
     name = "governance"
     phase = "review"
@@ -110,33 +112,28 @@ class OfflineGovernance:
                     SetPressure(endpoint=ep.id, value=max(-50.0, min(50.0, pressure[ep.id])))
                 )
 
-        # One uniform per tick, whatever the state: realization of a scored endpoint.
+        # One uniform per tick, whatever the state: does the question resolve in this tick?
         probs = _softmax(state, pressure)
         draw = float(ctx.rng.random())
-        realized: str | None = None
-        cumulative = 0.0
-        for ep in state.scored:
-            cumulative += state.hazard * probs[ep.id]
-            if draw < cumulative:
-                realized = ep.id
-                break
+        resolves = draw < state.hazard and not ctx.is_last_tick
 
         forced_p_yes: float | None = None
         forced_probs: dict[str, float] | None = None
         branches: list[BranchCandidate] = []
-        if realized is not None:
-            for ep in state.scored:
-                ledger.append(
-                    LedgerUpdate(
-                        endpoint=ep.id, status="realized" if ep.id == realized else "eliminated"
-                    )
-                )
-            reason = f"'{realized}' realized (draw {draw:.4f} under hazard {state.hazard:.3f})"
-        elif ctx.is_last_tick:
+        if resolves or ctx.is_last_tick:
+            # The outcome drawn at resolution would be endpoint k with probability probs[k]; its
+            # expectation is kept instead of a draw, so a timeline's value varies only with its
+            # world, never with a coin flip.
             forced_probs = probs
             yes = next((ep.id for ep in state.scored if ep.polarity == "yes"), None)
             forced_p_yes = probs[yes] if yes is not None else None
-            reason = "deadline reached unresolved; forced value from the endpoint pressure"
+            if resolves:
+                reason = (
+                    f"the question resolves (draw {draw:.4f} under hazard {state.hazard:.3f}); "
+                    "its outcome is kept as the endpoint distribution"
+                )
+            else:
+                reason = "deadline reached unresolved; forced value from the endpoint pressure"
         else:
             for hyp in sorted(state.hypotheses.values(), key=lambda h: h.id):
                 if hyp.status != "open" or not hyp.start_tick <= ctx.tick <= hyp.end_tick:
@@ -164,7 +161,7 @@ class OfflineGovernance:
             rejected=tuple(rejected),
             deltas=(*extra_deltas, *deltas),
             ledger=tuple(ledger),
-            decision="fork" if branches else "continue",
+            decision="terminate" if resolves else "fork" if branches else "continue",
             reason=reason,
             branches=tuple(branches),
             forced_p_yes=forced_p_yes,
