@@ -11,10 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import RunFn
-from tests.support import DEMO_CARD, card_with
+from tests.support import DEMO_CARD, ROOT, card_with
 from worldsim.domain.cards import Card, load_card
 from worldsim.domain.policy import load_policy
-from worldsim.sim.engine import RunConfig, run_card
+from worldsim.scoring.labels import load_labels
+from worldsim.scoring.metrics import binary_scores, multiclass_scores
+from worldsim.sim.engine import RunConfig, RunResult, run_card
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
 
@@ -103,3 +105,51 @@ def test_branching_is_unbiased_and_lower_variance(tmp_path: Path) -> None:
     se = math.sqrt(statistics.variance(single) / n + statistics.variance(branched) / n)
     assert abs(statistics.fmean(branched) - statistics.fmean(single)) <= 3 * se
     assert statistics.stdev(branched) < statistics.stdev(single)
+
+
+def _brier(
+    card: Card, outcome: str, p_yes: float | None, p_options: dict[str, float] | None
+) -> float:
+    if card.kind == "binary":
+        assert p_yes is not None
+        return binary_scores(p_yes, 1 if outcome == "yes" else 0).brier
+    assert p_options is not None
+    return multiclass_scores(sorted(p_options.items()), outcome).brier
+
+
+def _base_rate_brier(card: Card, outcome: str) -> float:
+    """The Brier of the card's own prior: ``seeds.base_rate``, or ``base_rates``."""
+    assert card.seeds is not None
+    if card.kind == "binary":
+        assert card.seeds.base_rate is not None
+        return _brier(card, outcome, card.seeds.base_rate, None)
+    assert card.seeds.base_rates is not None
+    return _brier(card, outcome, None, dict(card.seeds.base_rates))
+
+
+def _run_result(card: Card, path: Path, policy: str, seed: int, out: Path) -> RunResult:
+    config = RunConfig(card=card, policy=load_policy(policy), seed=seed, card_path=path)
+
+    async def go() -> RunResult:
+        return await run_card(config, out, overwrite=True, fsync=False)
+
+    return anyio.run(go)
+
+
+def test_forecasts_on_the_demo_cards_score_no_worse_than_their_base_rates(tmp_path: Path) -> None:
+    """The quality floor: per policy, the Brier of each run's forecast, averaged over seeds and
+    then over the six demo cards, is at most the cards' own base rates' mean Brier."""
+    labels = load_labels(ROOT / "scenarios" / "labels").entries
+    paths = sorted((ROOT / "scenarios").glob("*.yaml"))
+    cards = [(path, load_card(path)) for path in paths]
+    assert len(cards) == 6
+    base = statistics.fmean(_base_rate_brier(card, labels[card.id].outcome) for _, card in cards)
+    for policy in ("no_branch", "branching"):
+        per_card = []
+        for path, card in cards:
+            outcome = labels[card.id].outcome
+            runs = [_run_result(card, path, policy, seed, tmp_path) for seed in range(4)]
+            per_card.append(
+                statistics.fmean(_brier(card, outcome, r.p_yes, r.p_options) for r in runs)
+            )
+        assert statistics.fmean(per_card) <= base, (policy, per_card, base)
