@@ -7,6 +7,7 @@ import statistics
 from pathlib import Path
 
 import anyio
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -94,6 +95,24 @@ def test_a_question_resolved_before_the_deadline_keeps_its_distribution(run: Run
     p_now = committed.data.p_yes_now
     assert p_now is not None and 0.0 < p_now < 1.0
     assert ended.data.forced_p_yes == result.p_yes == p_now
+
+
+def test_news_fades_by_half_each_tick_toward_the_prior(run: RunFn) -> None:
+    """In a world whose one agent pushes nothing, an event's shift at tick 0 keeps half of itself
+    through each of the 7 ticks that follow: the deadline forecast is logit⁻¹(logit b + 2⁻⁷)."""
+    quiet = card_with(
+        CARD,
+        base_rate=0.3,
+        hazard=0.0,
+        actors=[{"id": "idle", "name": "Idle", "stance": 0.0, "influence": 0.0, "activity": 1.0}],
+        cohorts=[],
+        relations=[],
+        events=[{"id": "news", "title": "News", "date": "2027-01-04", "pressure": 1.0}],
+        hypotheses=[],
+    )
+    result = run(quiet, "no_branch", 0, ticks=8)
+    expected = 1.0 / (1.0 + math.exp(-(math.log(0.3 / 0.7) + 0.5**7)))
+    assert result.p_yes == pytest.approx(expected, abs=1e-12)
 
 
 def test_branching_is_unbiased_and_lower_variance(tmp_path: Path) -> None:
