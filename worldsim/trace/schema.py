@@ -64,7 +64,7 @@ unless a revision below says otherwise.
   takes the tick's push averaged over the world's agents, and a question that resolves before
   the deadline ends its timeline (`terminate`, settlement `unresolved`) with that tick's
   distribution as its forced values instead of realizing one endpoint. Offline traces of the
-  same card, policy and seed therefore differ from 0.2.0 in their reviews (pressure shifts,
+  same card, policy and seed therefore differ further in their reviews (pressure shifts,
   reasons, no `realized` / `eliminated` ledger moves), tick and timeline records, extraction and
   report, and so in their canonical hash. From here on `tests/test_canonical_pins.py` pins
   one hash per demo card (branching, seed 0). A `GovernanceOutput`'s forced values
