@@ -93,9 +93,8 @@ class OfflineGovernance:
 
         # The push is averaged over every agent of the world (one sitting the tick out pushes 0),
         # so the number of agents does not scale how far the world can move.
-        agents = max(
-            1, len(state.actors) + len(state.cohorts.ids), len({p.agent for p in ctx.proposals})
-        )
+        world = {*state.actors.keys(), *state.cohorts.ids, *(p.agent for p in ctx.proposals)}
+        agents = max(1, len(world))
         prior = prior_pressure(ctx.card)
         pressure: dict[str, float] = {}
         for ep in state.scored:
