@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from tests.conftest import RunFn
 from tests.support import DEMO_CARD, card_with
 from worldsim.domain.cards import Card, load_card
+from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
-from worldsim.sim.engine import RunConfig, run_card
+from worldsim.sim.session import run_card
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
 

@@ -7,6 +7,7 @@ plug in roles. Everything else lives in the submodules named after the data's pa
 from __future__ import annotations
 
 from worldsim.domain.cards import Card, Label, load_card, load_label
+from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.errors import (
     BudgetExhausted,
     CardError,
@@ -22,7 +23,8 @@ from worldsim.domain.errors import (
 from worldsim.domain.policy import BranchPolicy, load_policy
 from worldsim.domain.version import __version__
 from worldsim.roles.registry import register_role, registered_roles
-from worldsim.sim.engine import RunConfig, RunResult, run_card
+from worldsim.sim.session import run_card
+from worldsim.sim.settlement import RunResult
 from worldsim.trace import Trace, read_trace
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.replay import ReplayResult, replay
@@ -42,6 +44,7 @@ __all__ = [
     "ConfigError",
     "Label",
     "Leaf",
+    "ModelConfig",
     "ModelError",
     "PolicyError",
     "Proposal",

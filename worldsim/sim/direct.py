@@ -27,14 +27,15 @@ import anyio
 from pydantic import ValidationError
 
 from worldsim.domain.cards import Card, card_hash
+from worldsim.domain.config import RunConfig
 from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest, ModelResponse
 from worldsim.domain.errors import ConfigError, ModelError
 from worldsim.domain.outputs import ForecastOutput
-from worldsim.domain.version import __version__
+from worldsim.domain.version import __version__, git_revision
 from worldsim.models.call import LlmCallData, canonical_json
 from worldsim.models.leakage import LeakageGuard
 from worldsim.roles.prompts import load_prompt_role
-from worldsim.sim.engine import _git_revision, trace_name
+from worldsim.sim.settlement import trace_name
 from worldsim.trace.audit import endpoint_problems
 from worldsim.trace.records import (
     AuditData,
@@ -232,12 +233,14 @@ async def forecast_card(
     fsync: bool = True,
     method: str = "direct",
     guard: LeakageGuard | None = None,
+    config: RunConfig | None = None,
 ) -> DirectResult:
     """Forecast ``card`` with one call to ``model`` and write the trace
     ``<out>/<card>__<method>__s<seed>.jsonl``.
 
     ``route`` is the route name recorded in the trace; ``guard`` is the leakage guard wrapped
-    around ``model``, if any, whose findings go into the audit. A non-binary card raises
+    around ``model``, if any, whose findings go into the audit; ``config``, the run's settings
+    recorded in the trace header. A non-binary card raises
     `ConfigError` and an existing trace without ``overwrite`` `TraceError`, both before the
     trace is created. The trace's ``run_started`` records the whole card (evidence included,
     as its hash does); only the prompt leaves the evidence out. A failed call (`ModelError`,
@@ -253,7 +256,7 @@ async def forecast_card(
             "run_started",
             RunStartedData(
                 worldsim_version=__version__,
-                git_revision=_git_revision(),
+                git_revision=git_revision(),
                 card_hash=card_hash(card),
                 card=card.public_dict(),
                 method=method,
@@ -265,6 +268,7 @@ async def forecast_card(
                 ticks=0,
                 extraction_rule=DIRECT_RULE,
                 kind="direct",
+                config=config.to_dict() if config is not None else None,
             ),
         )
         try:
