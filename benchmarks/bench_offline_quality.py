@@ -23,10 +23,12 @@ from typing import Any
 
 from benchmarks._common import run_async
 from worldsim.domain.cards import Card, load_card
+from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
 from worldsim.scoring.labels import load_labels
 from worldsim.scoring.metrics import binary_scores, multiclass_scores
-from worldsim.sim.engine import RunConfig, RunResult, run_card
+from worldsim.sim.session import run_card
+from worldsim.sim.settlement import RunResult
 
 __all__ = ["POLICIES", "base_rate_forecast", "brier", "rows", "run"]
 

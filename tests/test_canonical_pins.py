@@ -14,8 +14,9 @@ import pytest
 
 from tests.support import ROOT
 from worldsim.domain.cards import load_card
+from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
-from worldsim.sim.engine import RunConfig, run_card
+from worldsim.sim.session import run_card
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
 

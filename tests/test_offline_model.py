@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from tests.conftest import RunFn
 from tests.support import DEMO_CARD, ROOT, card_with
 from worldsim.domain.cards import Card, load_card
+from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
 from worldsim.scoring.labels import load_labels
 from worldsim.scoring.metrics import binary_scores, multiclass_scores
-from worldsim.sim.engine import RunConfig, RunResult, run_card
+from worldsim.sim.session import RunResult, run_card
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
 
