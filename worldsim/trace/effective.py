@@ -5,57 +5,141 @@ Before it, each timeline's records after its last committed boundary (``timeline
 ``tick_committed`` or ``timeline_ended``) belong to a tick that never committed: they are void,
 and the resumed run writes that tick again. Run-level results written before the marker
 (extraction, report, audit, the reporter's calls) are void too, as is everything after
-``run_started`` when the world was never initialized. Replay and the canonical hash read only
-the effective lines.
+``run_started`` when the world was never initialized. Replay, the canonical hash, ``score`` and
+``hindsight`` read only the effective lines.
+
+The rule is applied as the lines stream past: a line is passed on as soon as it is known to
+count (a timeline's record once that timeline commits a boundary after it; a run-level result
+at the end of the trace), and dropped when a ``run_resumed`` marker voids it. Lines come out in
+file order; what is held back is at most the open tick of each timeline and the run's results.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Generic, Protocol, TypeVar
 
-from worldsim.trace.reader import TraceLine
-
-__all__ = ["BOUNDARIES", "effective_lines", "void_lines"]
+__all__ = ["BOUNDARIES", "EnvelopeLine", "effective_lines", "stream_effective", "void_lines"]
 
 BOUNDARIES = frozenset({"timeline_started", "tick_committed", "timeline_ended"})
 _RUN_RESULTS = frozenset({"extraction", "report", "audit"})
 _KEPT_ALWAYS = frozenset({"run_started", "run_failed", "run_resumed"})
 
 
-def void_lines(segment: Sequence[TraceLine], *, first: bool = True) -> set[int]:
+class EnvelopeLine(Protocol):
+    """What the rule reads of a trace line: its envelope's type and timeline, and its number."""
+
+    @property
+    def number(self) -> int: ...
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def tl(self) -> str | None: ...
+
+
+L = TypeVar("L", bound=EnvelopeLine)
+
+
+class _Entry(Generic[L]):
+    """A line and whether it counts: True, False, or None while that is not yet known."""
+
+    __slots__ = ("counts", "line")
+
+    def __init__(self, line: L) -> None:
+        self.line = line
+        self.counts: bool | None = None
+
+
+class _Segment(Generic[L]):
+    """The lines between two cut-off points of a run, judged as they arrive.
+
+    A line counts when its rule is met (see the module docstring) or when the segment turns out
+    to be the run's last; a line whose rule is still unmet when a ``run_resumed`` marker closes
+    the segment is void.
+    """
+
+    def __init__(self, *, first: bool) -> None:
+        self.first = first  # only the trace's first segment can lack a world
+        self.world = False  # a world_initialized record seen in this segment
+        self.by_timeline: dict[str, list[_Entry[L]]] = {}  # no boundary of theirs after them yet
+        self.by_world: list[_Entry[L]] = []  # count once this segment initializes the world
+        self.open: list[_Entry[L]] = []  # count only if the segment is the run's last
+
+    def add(self, entry: _Entry[L]) -> None:
+        line = entry.line
+        kind, tl = line.type, line.tl
+        if kind in _KEPT_ALWAYS:
+            entry.counts = True
+            return
+        if kind == "world_initialized" and not self.world:
+            self.world = True
+            for waiting in self.by_world:
+                waiting.counts = True
+            self.by_world.clear()
+        if tl is not None:
+            if kind in BOUNDARIES:
+                settled = self.by_timeline.pop(tl, [])
+                settled.append(entry)
+                if self.first and not self.world:
+                    self.by_world.extend(settled)
+                else:
+                    for waiting in settled:
+                        waiting.counts = True
+            else:
+                self.by_timeline.setdefault(tl, []).append(entry)
+        elif kind in _RUN_RESULTS or (kind == "llm_call" and self.world):
+            self.open.append(entry)
+        elif kind == "llm_call" or (self.first and not self.world):
+            self.by_world.append(entry)  # an initializer's call, or anything before the world
+        else:
+            entry.counts = True
+
+    def close(self, *, resumed: bool) -> None:
+        """End the segment: at a ``run_resumed`` marker (``resumed``) or at the end of the trace."""
+        counts = not resumed
+        for entries in (*self.by_timeline.values(), self.by_world, self.open):
+            for entry in entries:
+                entry.counts = counts
+
+
+def stream_effective(lines: Iterable[L]) -> Iterator[L]:
+    """The lines that make up the run's history, in file order, as soon as each is known to."""
+    pending: deque[_Entry[L]] = deque()
+    segment: _Segment[L] = _Segment(first=True)
+    for line in lines:
+        entry = _Entry(line)
+        if line.type == "run_resumed":
+            segment.close(resumed=True)
+            segment = _Segment(first=False)
+        segment.add(entry)
+        pending.append(entry)
+        while pending and pending[0].counts is not None:
+            done = pending.popleft()
+            if done.counts:
+                yield done.line
+    segment.close(resumed=False)
+    for entry in pending:
+        if entry.counts:
+            yield entry.line
+
+
+def effective_lines(lines: Iterable[L]) -> list[L]:
+    """The lines that make up the run's history, with every void stretch removed."""
+    return list(stream_effective(lines))
+
+
+def void_lines(segment: Sequence[EnvelopeLine], *, first: bool = True) -> set[int]:
     """Line numbers of ``segment`` (a stretch ending where a run was cut off) that are void.
 
     ``first`` says whether the segment opens the trace: only there can the world be missing,
     which voids everything but the run's start; a later segment continues an initialized run.
     """
-    has_world = any(line.type == "world_initialized" for line in segment)
-    if first and not has_world:
-        return {line.number for line in segment if line.type not in _KEPT_ALWAYS}
-    last_boundary: dict[str, int] = {}
-    for i, line in enumerate(segment):
-        tl = line.tl
-        if tl is not None and line.type in BOUNDARIES:
-            last_boundary[tl] = i
-    world_at = next((i for i, line in enumerate(segment) if line.type == "world_initialized"), -1)
-    void: set[int] = set()
-    for i, line in enumerate(segment):
-        if line.type in _KEPT_ALWAYS:
-            continue
-        tl = line.tl
-        if tl is None:
-            if line.type in _RUN_RESULTS or (line.type == "llm_call" and i > world_at):
-                void.add(line.number)
-        elif i > last_boundary.get(tl, -1):
-            void.add(line.number)
-    return void
-
-
-def effective_lines(lines: Sequence[TraceLine]) -> list[TraceLine]:
-    """The lines that make up the run's history, with every void stretch removed."""
-    void: set[int] = set()
-    start = 0
-    for i, line in enumerate(lines):
-        if line.type == "run_resumed":
-            void |= void_lines(lines[start:i], first=start == 0)
-            start = i + 1
-    return [line for line in lines if line.number not in void]
+    judged: _Segment[EnvelopeLine] = _Segment(first=first)
+    entries = [_Entry(line) for line in segment]
+    for entry in entries:
+        judged.add(entry)
+    judged.close(resumed=True)
+    return {entry.line.number for entry in entries if not entry.counts}

@@ -1,0 +1,143 @@
+"""The effective view, streamed by the rule of trace.effective: lines passed on as soon as they
+are known to count."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.support import DEMO_CARD
+from worldsim.domain.cards import load_card
+from worldsim.domain.policy import load_policy
+from worldsim.sim.engine import RunConfig, run_card
+from worldsim.trace.effective import BOUNDARIES, effective_lines, stream_effective, void_lines
+from worldsim.trace.reader import TraceLine, iter_trace
+
+# --------------------------------------------------------------------------------------------
+# the effective view, streamed, against the rule stated plainly
+
+
+@dataclass(frozen=True)
+class Line:
+    number: int
+    type: str
+    tl: str | None
+
+
+def _void_by_the_rule(segment: Sequence[Line], *, first: bool) -> set[int]:
+    """trace.effective's docstring, as a whole-segment computation."""
+    if first and not any(line.type == "world_initialized" for line in segment):
+        return {
+            line.number
+            for line in segment
+            if line.type not in {"run_started", "run_failed", "run_resumed"}
+        }
+    last_boundary: dict[str, int] = {}
+    for i, line in enumerate(segment):
+        if line.tl is not None and line.type in BOUNDARIES:
+            last_boundary[line.tl] = i
+    world_at = next((i for i, ln in enumerate(segment) if ln.type == "world_initialized"), -1)
+    void = set()
+    for i, line in enumerate(segment):
+        if line.type in {"run_started", "run_failed", "run_resumed"}:
+            continue
+        if line.tl is None:
+            if line.type in {"extraction", "report", "audit"} or (
+                line.type == "llm_call" and i > world_at
+            ):
+                void.add(line.number)
+        elif i > last_boundary.get(line.tl, -1):
+            void.add(line.number)
+    return void
+
+
+def _effective_by_the_rule(lines: Sequence[Line]) -> list[Line]:
+    void: set[int] = set()
+    start = 0
+    for i, line in enumerate(lines):
+        if line.type == "run_resumed":
+            void |= _void_by_the_rule(lines[start:i], first=start == 0)
+            start = i + 1
+    return [line for line in lines if line.number not in void]
+
+
+_TYPES = [
+    "run_started",
+    "world_initialized",
+    "timeline_started",
+    "tick_started",
+    "retrieval",
+    "llm_call",
+    "proposal",
+    "review",
+    "fork",
+    "tick_committed",
+    "timeline_ended",
+    "extraction",
+    "report",
+    "audit",
+    "run_failed",
+    "run_resumed",
+    "run_completed",
+]
+_LINES = st.lists(
+    st.tuples(st.sampled_from(_TYPES), st.sampled_from([None, None, "t0", "t0.1", "t0.2"])),
+    max_size=60,
+).map(lambda pairs: [Line(n, kind, tl) for n, (kind, tl) in enumerate(pairs, start=1)])
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_LINES)
+def test_streamed_effective_view_follows_the_rule(lines: list[Line]) -> None:
+    assert effective_lines(lines) == _effective_by_the_rule(lines)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_LINES, st.booleans())
+def test_void_lines_follows_the_rule(lines: list[Line], first: bool) -> None:
+    assert void_lines(lines, first=first) == _void_by_the_rule(lines, first=first)
+
+
+# --------------------------------------------------------------------------------------------
+# a real run read through the reader
+
+
+@pytest.fixture(scope="module")
+def trace_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("reader")
+    config = RunConfig(card=load_card(DEMO_CARD), policy=load_policy("branching"), seed=3)
+    return anyio.run(lambda: run_card(config, out, fsync=False)).trace
+
+
+def test_lines_are_passed_on_while_the_trace_is_still_being_read(trace_path: Path) -> None:
+    """A line waits at most until its timeline's next boundary; only the run's results wait
+    for the end of the trace."""
+    source = list(iter_trace(trace_path))
+    read = 0
+
+    def feed() -> Iterator[TraceLine]:
+        nonlocal read
+        for line in source:
+            read += 1
+            yield line
+
+    read_when_passed = {line.number: read for line in stream_effective(feed())}
+    assert sorted(read_when_passed) == [line.number for line in source]
+    boundary_after: dict[int, int] = {}
+    next_boundary: dict[str, int] = {}
+    for line in reversed(source):
+        if line.tl is not None:
+            if line.type in BOUNDARIES:
+                next_boundary[line.tl] = line.number
+            boundary_after[line.number] = next_boundary.get(line.tl, len(source))
+    longest_wait = max(boundary_after[n] - n for n in boundary_after)
+    assert 0 < longest_wait < len(source) // 4
+    last_commit = max(line.number for line in source if line.type == "tick_committed")
+    for number in range(1, last_commit + 1):
+        assert read_when_passed[number] - number <= longest_wait
