@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from worldsim.domain.cards import parse_utc
-from worldsim.domain.errors import CardError, TraceIncomplete
+from worldsim.domain.errors import CardError
 from worldsim.domain.files import read_jsonl
-from worldsim.trace.reader import looks_like_trace, read_input_trace
+from worldsim.trace.reader import TraceLine, iter_input_trace, looks_like_trace
 
 __all__ = [
     "LoadedPredictions",
@@ -131,23 +131,25 @@ def rows_from_trace(path: Path) -> PredictionRow | None:
     """The forecast a completed trace gives for its card and method, or None if incomplete.
 
     The trace is read through the one trace reader: its hash chain must hold (a damaged trace
-    is a TraceError naming the line), and a resumed run counts only its effective records.
+    is a ConfigError naming the line), and a resumed run counts only its effective records.
     """
-    try:
-        trace = read_input_trace(path)
-    except TraceIncomplete:
-        return None  # an empty file or a single torn line: a run cut off at its start
-    if not trace.complete:
-        return None
-    records = [line.obj for line in trace.effective]
-    started = next((r for r in records if r.get("type") == "run_started"), None)
-    extraction = [r for r in records if r.get("type") == "extraction"]
+    started: TraceLine | None = None
+    extraction: TraceLine | None = None
+    last: TraceLine | None = None
+    for line in iter_input_trace(path):
+        if line.type == "run_started" and started is None:
+            started = line
+        elif line.type == "extraction":
+            extraction = line
+        last = line
+    if last is None or last.type != "run_completed":
+        return None  # cut off: no record at all, or no run_completed at the end
     if started is None:
         raise CardError("completed trace has no run_started record", file=path)
-    if not extraction:
+    if extraction is None:
         raise CardError("completed trace has no extraction record", file=path)
-    head = _data(started, path, "run_started")
-    ext = _data(extraction[-1], path, "extraction")
+    head = _data(started.obj, path, "run_started")
+    ext = _data(extraction.obj, path, "extraction")
     card = head.get("card")
     if not isinstance(card, dict):
         raise CardError("run_started has no card", file=path, field="data.card")
@@ -170,7 +172,6 @@ def rows_from_trace(path: Path) -> PredictionRow | None:
     else:
         p_options = _options(ext.get("p_options"), path, None, "data.p_options")
     raw = ext.get("p_yes_raw")
-    run = started.get("run")
     return PredictionRow(
         card_id=card_id,
         method=method,
@@ -183,7 +184,7 @@ def rows_from_trace(path: Path) -> PredictionRow | None:
         ),
         model=_model_route(head.get("routes")),
         prompt_version=_prompt_version(head.get("prompt_versions")),
-        run_id=str(run) if run is not None else None,
+        run_id=started.run,
         extraction_rule=str(ext.get("rule") or head.get("extraction_rule") or "") or None,
         as_of=as_of,
         p_yes_raw=_optional_probability(raw, path, None, "data.p_yes_raw"),

@@ -33,7 +33,6 @@ __all__ = [
     "iter_trace",
     "looks_like_trace",
     "parse_line",
-    "read_input_trace",
     "read_trace",
 ]
 
@@ -260,8 +259,11 @@ def iter_trace(path: str | Path) -> Iterator[TraceLine]:
                     f"seq {obj.get('seq')} where {i} was expected", file=p, line=number
                 )
             if obj.get("prev") != prev_hash:
+                before = "the run id" if i == 0 else f"line {i}"
                 raise TraceError(
-                    "hash chain broken: prev does not match the line before", file=p, line=number
+                    f"hash chain broken: prev is not the hash of {before}",
+                    file=p,
+                    line=number,
                 )
             if raw != raw.strip() or raw.startswith(b"\xef\xbb\xbf"):
                 raise TraceError("stray whitespace around the record", file=p, line=number)
@@ -304,17 +306,6 @@ def iter_input_trace(path: str | Path) -> Iterator[TraceLine]:
     line."""
     try:
         yield from iter_effective(path)
-    except TraceError as exc:
-        raise ConfigError(exc.message, file=exc.file, line=exc.line, field=exc.field) from None
-
-
-def read_input_trace(path: str | Path) -> Trace:
-    """:func:`read_trace` for a trace handed to an analysis (``score``, ``hindsight``): a trace
-    that does not check out is bad input, a ConfigError (exit 2) naming the file and line."""
-    try:
-        return read_trace(path)
-    except TraceIncomplete:
-        raise
     except TraceError as exc:
         raise ConfigError(exc.message, file=exc.file, line=exc.line, field=exc.field) from None
 

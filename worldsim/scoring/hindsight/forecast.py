@@ -28,9 +28,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from worldsim.domain.cards import UtcDatetime, parse_utc
-from worldsim.domain.errors import CardError
+from worldsim.domain.errors import CardError, TraceIncomplete
 from worldsim.domain.files import first_error
-from worldsim.trace.reader import read_input_trace
+from worldsim.trace.reader import iter_input_trace
 
 __all__ = [
     "ForecastEvent",
@@ -55,22 +55,18 @@ class TraceRecord:
 
 
 def trace_records(path: str | Path) -> list[TraceRecord]:
-    """The effective records of a trace, read through the one trace reader.
+    """The effective records of a trace, streamed through the one trace reader.
 
-    The hash chain must hold (a damaged trace is a TraceError naming the line); a resumed run
+    The hash chain must hold (a damaged trace is a ConfigError naming the line); a resumed run
     counts only the records of its effective history; a torn final line is ignored.
     """
-    trace = read_input_trace(path)
-    return [
-        TraceRecord(
-            type=line.type,
-            tl=line.tl,
-            tick=line.tick,
-            data=line.fields,
-            run=str(line.obj.get("run")) if line.obj.get("run") is not None else None,
-        )
-        for line in trace.effective
+    records = [
+        TraceRecord(type=line.type, tl=line.tl, tick=line.tick, data=line.fields, run=line.run)
+        for line in iter_input_trace(path)
     ]
+    if not records:
+        raise TraceIncomplete("trace has no complete record", file=path)
+    return records
 
 
 class ForecastEvent(BaseModel):

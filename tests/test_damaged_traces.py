@@ -1,0 +1,132 @@
+"""``score`` and ``hindsight`` refuse a trace whose chain does not check out.
+
+Without the chain check, a one-byte edit of a recorded p_yes would change a Brier score
+silently; through the one trace reader it is one line naming the file and the line, exit 2,
+no traceback, and no report written.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.support import DEMO_CARD, ROOT
+from worldsim.domain.cards import load_card
+from worldsim.domain.errors import ConfigError
+from worldsim.domain.policy import load_policy
+from worldsim.scoring.hindsight.forecast import trace_records
+from worldsim.scoring.inputs import rows_from_trace
+from worldsim.sim.engine import RunConfig, run_card
+
+LABELS = ROOT / "scenarios" / "labels"
+GRAPHS = ROOT / "scenarios" / "hindsight"
+WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]
+
+
+def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*WORLDSIM, *map(str, args)], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("recorded")
+    config = RunConfig(card=load_card(DEMO_CARD), policy=load_policy("branching"), seed=0, ticks=4)
+    return anyio.run(lambda: run_card(config, out, fsync=False)).trace
+
+
+def _edit_p_yes(trace: Path, out: Path) -> tuple[Path, int, float, float]:
+    """Change one digit of the extraction's p_yes: (edited copy, its line, old, new p_yes)."""
+    lines = trace.read_bytes().split(b"\n")
+    k = next(i for i, raw in enumerate(lines) if b'"type":"extraction"' in raw)
+    at = lines[k].index(b'"p_yes":0.') + len(b'"p_yes":0.')
+    old_digit = lines[k][at : at + 1]
+    new_digit = b"5" if old_digit != b"5" else b"4"
+    edited = lines[k][:at] + new_digit + lines[k][at + 1 :]
+    before = json.loads(lines[k])["data"]["p_yes"]
+    after = json.loads(edited)["data"]["p_yes"]
+    lines[k] = edited
+    out.write_bytes(b"\n".join(lines))
+    return out, k + 1, before, after
+
+
+def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    return proc.stderr.strip()
+
+
+def test_score_refuses_a_trace_with_an_edited_p_yes(recorded: Path, tmp_path: Path) -> None:
+    sound = cli("score", recorded, "--labels", LABELS, "--json", tmp_path / "sound.json")
+    assert sound.returncode == 0, sound.stderr
+    edited, line, before, after = _edit_p_yes(recorded, tmp_path / "edited.jsonl")
+    # the edit would move the Brier score (outcome yes) if it were read
+    assert (1 - after) ** 2 != pytest.approx((1 - before) ** 2)
+    report = tmp_path / "edited.json"
+    proc = cli("score", edited, "--labels", LABELS, "--json", report)
+    message = _one_line(proc)
+    assert f"{edited}:{line + 1}:" in message
+    assert f"hash chain broken: prev is not the hash of line {line}" in message
+    assert not report.exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("hindsight", "ker", "{trace}", "--hindsight", "{graph}"),
+        ("hindsight", "sources", "{trace}", "--hindsight", "{graph}"),
+        ("hindsight", "forecast-graph", "{trace}", "-o", "{out}"),
+        ("score", "{trace}", "--labels", "{labels}", "--hindsight", "{graphs}"),
+    ],
+    ids=["ker", "sources", "forecast-graph", "score-axes"],
+)
+def test_hindsight_refuses_a_trace_with_an_edited_p_yes(
+    recorded: Path, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    edited, line, _, _ = _edit_p_yes(recorded, tmp_path / "edited.jsonl")
+    out = tmp_path / "graph.json"
+    values = {
+        "trace": edited,
+        "graph": GRAPHS / "merger-review.json",
+        "graphs": GRAPHS,
+        "labels": LABELS,
+        "out": out,
+    }
+    proc = cli(*(part.format(**values) for part in command))
+    assert f"{edited}:{line + 1}: hash chain broken" in _one_line(proc)
+    assert not out.exists()
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_any_one_byte_edit_is_refused_or_reads_as_a_cut_off_run(
+    recorded: Path, tmp_path: Path, data: st.DataObject
+) -> None:
+    """Never a different run: an edit is refused, or (the final newline) leaves a torn tail."""
+    blob = recorded.read_bytes()
+    pos = data.draw(st.integers(0, len(blob) - 1), label="position")
+    new = data.draw(st.integers(0, 255).filter(lambda b: b != blob[pos]), label="byte")
+    path = tmp_path / "edited.jsonl"
+    path.write_bytes(blob[:pos] + bytes([new]) + blob[pos + 1 :])
+    try:
+        row = rows_from_trace(path)
+    except ConfigError:
+        row = None
+    assert row is None
+    try:
+        records = trace_records(path)
+    except ConfigError:
+        return
+    whole = trace_records(recorded)
+    assert pos == len(blob) - 1 and records == whole[:-1]
