@@ -17,8 +17,10 @@ from typing import Any
 
 import anyio
 import pytest
+from typer.testing import CliRunner
 
 from tests.support import DEMO_CARD, ROOT
+from worldsim.cli import app
 from worldsim.domain.cards import load_card
 from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
@@ -28,11 +30,12 @@ from worldsim.scoring.hindsight.graph import load_hindsight
 from worldsim.scoring.inputs import rows_from_trace
 from worldsim.sim.session import resume_run, run_card
 from worldsim.trace.canonical import canonical_hash
-from worldsim.trace.reader import read_trace
+from worldsim.trace.reader import iter_effective, read_trace
 from worldsim.trace.verify import verify_trace
 from worldsim.trace.writer import TraceWriter
 
 GRAPH = ROOT / "scenarios" / "hindsight" / "merger-review.json"
+LABELS = ROOT / "scenarios" / "labels" / "merger-review.yaml"
 UNCITED = "mr-f01"  # in the card's evidence, cited by no hindsight event
 
 
@@ -120,3 +123,40 @@ def test_hindsight_never_counts_the_voided_access(runs: tuple[Path, Path]) -> No
     # the same simulated events (the re-run tick is written later in the file, so in another order)
     events = {e.id: e for e in extract_forecast(trace_records(resumed)).events}
     assert events == {e.id: e for e in extract_forecast(trace_records(whole)).events}
+
+
+def test_score_command_counts_sources_from_the_effective_history(
+    runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """``worldsim score --hindsight``: the resumed trace's source precision is the uninterrupted
+    run's, not what the voided tick's access would make it."""
+    whole, resumed = runs
+
+    def per_card(trace: Path) -> dict[str, Any]:
+        report = tmp_path / f"{trace.parent.name}.json"
+        args = ["score", str(trace), "--labels", str(LABELS), "--hindsight", str(GRAPH.parent)]
+        result = CliRunner().invoke(app, [*args, "--json", str(report)])
+        assert result.exit_code == 0, result.output
+        rows: list[dict[str, Any]] = json.loads(report.read_text())["per_card"]
+        assert len(rows) == 1
+        return rows[0]
+
+    a, b = per_card(whole), per_card(resumed)
+    assert (b["srcp"], b["ker"], b["brier"]) == (a["srcp"], a["ker"], a["brier"])
+    naive = source_precision(_naive_records(resumed), load_hindsight(GRAPH)).precision
+    assert b["srcp"] != naive
+
+
+def test_the_streamed_view_leaves_out_the_voided_tick(runs: tuple[Path, Path]) -> None:
+    _, resumed = runs
+    lines = read_trace(resumed).lines
+    marker = next(line.number for line in lines if line.type == "run_resumed")
+    voided = [
+        line
+        for line in lines[:marker]
+        if (line.tl, line.tick) == ("t0", 2) and line.type in {"proposal", "retrieval"}
+    ]
+    assert {line.type for line in voided} == {"proposal", "retrieval"}
+    streamed = {line.number for line in iter_effective(resumed)}
+    assert streamed.isdisjoint(line.number for line in voided)
+    assert marker in streamed and len(streamed) < len(lines)
