@@ -105,8 +105,11 @@ class TraceLine:
     def record(self) -> Any:
         """The envelope model of :mod:`worldsim.trace.records`, validated on first use."""
         if self._record is None:
+            # a fresh parse, not kept: the model holds the values, and every container kept
+            # alive is one more for the cyclic collector to walk
+            obj = self._obj if self._obj is not None else parse_line(self.raw)
             try:
-                self._record = TRACE_ADAPTER.validate_python(self.obj)
+                self._record = TRACE_ADAPTER.validate_python(obj)
             except ValidationError as exc:
                 field, message = first_error(exc)
                 raise TraceError(message, file=self.path, line=self.number, field=field) from None
@@ -158,7 +161,7 @@ class Trace:
         """Validate every record against the schema and check the writer's canonical form."""
         for line in self.lines:
             line.record  # noqa: B018  (validates)
-            if _canonical(line.obj) != line.raw:
+            if _canonical(parse_line(line.raw)) != line.raw:
                 raise TraceError(
                     "record is not in the writer's canonical form", file=self.path, line=line.number
                 )
