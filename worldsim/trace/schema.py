@@ -38,11 +38,19 @@ is an envelope:
   `tick_committed.digest` is the SHA-256 of the rebuilt state's canonical JSON.
 * The canonical hash (`worldsim verify --canonical`) covers result-determining content only,
   ordered by (timeline, tick, phase, agent, index).
-* One module reads traces, `worldsim.trace.reader`: it streams the file, checks the envelope,
-  the chain and the seals line by line, and validates each record against the schema below when
-  it is first used (`verify` validates them all and checks the writer's canonical form). Its
-  `effective` view drops the records a `run_resumed` marker voids; `score`, `hindsight` and
-  replay read that view.
+* One module reads traces, `worldsim.trace.reader`; nothing else parses a trace line. It
+  streams the file and checks each line's envelope, `seq`, run id, `prev` and seal as it reads
+  it, keeping the line's bytes and envelope; a record's `data` is parsed again, and validated
+  against the schema below, when it is first used (`verify` validates them all and checks the
+  writer's canonical form). Lines are parsed with msgspec, and whatever msgspec refuses with
+  `json.loads`, so the reader accepts the same lines with the same values as `json.loads`; the
+  hashes are over the bytes as written, so the canonical form is unchanged.
+* `iter_effective` streams the *effective* history: the records a `run_resumed` marker voids
+  (see "resume" in docs/concepts.md) are left out, and every other line is passed on as soon as
+  it is known to count (a timeline's record once that timeline commits a boundary after it).
+  `score`, `hindsight`, replay and the canonical hash read that view. A trace that does not
+  check out is refused by `score` and `hindsight` with one line naming the file and the first
+  bad line (exit 2); `verify` and `replay` report it the same way (exit 1).
 
 ## Revisions
 
