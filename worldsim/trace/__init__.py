@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from worldsim.domain.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from worldsim.trace.reader import Trace, TraceLine, read_trace
+    from worldsim.trace.reader import Trace, TraceLine, iter_effective, read_trace
     from worldsim.trace.records import RECORD_TYPES, TRACE_ADAPTER
     from worldsim.trace.writer import TraceWriter
 
@@ -19,8 +19,17 @@ __getattr__, __dir__ = lazy_exports(
         "Trace": "worldsim.trace.reader",
         "TraceLine": "worldsim.trace.reader",
         "TraceWriter": "worldsim.trace.writer",
+        "iter_effective": "worldsim.trace.reader",
         "read_trace": "worldsim.trace.reader",
     },
 )
 
-__all__ = ["RECORD_TYPES", "TRACE_ADAPTER", "Trace", "TraceLine", "TraceWriter", "read_trace"]
+__all__ = [
+    "RECORD_TYPES",
+    "TRACE_ADAPTER",
+    "Trace",
+    "TraceLine",
+    "TraceWriter",
+    "iter_effective",
+    "read_trace",
+]
