@@ -19,11 +19,12 @@ from hypothesis import strategies as st
 
 from tests.support import DEMO_CARD, ROOT
 from worldsim.domain.cards import load_card
+from worldsim.domain.config import RunConfig
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.policy import load_policy
 from worldsim.scoring.hindsight.forecast import trace_records
 from worldsim.scoring.inputs import rows_from_trace
-from worldsim.sim.engine import RunConfig, run_card
+from worldsim.sim.session import run_card
 
 LABELS = ROOT / "scenarios" / "labels"
 GRAPHS = ROOT / "scenarios" / "hindsight"

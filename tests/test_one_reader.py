@@ -20,10 +20,11 @@ from typer.testing import CliRunner
 from tests.support import DEMO_CARD, ROOT
 from worldsim.cli import app
 from worldsim.domain.cards import load_card
+from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
 from worldsim.scoring.hindsight.forecast import load_forecast_events, trace_records
 from worldsim.scoring.inputs import load_predictions
-from worldsim.sim.engine import RunConfig, run_card
+from worldsim.sim.session import run_card
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
 from worldsim.trace.verify import verify_trace

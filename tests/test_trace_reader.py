@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 
 from tests.support import DEMO_CARD
 from worldsim.domain.cards import load_card
+from worldsim.domain.config import RunConfig
 from worldsim.domain.errors import ConfigError, TraceError
 from worldsim.domain.policy import load_policy
-from worldsim.sim.engine import RunConfig, run_card
+from worldsim.sim.session import run_card
 from worldsim.trace.effective import BOUNDARIES, effective_lines, stream_effective, void_lines
 from worldsim.trace.reader import (
     TraceLine,
