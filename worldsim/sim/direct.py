@@ -34,7 +34,7 @@ from worldsim.domain.version import __version__
 from worldsim.models.call import LlmCallData, canonical_json
 from worldsim.models.leakage import LeakageGuard
 from worldsim.roles.prompts import load_prompt_role
-from worldsim.sim.engine import _git_revision, trace_name
+from worldsim.sim.engine import git_revision, trace_name
 from worldsim.trace.audit import endpoint_problems
 from worldsim.trace.records import (
     AuditData,
@@ -253,7 +253,7 @@ async def forecast_card(
             "run_started",
             RunStartedData(
                 worldsim_version=__version__,
-                git_revision=_git_revision(),
+                git_revision=git_revision(),
                 card_hash=card_hash(card),
                 card=card.public_dict(),
                 method=method,

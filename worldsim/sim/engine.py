@@ -343,7 +343,7 @@ class Engine:
             "run_started",
             RunStartedData(
                 worldsim_version=__version__,
-                git_revision=_git_revision(),
+                git_revision=git_revision(),
                 card_hash=card_hash(self.config.card),
                 card=self.config.card.public_dict(),
                 method=self.config.method_label,
@@ -879,7 +879,7 @@ def _check_refs(review: Review, proposals: Sequence[Proposal]) -> None:
             raise StateError(f"review refers to unknown proposal {agent}#{index}")
 
 
-def _git_revision() -> str | None:
+def git_revision() -> str | None:
     """The source checkout's commit, when worldsim runs from one; read from files, no subprocess."""
     root = Path(__file__).resolve().parents[2] / ".git"
     try:
