@@ -1,6 +1,8 @@
 """``worldsim forecast``: the direct baseline, one model call per card."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: typer reads every command's signature at
+# start-up, even for --help, and string annotations would be parsed again each time
+# (about half its work). Names imported only for type checking are quoted.
 
 import functools
 import json
@@ -98,7 +100,7 @@ def forecast(
     cache_file = cache_path if cache_path is not None else default_cache_path(out)
     mode: CacheMode = "use" if cache == "use" else "refresh" if cache == "refresh" else "off"
 
-    async def go() -> DirectResult:
+    async def go() -> "DirectResult":
         response_cache = None
         if not route.is_offline and mode != "off":
             response_cache = await ResponseCache.open(cache_file, mode=mode, strict=replay_strict)

@@ -1,6 +1,8 @@
 """``worldsim gateway``: build an evidence database and search it as of a cutoff."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: typer reads every command's signature at
+# start-up, even for --help, and string annotations would be parsed again each time
+# (about half its work). Names imported only for type checking are quoted.
 
 import json
 from datetime import datetime
@@ -9,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from worldsim.cli._app import app, escape, fail, out_console
+from worldsim.cli._app import command_group, escape, fail, out_console
 from worldsim.domain.errors import ConfigError, WorldsimError
 
 if TYPE_CHECKING:
@@ -18,11 +20,9 @@ if TYPE_CHECKING:
 
 __all__ = ["gateway_app"]
 
-gateway_app = typer.Typer(
-    help="The Temporal Gateway: ingest dated articles and search them before a cutoff.",
-    no_args_is_help=True,
+gateway_app = command_group(
+    "gateway", "The Temporal Gateway: ingest dated articles and search them before a cutoff."
 )
-app.add_typer(gateway_app, name="gateway")
 
 
 def _cutoff(text: str) -> datetime:
@@ -51,7 +51,7 @@ def ingest(
     try:
         docs = read_articles(articles)
 
-        async def _run() -> IngestReport:
+        async def _run() -> "IngestReport":
             async with open_store(db, create=True) as store:
                 return await store.add(docs)
 
@@ -88,7 +88,7 @@ def search(
     try:
         cutoff = _cutoff(before)
 
-        async def _run() -> list[SearchResult]:
+        async def _run() -> "list[SearchResult]":
             async with open_store(db) as store:
                 return await Gateway(store, cutoff=cutoff).search(query, k)
 

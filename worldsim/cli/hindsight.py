@@ -5,17 +5,17 @@ One convention for every subcommand: what is analysed (a trace, a forecast, or f
 is ``--hindsight FILE``; what is written goes to ``-o``.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: typer reads every command's signature at
+# start-up, even for --help, and string annotations would be parsed again each time
+# (about half its work). Names imported only for type checking are quoted.
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from worldsim.cli._app import app, err_console, escape, fail, out_console
+from worldsim.cli._app import command_group, err_console, escape, fail, out_console
 from worldsim.domain.errors import ConfigError, WorldsimError
 from worldsim.scoring.hindsight import DEFAULT_DATE_WINDOW_DAYS
 
@@ -24,14 +24,13 @@ if TYPE_CHECKING:
 
 __all__ = ["hindsight_app"]
 
-hindsight_app = typer.Typer(
-    help="Hindsight evaluation: causal graphs, key-event recall, source precision, pressure.",
-    no_args_is_help=True,
+hindsight_app = command_group(
+    "hindsight",
+    "Hindsight evaluation: causal graphs, key-event recall, source precision, pressure.",
 )
-app.add_typer(hindsight_app, name="hindsight")
 
 
-def _load_checked(path: Path) -> tuple[HindsightGraph, ValidationReport]:
+def _load_checked(path: Path) -> "tuple[HindsightGraph, ValidationReport]":
     """Load a graph and refuse it on structural errors; quality warnings go to stderr."""
     from worldsim.scoring.hindsight.graph import load_hindsight, validate_graph
 
@@ -108,6 +107,9 @@ def validate(
 
 
 def _write_json(path: Path, payload: str) -> None:
+    import os
+    import tempfile
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:

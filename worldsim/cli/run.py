@@ -1,9 +1,10 @@
 """``worldsim run``, ``replay``, ``verify`` and ``roles``: the engine's commands."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: typer reads every command's signature at
+# start-up, even for --help, and string annotations would be parsed again each time
+# (about half its work). Names imported only for type checking are quoted.
 
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -33,7 +34,7 @@ __all__: list[str] = []
 class _Progress:
     """Turns engine events into a live rich display on standard error."""
 
-    def __init__(self, progress: Progress, label: str, ticks: int) -> None:
+    def __init__(self, progress: "Progress", label: str, ticks: int) -> None:
         self.progress = progress
         self.task = progress.add_task(label, total=ticks, status="")
         self.ticks = ticks
@@ -80,7 +81,7 @@ def _one_card(cards: list[Path] | None) -> Path | None:
     return cards[0]
 
 
-def _resume(trace: Path, models: ModelConfig, json_out: bool) -> None:
+def _resume(trace: Path, models: "ModelConfig", json_out: bool) -> None:
     import anyio
 
     from worldsim.sim.resume import resume_run
@@ -93,7 +94,7 @@ def _resume(trace: Path, models: ModelConfig, json_out: bool) -> None:
     out_console.print(f"resumed and completed: {result.trace}", highlight=False)
 
 
-def _summary_table(results: list[RunResult]) -> Table:
+def _summary_table(results: "list[RunResult]") -> "Table":
     from rich.table import Table
 
     table = Table(title="worldsim run", show_lines=False)
@@ -189,6 +190,8 @@ def run(
     card, policy, seed and routes come from the trace; completed ticks are not run again and
     completed model calls come from the response cache.
     """
+    import statistics
+
     import anyio
 
     from worldsim.domain.cards import load_card
@@ -355,7 +358,7 @@ def replay(
         )
 
 
-def _print_outcome(tr: Trace, json_out: bool) -> None:
+def _print_outcome(tr: "Trace", json_out: bool) -> None:
     """The run's report (summary and claims with their references) and its audit vector."""
     effective = tr.effective
     report = next((line.data for line in reversed(effective) if line.type == "report"), None)
@@ -386,7 +389,7 @@ def _print_outcome(tr: Trace, json_out: bool) -> None:
             out_console.print(f"  {key}: {escape(str(value))}", highlight=False)
 
 
-def _replay_direct(tr: Trace, json_out: bool) -> None:
+def _replay_direct(tr: "Trace", json_out: bool) -> None:
     """A direct trace has no world to rebuild: check its extraction against the model's reply."""
     from worldsim.trace.replay import replay_direct
 
@@ -415,7 +418,7 @@ def _replay_direct(tr: Trace, json_out: bool) -> None:
         )
 
 
-def _print_step(step: TickStep) -> None:
+def _print_step(step: "TickStep") -> None:
     out_console.rule(
         f"{step.timeline} · tick {step.tick} · {step.date or ''} · mass {step.mass:.4f}",
         style="cyan",

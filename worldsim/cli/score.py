@@ -1,6 +1,8 @@
 """``worldsim score``: batch-score completed traces and prediction tables against labels."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: typer reads every command's signature at
+# start-up, even for --help, and string annotations would be parsed again each time
+# (about half its work). Names imported only for type checking are quoted.
 
 import json
 from pathlib import Path
