@@ -36,8 +36,12 @@ def _cutoff(text: str) -> datetime:
 
 @gateway_app.command("ingest")
 def ingest(
-    articles: Annotated[Path, typer.Argument(help="JSONL file, one article per line.")],
-    db: Annotated[Path, typer.Option("--db", help="Evidence database (created if missing).")],
+    articles: Annotated[
+        Path, typer.Argument(metavar="ARTICLES", help="JSONL file, one article per line.")
+    ],
+    db: Annotated[
+        Path, typer.Option("--db", metavar="PATH", help="Evidence database (created if missing).")
+    ],
 ) -> None:
     """Validate every article, then add them all to the database in one transaction.
 
@@ -71,15 +75,20 @@ def ingest(
 
 @gateway_app.command("search")
 def search(
-    query: Annotated[str, typer.Argument(help="Free-text query.")],
-    db: Annotated[Path, typer.Option("--db", help="Evidence database.")],
+    query: Annotated[str, typer.Argument(metavar="QUERY", help="Free-text query.")],
+    db: Annotated[Path, typer.Option("--db", metavar="PATH", help="Evidence database.")],
     before: Annotated[
-        str, typer.Option("--before", help="Cutoff: only documents dated strictly before it.")
+        str,
+        typer.Option(
+            "--before", metavar="DATETIME", help="Cutoff: only documents dated strictly before it."
+        ),
     ],
-    k: Annotated[int, typer.Option("-k", min=1, max=100, help="How many results.")] = 5,
+    k: Annotated[
+        int, typer.Option("-k", metavar="N", min=1, max=100, help="How many results.")
+    ] = 5,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Search the database as the gateway would for a card whose as-of is ``--before``."""
+    """Search the database as the gateway would for a card whose as-of is --before."""
     import anyio
 
     from worldsim.gateway.gateway import Gateway

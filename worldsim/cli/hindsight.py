@@ -123,8 +123,10 @@ def _write_json(path: Path, payload: str) -> None:
 
 @hindsight_app.command("forecast-graph")
 def forecast_graph(
-    trace: Annotated[Path, typer.Argument(help="Run trace (JSONL).")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Forecast graph JSON to write.")],
+    trace: Annotated[Path, typer.Argument(metavar="TRACE", help="Run trace (JSONL).")],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", metavar="FILE", help="Forecast graph JSON to write.")
+    ],
 ) -> None:
     """Extract the simulated events of every timeline, and their causal links, from a trace."""
     from worldsim.scoring.hindsight.forecast import extract_forecast, trace_records
@@ -145,11 +147,19 @@ def forecast_graph(
 @hindsight_app.command("ker")
 def ker(
     forecast: Annotated[
-        Path, typer.Argument(help="Run trace (.jsonl), forecast graph or events JSON.")
+        Path,
+        typer.Argument(
+            metavar="FORECAST", help="Run trace (.jsonl), forecast graph or events JSON."
+        ),
     ],
-    hindsight: Annotated[Path, typer.Option("--hindsight", help="Hindsight graph JSON.")],
+    hindsight: Annotated[
+        Path, typer.Option("--hindsight", metavar="FILE", help="Hindsight graph JSON.")
+    ],
     date_window: Annotated[
-        str, typer.Option("--date-window", help="Days between matched dates, or 'none'.")
+        str,
+        typer.Option(
+            "--date-window", metavar="DAYS|none", help="Days between matched dates, or 'none'."
+        ),
     ] = str(int(DEFAULT_DATE_WINDOW_DAYS)),
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
@@ -183,8 +193,10 @@ def ker(
 
 @hindsight_app.command("sources")
 def sources(
-    trace: Annotated[Path, typer.Argument(help="Run trace (JSONL).")],
-    hindsight: Annotated[Path, typer.Option("--hindsight", help="Hindsight graph JSON.")],
+    trace: Annotated[Path, typer.Argument(metavar="TRACE", help="Run trace (JSONL).")],
+    hindsight: Annotated[
+        Path, typer.Option("--hindsight", metavar="FILE", help="Hindsight graph JSON.")
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Source precision of the documents the run's agents retrieved or cited."""
@@ -208,12 +220,19 @@ def sources(
 
 @hindsight_app.command("pressure")
 def pressure(
-    hindsight: Annotated[Path, typer.Option("--hindsight", help="Hindsight graph JSON.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Folder for chart and CSV.")],
+    hindsight: Annotated[
+        Path, typer.Option("--hindsight", metavar="FILE", help="Hindsight graph JSON.")
+    ],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", metavar="DIR", help="Folder for chart and CSV.")
+    ],
     trace: Annotated[
-        Path | None, typer.Argument(help="Run trace (JSONL) whose probability is overlaid.")
+        Path | None,
+        typer.Argument(metavar="TRACE", help="Run trace (JSONL) whose probability is overlaid."),
     ] = None,
-    market: Annotated[Path | None, typer.Option("--market", help="CSV 'date,price'.")] = None,
+    market: Annotated[
+        Path | None, typer.Option("--market", metavar="CSV", help="CSV 'date,price'.")
+    ] = None,
     image_format: Annotated[
         Literal["png", "svg"], typer.Option("--format", help="Image format.")
     ] = "png",

@@ -21,16 +21,24 @@ prereg_app = command_group(
 @prereg_app.command("lock")
 def lock_command(
     prereg: Annotated[
-        Path, typer.Argument(help="The prereg YAML (see docs/prereg-template.yaml).")
+        Path,
+        typer.Argument(metavar="PREREG", help="The prereg YAML (see docs/prereg-template.yaml)."),
     ],
     predictions: Annotated[
-        list[Path], typer.Option("--predictions", help="Prediction inputs (files or folders).")
+        list[Path],
+        typer.Option(
+            "--predictions", metavar="INPUT", help="Prediction inputs (files or folders)."
+        ),
     ],
-    out: Annotated[Path, typer.Option("-o", "--out", help="The lock file to write (JSON).")],
+    out: Annotated[
+        Path, typer.Option("-o", "--out", metavar="FILE", help="The lock file to write (JSON).")
+    ],
     more: Annotated[
         list[Path] | None,
         typer.Argument(
-            help="Further prediction inputs, as in --predictions A B C.", show_default=False
+            metavar="INPUT",
+            help="Further prediction inputs, as in --predictions A B C.",
+            show_default=False,
         ),
     ] = None,
 ) -> None:

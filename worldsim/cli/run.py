@@ -64,21 +64,17 @@ class _Progress:
         )
 
 
-def _one_card(cards: list[Path] | None) -> Path | None:
+def _one_card(card: Path | None, extra: list[str]) -> Path | None:
     """The one card of ``run``; several cards or a folder are a study, said plainly."""
-    if not cards:
-        return None
-    if len(cards) > 1:
+    if extra:
         raise ConfigError(
-            f"run takes one card, not {len(cards)}: run each card on its own (same --out folder)",
-            field="card",
+            f"run takes one card file, not {1 + len(extra)}; run each card separately"
         )
-    if cards[0].is_dir():
+    if card is not None and card.is_dir():
         raise ConfigError(
-            "run takes one card file, not a folder: run each card in it on its own",
-            file=cards[0],
+            "run takes one card file, not a folder; run each card separately", file=card
         )
-    return cards[0]
+    return card
 
 
 def _resume(trace: Path, models: "ModelConfig", json_out: bool) -> None:
@@ -121,27 +117,45 @@ def _summary_table(results: "list[RunResult]") -> "Table":
     return table
 
 
-@app.command()
+# Further positional arguments are collected (not refused by typer) so that several cards get
+# the one-line answer of `_one_card`.
+@app.command(context_settings={"allow_extra_args": True})
 def run(
-    cards: Annotated[
-        list[Path] | None,
+    ctx: typer.Context,
+    card: Annotated[
+        Path | None,
         typer.Argument(
-            help="The scenario card (YAML or JSON); omit with --resume.", metavar="CARD"
+            help="One scenario card file (YAML or JSON); omit with --resume.", metavar="CARD"
         ),
     ] = None,
-    policy: Annotated[str, typer.Option(help="Policy preset name or file.")] = "branching",
-    model: Annotated[str, typer.Option(help="Model route for every role.")] = "offline",
+    policy: Annotated[
+        str,
+        typer.Option(
+            metavar="NAME|FILE",
+            help="Branch policy: a preset (no_branch, branching, adaptive, or one in ./policies)"
+            " or a policy file.",
+        ),
+    ] = "branching",
+    model: Annotated[
+        str, typer.Option(metavar="ROUTE", help="Model route for every role (provider/model).")
+    ] = "offline",
     seed: Annotated[int, typer.Option(min=0, help="Seed of the first run.")] = 0,
     replicates: Annotated[int, typer.Option(min=1, help="Runs with seeds SEED..SEED+N-1.")] = 1,
     ticks: Annotated[
         int | None, typer.Option(min=1, max=10_000, help="Ticks (default: policy, else 8).")
     ] = None,
-    out: Annotated[Path, typer.Option(help="Folder for the traces.")] = Path("traces"),
+    out: Annotated[Path, typer.Option(metavar="DIR", help="Folder for the traces.")] = Path(
+        "traces"
+    ),
     extraction: Annotated[
-        str, typer.Option(help=f"Extraction rule: {', '.join(EXTRACTION_RULES)}.")
+        str,
+        typer.Option(
+            metavar="|".join(EXTRACTION_RULES),
+            help="How p_yes is read from the finished timelines.",
+        ),
     ] = "path-ledger/1",
     method_label: Annotated[
-        str | None, typer.Option(help="Method label (default: the policy name).")
+        str | None, typer.Option(metavar="NAME", help="Method label (default: the policy name).")
     ] = None,
     force: Annotated[bool, typer.Option(help="Replace existing traces of the same name.")] = False,
     json_out: Annotated[
@@ -149,39 +163,51 @@ def run(
     ] = False,
     role_model: Annotated[
         list[str] | None,
-        typer.Option(help="ROLE=ROUTE for one role (repeatable), e.g. cohort=openai/gpt-4o-mini."),
+        typer.Option(
+            metavar="ROLE=ROUTE",
+            help="The route of one role (repeatable), e.g. cohort=openai/gpt-4o-mini.",
+        ),
     ] = None,
     role: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="NAME",
             help="Add a role to the run (repeatable): a tick role acts as its own agent on every "
-            "timeline; an init, review or report role takes that phase. See `worldsim roles`."
+            "timeline; an init, review or report role takes that phase. See `worldsim roles`.",
         ),
     ] = None,
     max_connections: Annotated[
         int, typer.Option(min=1, help="Concurrent requests per route, shared by all timelines.")
     ] = 8,
-    cache: Annotated[str, typer.Option(help="Response cache: use, refresh or off.")] = "use",
+    cache: Annotated[
+        str, typer.Option(metavar="use|refresh|off", help="Response cache: use, refresh or off.")
+    ] = "use",
     cache_path: Annotated[
-        Path | None, typer.Option(help="Cache file (default OUT/.cache/responses.sqlite).")
+        Path | None,
+        typer.Option(metavar="FILE", help="Cache file (default OUT/.cache/responses.sqlite)."),
     ] = None,
     replay_strict: Annotated[
-        bool, typer.Option(help="A cache miss is an error (replay without calling a model).")
+        bool, typer.Option(help="A cache miss is an error: replay, call no model.")
     ] = False,
     max_cost_usd: Annotated[
-        float | None, typer.Option(min=0.0, help="Stop cleanly at this spend; resumable.")
+        float | None,
+        typer.Option(min=0.0, metavar="USD", help="Stop cleanly at this spend; resumable."),
     ] = None,
     prices: Annotated[
-        Path | None, typer.Option(help="Price table YAML overriding the shipped one.")
+        Path | None,
+        typer.Option(metavar="FILE", help="Price table YAML overriding the shipped one."),
     ] = None,
     forbidden_strings: Annotated[
-        Path | None, typer.Option(help="Strings that must never appear in a prompt or reply.")
+        Path | None,
+        typer.Option(metavar="FILE", help="Strings that must never appear in a prompt or reply."),
     ] = None,
     leakage: Annotated[
-        str, typer.Option(help="On a forbidden string: record (default) or fail.")
+        str,
+        typer.Option(metavar="record|fail", help="On a forbidden string: record it, or fail."),
     ] = "record",
     resume: Annotated[
-        Path | None, typer.Option(help="Continue the run recorded in this trace.")
+        Path | None,
+        typer.Option(metavar="TRACE", help="Continue the run recorded in this trace."),
     ] = None,
 ) -> None:
     """Run a scenario card as a branching multiverse and write one trace per seed.
@@ -215,7 +241,7 @@ def run(
         leakage=leakage,  # type: ignore[arg-type]
     )
     models.routes()  # a malformed route is reported before anything runs
-    card = _one_card(cards)
+    card = _one_card(card, ctx.args)
     if resume is not None:
         if card is not None:
             raise ConfigError("give a card or --resume TRACE, not both", field="resume")
@@ -293,9 +319,11 @@ def run(
 
 @app.command()
 def replay(
-    trace: Annotated[Path, typer.Argument(help="Trace file (JSONL).")],
-    tick: Annotated[int | None, typer.Option(help="Only this tick.")] = None,
-    timeline: Annotated[str | None, typer.Option(help="Only this timeline id (e.g. t0.1).")] = None,
+    trace: Annotated[Path, typer.Argument(metavar="TRACE", help="Trace file (JSONL).")],
+    tick: Annotated[int | None, typer.Option(metavar="K", help="Only this tick.")] = None,
+    timeline: Annotated[
+        str | None, typer.Option(metavar="ID", help="Only this timeline id (e.g. t0.1).")
+    ] = None,
     json_out: Annotated[
         bool, typer.Option("--json", help="One JSON object per timeline-tick.")
     ] = False,
@@ -303,7 +331,7 @@ def replay(
     """Rebuild a run tick by tick from its trace alone, with no model call.
 
     Prints in simulated order (tick, then timeline), then the report's claims and the audit
-    vector, and ends by re-extracting p_yes and comparing it with the recorded one.
+    vector, and ends by extracting p_yes again and comparing it with the recorded one.
     """
     from worldsim.trace.reader import read_trace
     from worldsim.trace.replay import TickStep, re_extract, replay_steps
@@ -458,7 +486,7 @@ def _print_step(step: "TickStep") -> None:
 
 @app.command()
 def verify(
-    trace: Annotated[Path, typer.Argument(help="Trace file (JSONL).")],
+    trace: Annotated[Path, typer.Argument(metavar="TRACE", help="Trace file (JSONL).")],
     canonical: Annotated[bool, typer.Option(help="Print the canonical hash.")] = False,
 ) -> None:
     """Check a trace's hash chain and invariants; exit 0 when sound and complete.
