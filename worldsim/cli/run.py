@@ -325,7 +325,11 @@ def replay(
         str | None, typer.Option(metavar="ID", help="Only this timeline id (e.g. t0.1).")
     ] = None,
     json_out: Annotated[
-        bool, typer.Option("--json", help="One JSON object per timeline-tick.")
+        bool,
+        typer.Option(
+            "--json",
+            help="JSON lines: one per timeline-tick, then the report and audit, then the check.",
+        ),
     ] = False,
 ) -> None:
     """Rebuild a run tick by tick from its trace alone, with no model call.
@@ -414,6 +418,8 @@ def _print_outcome(tr: "Trace", json_out: bool) -> None:
         for key, value in audit.model_dump(mode="json").items():
             if isinstance(value, list):
                 value = "; ".join(str(v) for v in value) or "none"
+            elif isinstance(value, float):
+                value = f"{value:.12g}"  # 12 significant digits: no float noise
             out_console.print(f"  {key}: {escape(str(value))}", highlight=False)
 
 
