@@ -18,10 +18,11 @@ from typing import Any
 
 from benchmarks._common import demo_card_data, run_async
 from worldsim.domain.cards import Card
+from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
 from worldsim.domain.rng import rng_for
 from worldsim.offline.agents import OfflineActor, OfflineCohort
-from worldsim.sim.engine import RunConfig, run_card
+from worldsim.sim.session import run_card
 from worldsim.world.build import build_world, tick_dates
 from worldsim.world.views import TickContext
 

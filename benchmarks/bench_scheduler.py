@@ -31,9 +31,9 @@ from typing import Any
 
 from benchmarks._common import demo_card_data, run_async
 from worldsim.domain.cards import Card
+from worldsim.domain.config import ModelConfig, RetrySettings, RunConfig
 from worldsim.domain.policy import BranchPolicy
-from worldsim.models import RetryPolicy
-from worldsim.sim.engine import ModelConfig, RunConfig, run_card
+from worldsim.sim.session import run_card
 from worldsim.trace.reader import read_trace
 
 __all__ = ["make_card", "rows", "run"]
@@ -136,13 +136,14 @@ def measure(connections: int, latency_s: float, workdir: Path) -> dict[str, Any]
             role_models=("actor=stub/bench-model",),
             max_connections=connections,
             cache="off",
-            environ=environ,
-            retry=RetryPolicy(max_attempts=3, timeout_s=30.0),
+            retry=RetrySettings(max_attempts=3, timeout_s=30.0),
         )
         config = RunConfig(card=card, policy=POLICY, seed=1, ticks=TICKS, models=models)
         out = workdir / f"c{connections}"
         start = time.perf_counter()
-        result = run_async(lambda: run_card(config, out, fsync=False, overwrite=True))
+        result = run_async(
+            lambda: run_card(config, out, fsync=False, overwrite=True, environ=environ)
+        )
         wall = time.perf_counter() - start
     calls, waves, widest = _waves(result.trace, connections)
     ideal = waves * latency_s

@@ -26,8 +26,9 @@ from typing import Any
 
 from benchmarks._common import gc_paused, run_async
 from benchmarks.bench_engine import make_card
+from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
-from worldsim.sim.engine import RunConfig, run_card
+from worldsim.sim.session import run_card
 from worldsim.trace.reader import read_trace
 from worldsim.trace.verify import verify_trace
 from worldsim.trace.writer import SEALED_TYPES, TraceWriter, utc_stamp

@@ -11,8 +11,10 @@ import pytest
 
 from tests.support import DEMO_CARD
 from worldsim.domain.cards import Card, load_card
+from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import BranchPolicy, load_policy
-from worldsim.sim.engine import RunConfig, RunResult, run_card
+from worldsim.sim.session import run_card
+from worldsim.sim.settlement import RunResult
 from worldsim.testing import block_network
 
 RunFn = Callable[..., RunResult]

@@ -46,6 +46,19 @@ def test_multiple_choice_spreads_unresolved_mass() -> None:
     assert flat.p_options == pytest.approx({"a": 0.5 + 0.5 / 3, "b": 0.5 / 3, "c": 0.5 / 3})
 
 
+def test_masses_stay_probabilities_when_normalised_weights_round_above_one() -> None:
+    # 0.846 + 0.06 + 0.094 normalised sums to 1.0000000000000002 in floating point
+    leaves = [
+        Leaf("t0", 0.846, "unresolved"),
+        Leaf("t0.1", 0.06, "unresolved"),
+        Leaf("t0.2", 0.094, "unresolved"),
+    ]
+    e = extract(leaves, "path-ledger/1")
+    assert e.unresolved_mass == 1.0
+    yes = extract([Leaf(leaf.timeline, leaf.mass, "yes") for leaf in leaves], "path-ledger/1")
+    assert yes.yes_mass == 1.0
+
+
 def test_unknown_rule_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="unknown extraction rule"):
         extract(LEAVES, "oracle/1")
@@ -71,4 +84,5 @@ def test_p_yes_is_a_probability_bounded_by_the_settled_mass(
     assert e.p_yes is not None and 0.0 <= e.p_yes <= 1.0
     assert e.yes_mass - 1e-9 <= e.p_yes <= e.yes_mass + e.unresolved_mass + 1e-9
     assert e.yes_mass + e.no_mass + e.unresolved_mass == pytest.approx(1.0)
+    assert all(0.0 <= m <= 1.0 for m in (e.yes_mass, e.no_mass, e.unresolved_mass))
     assert 1.0 - 1e-9 <= e.effective_paths <= len(leaves) + 1e-9

@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from worldsim.domain.cards import Card
+from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.contracts import Model, ModelRequest
 from worldsim.domain.errors import LeakageError
 from worldsim.domain.outputs import (
@@ -20,7 +21,8 @@ from worldsim.domain.outputs import (
     WorldOutput,
 )
 from worldsim.domain.policy import load_policy
-from worldsim.sim.engine import ModelConfig, RunConfig, RunResult, run_card
+from worldsim.sim.session import run_card
+from worldsim.sim.settlement import RunResult
 from worldsim.testing import ScriptedModel
 from worldsim.trace.reader import read_trace
 from worldsim.trace.verify import verify_trace

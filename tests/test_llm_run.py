@@ -9,17 +9,18 @@ import anyio
 import pytest
 
 from worldsim.domain.cards import Card
+from worldsim.domain.config import ModelConfig, RetrySettings, RunConfig
 from worldsim.domain.errors import BudgetExhausted, ConfigError
 from worldsim.domain.policy import load_policy
-from worldsim.models import RetryPolicy
-from worldsim.sim.engine import ModelConfig, RunConfig, RunResult, run_card
+from worldsim.sim.session import run_card
+from worldsim.sim.settlement import RunResult
 from worldsim.testing import Faults, StubServer
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
 from worldsim.trace.verify import verify_trace
 
 KEY = "sk-planted-secret-0123456789abcdef"
-FAST = RetryPolicy(
+FAST = RetrySettings(
     max_attempts=6,
     timeout_s=0.5,
     backoff_initial_s=0.001,
@@ -44,14 +45,15 @@ def _run(
         models=ModelConfig(
             **{
                 "model": "stub/test-model",
-                "environ": _env(server),
                 "retry": FAST,
                 "cache_path": out / "cache.sqlite",
                 **models,
             }
         ),
     )
-    return anyio.run(lambda: run_card(config, out, fsync=False, overwrite=True))
+    return anyio.run(
+        lambda: run_card(config, out, fsync=False, overwrite=True, environ=_env(server))
+    )
 
 
 def test_schema_valid_but_arbitrary_replies_still_complete(demo_card: Card, tmp_path: Path) -> None:
@@ -117,13 +119,14 @@ def test_a_second_run_with_the_cache_calls_nothing(demo_card: Card, tmp_path: Pa
             ticks=3,
             models=ModelConfig(
                 model="stub/test-model",
-                environ=_env(server),
                 retry=FAST,
                 cache_path=cache,
                 replay_strict=True,
             ),
         )
-        second = anyio.run(lambda: run_card(config, tmp_path / "b", fsync=False))
+        second = anyio.run(
+            lambda: run_card(config, tmp_path / "b", fsync=False, environ=_env(server))
+        )
         assert server.request_count == calls_first
     a, b = read_trace(first.trace), read_trace(second.trace)
     assert canonical_hash(a) == canonical_hash(b)
@@ -158,15 +161,15 @@ def test_a_missing_base_url_fails_before_any_trace(demo_card: Card, tmp_path: Pa
     config = RunConfig(
         card=demo_card,
         policy=load_policy("branching"),
-        models=ModelConfig(model="acme/model-x", environ={}),
+        models=ModelConfig(model="acme/model-x"),
     )
     with pytest.raises(ConfigError, match="ACME_BASE_URL"):
-        anyio.run(lambda: run_card(config, tmp_path, fsync=False))
+        anyio.run(lambda: run_card(config, tmp_path, fsync=False, environ={}))
     assert not list(tmp_path.rglob("*.jsonl"))
 
 
 def test_a_run_stopped_by_its_budget_resumes_to_completion(demo_card: Card, tmp_path: Path) -> None:
-    from worldsim.sim.resume import resume_run
+    from worldsim.sim.session import resume_run
 
     prices = tmp_path / "prices.yaml"
     prices.write_text("models:\n  test-model: {input: 100.0, output: 100.0}\n")
@@ -176,8 +179,10 @@ def test_a_run_stopped_by_its_budget_resumes_to_completion(demo_card: Card, tmp_
             _run(demo_card, server, tmp_path, ticks=3, max_cost_usd=0.05, prices=prices)
         stopped = read_trace(trace)
         assert stopped.terminal is not None and stopped.terminal.data.resumable
-        models = ModelConfig(environ=_env(server), retry=FAST, cache_path=tmp_path / "cache.sqlite")
-        result = anyio.run(lambda: resume_run(trace, models=models, fsync=False))
+        models = ModelConfig(retry=FAST, cache_path=tmp_path / "cache.sqlite")
+        result = anyio.run(
+            lambda: resume_run(trace, models=models, fsync=False, environ=_env(server))
+        )
         calls_after = server.request_count
         whole = _run(
             demo_card, server, tmp_path / "whole", ticks=3, cache_path=tmp_path / "cache.sqlite"

@@ -10,8 +10,9 @@ from typing import Any
 import anyio
 
 from worldsim.domain.cards import Card
+from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.policy import load_policy
-from worldsim.sim.engine import ModelConfig, RunConfig, run_card
+from worldsim.sim.session import run_card
 from worldsim.testing import StubServer
 from worldsim.testing.stub_server import StubReply
 from worldsim.trace.canonical import canonical_hash
@@ -95,14 +96,13 @@ def test_actors_search_and_open_through_logged_tools(demo_card: Card, tmp_path: 
             models = ModelConfig(
                 model="offline",
                 role_models=("actor=stub/tool-model",),
-                environ=env,
                 cache_path=tmp_path / "cache.sqlite",
                 replay_strict=strict,
             )
             config = RunConfig(
                 card=demo_card, policy=load_policy("no_branch"), seed=2, ticks=2, models=models
             )
-            result = anyio.run(lambda: run_card(config, out, fsync=False))
+            result = anyio.run(lambda: run_card(config, out, fsync=False, environ=env))
             return result.trace
 
         live = run(tmp_path / "live")

@@ -7,14 +7,18 @@ import statistics
 from pathlib import Path
 
 import anyio
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import RunFn
-from tests.support import DEMO_CARD, card_with
+from tests.support import DEMO_CARD, ROOT, card_with
 from worldsim.domain.cards import Card, load_card
+from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
-from worldsim.sim.engine import RunConfig, run_card
+from worldsim.scoring.labels import load_labels
+from worldsim.scoring.metrics import binary_scores, multiclass_scores
+from worldsim.sim.session import RunResult, run_card
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
 
@@ -76,6 +80,42 @@ def test_actors_leaning_toward_yes_never_lower_p_yes(
     assert p_lean >= p_base - 1e-12
 
 
+def test_a_question_resolved_before_the_deadline_keeps_its_distribution(run: RunFn) -> None:
+    """With hazard 1 the question resolves in tick 0: the timeline ends there, unresolved, with
+    that tick's probability as its value, instead of a realized 0 or 1 (or 0.5)."""
+    result = run(card_with(CARD, hazard=1.0), "no_branch", 3)
+    trace = read_trace(result.trace)
+    (ended,) = [line.record for line in trace.of_type("timeline_ended")]
+    (committed,) = [line.record for line in trace.of_type("tick_committed")]
+    assert (ended.data.end_tick, ended.data.status, ended.data.settlement) == (
+        0,
+        "terminated",
+        "unresolved",
+    )
+    assert committed.data.ledger["cleared"] == committed.data.ledger["not_cleared"] == "open"
+    p_now = committed.data.p_yes_now
+    assert p_now is not None and 0.0 < p_now < 1.0
+    assert ended.data.forced_p_yes == result.p_yes == p_now
+
+
+def test_news_fades_by_half_each_tick_toward_the_prior(run: RunFn) -> None:
+    """In a world whose one agent pushes nothing, an event's shift at tick 0 keeps half of itself
+    through each of the 7 ticks that follow: the deadline forecast is logit⁻¹(logit b + 2⁻⁷)."""
+    quiet = card_with(
+        CARD,
+        base_rate=0.3,
+        hazard=0.0,
+        actors=[{"id": "idle", "name": "Idle", "stance": 0.0, "influence": 0.0, "activity": 1.0}],
+        cohorts=[],
+        relations=[],
+        events=[{"id": "news", "title": "News", "date": "2027-01-04", "pressure": 1.0}],
+        hypotheses=[],
+    )
+    result = run(quiet, "no_branch", 0, ticks=8)
+    expected = 1.0 / (1.0 + math.exp(-(math.log(0.3 / 0.7) + 0.5**7)))
+    assert result.p_yes == pytest.approx(expected, abs=1e-12)
+
+
 def test_branching_is_unbiased_and_lower_variance(tmp_path: Path) -> None:
     """Over 200 seeds, mean branching p_yes agrees with the mean no-branch outcome (forced values
     for unresolved paths) within 3 standard errors, and its spread across seeds is smaller."""
@@ -85,3 +125,51 @@ def test_branching_is_unbiased_and_lower_variance(tmp_path: Path) -> None:
     se = math.sqrt(statistics.variance(single) / n + statistics.variance(branched) / n)
     assert abs(statistics.fmean(branched) - statistics.fmean(single)) <= 3 * se
     assert statistics.stdev(branched) < statistics.stdev(single)
+
+
+def _brier(
+    card: Card, outcome: str, p_yes: float | None, p_options: dict[str, float] | None
+) -> float:
+    if card.kind == "binary":
+        assert p_yes is not None
+        return binary_scores(p_yes, 1 if outcome == "yes" else 0).brier
+    assert p_options is not None
+    return multiclass_scores(sorted(p_options.items()), outcome).brier
+
+
+def _base_rate_brier(card: Card, outcome: str) -> float:
+    """The Brier of the card's own prior: ``seeds.base_rate``, or ``base_rates``."""
+    assert card.seeds is not None
+    if card.kind == "binary":
+        assert card.seeds.base_rate is not None
+        return _brier(card, outcome, card.seeds.base_rate, None)
+    assert card.seeds.base_rates is not None
+    return _brier(card, outcome, None, dict(card.seeds.base_rates))
+
+
+def _run_result(card: Card, path: Path, policy: str, seed: int, out: Path) -> RunResult:
+    config = RunConfig(card=card, policy=load_policy(policy), seed=seed, card_path=path)
+
+    async def go() -> RunResult:
+        return await run_card(config, out, overwrite=True, fsync=False)
+
+    return anyio.run(go)
+
+
+def test_forecasts_on_the_demo_cards_score_no_worse_than_their_base_rates(tmp_path: Path) -> None:
+    """The quality floor: per policy, the Brier of each run's forecast, averaged over seeds and
+    then over the six demo cards, is at most the cards' own base rates' mean Brier."""
+    labels = load_labels(ROOT / "scenarios" / "labels").entries
+    paths = sorted((ROOT / "scenarios").glob("*.yaml"))
+    cards = [(path, load_card(path)) for path in paths]
+    assert len(cards) == 6
+    base = statistics.fmean(_base_rate_brier(card, labels[card.id].outcome) for _, card in cards)
+    for policy in ("no_branch", "branching"):
+        per_card = []
+        for path, card in cards:
+            outcome = labels[card.id].outcome
+            runs = [_run_result(card, path, policy, seed, tmp_path) for seed in range(4)]
+            per_card.append(
+                statistics.fmean(_brier(card, outcome, r.p_yes, r.p_options) for r in runs)
+            )
+        assert statistics.fmean(per_card) <= base, (policy, per_card, base)

@@ -163,3 +163,36 @@ def test_an_unknown_role_on_the_command_line_names_the_known_ones(tmp_path: Path
     assert proc.returncode == 2
     assert "unknown role 'oracle'" in proc.stderr and "actor" in proc.stderr
     assert not (tmp_path / "t").exists()
+
+
+SKEPTIC = """---
+name: skeptic
+phase: direct
+output: ForecastOutput
+description: "A forecaster that starts from doubt."
+---
+Doubt everything you are told. Question: {{ card.question }}
+"""
+
+
+def test_a_project_direct_role_forecasts_and_a_tick_role_cannot(project: Path) -> None:
+    (project / "agents" / "skeptic.md").write_text(SKEPTIC, encoding="utf-8")
+    out = project / "traces"
+    proc = cli(
+        "forecast", str(DEMO_CARD), "--model", "offline", "--role", "skeptic",
+        "--out", str(out), "--json", cwd=project,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    trace = read_trace(Path(json.loads(proc.stdout)["trace"]))
+    from worldsim.roles.prompts import load_prompt_file
+
+    version = load_prompt_file(project / "agents" / "skeptic.md").version
+    assert trace.started.prompt_versions == {"skeptic": version}
+    (call,) = [line.record.data for line in trace.of_type("llm_call")]
+    assert call.role == "skeptic" and call.prompt_version == version
+    assert cli("verify", str(trace.path), cwd=project).returncode == 0
+    wrong = cli(
+        "forecast", str(DEMO_CARD), "--model", "offline", "--role", "market-maker",
+        "--out", str(out), "--force", cwd=project,
+    )  # fmt: skip
+    assert wrong.returncode == 2 and "not 'direct'" in wrong.stderr

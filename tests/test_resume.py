@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from tests.support import DEMO_CARD
 from worldsim.domain.cards import load_card
+from worldsim.domain.config import RunConfig
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.policy import load_policy
-from worldsim.sim.engine import RunConfig, run_card
-from worldsim.sim.resume import resume_run
+from worldsim.sim.session import resume_run, run_card
 from worldsim.testing import StubServer
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace

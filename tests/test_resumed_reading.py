@@ -20,13 +20,13 @@ import pytest
 
 from tests.support import DEMO_CARD, ROOT
 from worldsim.domain.cards import load_card
+from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
 from worldsim.scoring.hindsight.evidence import source_precision
 from worldsim.scoring.hindsight.forecast import TraceRecord, extract_forecast, trace_records
 from worldsim.scoring.hindsight.graph import load_hindsight
 from worldsim.scoring.inputs import rows_from_trace
-from worldsim.sim.engine import RunConfig, run_card
-from worldsim.sim.resume import resume_run
+from worldsim.sim.session import resume_run, run_card
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
 from worldsim.trace.verify import verify_trace

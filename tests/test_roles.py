@@ -13,13 +13,14 @@ import pytest
 import worldsim.roles.registry as roles_module
 from tests.conftest import RunFn
 from worldsim.domain.cards import Card
+from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest
 from worldsim.domain.errors import RoleError
 from worldsim.domain.outputs import ActorOutput
 from worldsim.domain.policy import load_policy
 from worldsim.offline import OfflineModel
 from worldsim.roles.registry import get_role, register_role, registered_roles
-from worldsim.sim.engine import ModelConfig, RunConfig, run_card
+from worldsim.sim.session import run_card
 from worldsim.testing import StubServer
 from worldsim.trace.reader import read_trace
 from worldsim.world.moves import Proposal
@@ -205,11 +206,11 @@ def test_an_entry_point_role_acts_with_its_model_on_a_server(
             models=ModelConfig(
                 model="offline",
                 role_models=("forecaster=stub/test-model",),
-                environ={"STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url},
                 cache="off",
             ),
         )
-        result = anyio.run(lambda: run_card(config, tmp_path, fsync=False))
+        env = {"STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}
+        result = anyio.run(lambda: run_card(config, tmp_path, fsync=False, environ=env))
         assert server.request_count >= 2
     trace = read_trace(result.trace)
     calls = [line.record.data for line in trace.of_type("llm_call")]

@@ -23,8 +23,9 @@ from worldsim.trace.verify import verify_trace
 def trace_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     import anyio
 
+    from worldsim.domain.config import RunConfig
     from worldsim.domain.policy import load_policy
-    from worldsim.sim.engine import RunConfig, run_card
+    from worldsim.sim.session import run_card
 
     out = tmp_path_factory.mktemp("golden")
     config = RunConfig(card=load_card(DEMO_CARD), policy=load_policy("branching"), seed=0, ticks=5)

@@ -12,6 +12,7 @@ from worldsim.domain.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from worldsim.domain.cards import Card, Label, load_card, load_label
+    from worldsim.domain.config import ModelConfig, RunConfig
     from worldsim.domain.errors import (
         BudgetExhausted,
         CardError,
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
     from worldsim.domain.policy import BranchPolicy, load_policy
     from worldsim.domain.version import __version__
     from worldsim.roles.registry import register_role, registered_roles
-    from worldsim.sim.engine import RunConfig, RunResult, run_card
+    from worldsim.sim.session import run_card
+    from worldsim.sim.settlement import RunResult
     from worldsim.trace import Trace, read_trace
     from worldsim.trace.canonical import canonical_hash
     from worldsim.trace.replay import ReplayResult, replay
@@ -57,8 +59,9 @@ __getattr__, __dir__ = lazy_exports(
         "Review": "worldsim.world.moves",
         "ReviewContext": "worldsim.world.views",
         "RoleError": "worldsim.domain.errors",
-        "RunConfig": "worldsim.sim.engine",
-        "RunResult": "worldsim.sim.engine",
+        "ModelConfig": "worldsim.domain.config",
+        "RunConfig": "worldsim.domain.config",
+        "RunResult": "worldsim.sim.settlement",
         "StateError": "worldsim.domain.errors",
         "TickContext": "worldsim.world.views",
         "Trace": "worldsim.trace",
@@ -77,7 +80,7 @@ __getattr__, __dir__ = lazy_exports(
         "register_role": "worldsim.roles.registry",
         "registered_roles": "worldsim.roles.registry",
         "replay": "worldsim.trace.replay",
-        "run_card": "worldsim.sim.engine",
+        "run_card": "worldsim.sim.session",
         "verify_trace": "worldsim.trace.verify",
     },
 )
@@ -92,6 +95,7 @@ __all__ = [
     "ConfigError",
     "Label",
     "Leaf",
+    "ModelConfig",
     "ModelError",
     "PolicyError",
     "Proposal",

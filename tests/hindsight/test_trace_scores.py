@@ -89,8 +89,9 @@ def test_real_engine_traces_give_branch_events_and_positive_ker(tmp_path: Path) 
     import anyio
 
     from worldsim.domain.cards import load_card
+    from worldsim.domain.config import RunConfig
     from worldsim.domain.policy import load_policy
-    from worldsim.sim.engine import RunConfig, run_card
+    from worldsim.sim.session import run_card
 
     root = Path(__file__).resolve().parents[2]
     card = load_card(root / "scenarios" / "merger-review.yaml")

@@ -21,6 +21,7 @@ import pytest
 from tests.scoring.conftest import Runner, write_csv
 from tests.support import ROOT
 from worldsim.domain.cards import load_card
+from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
 from worldsim.scoring.hindsight import (
     extract_forecast,
@@ -29,7 +30,8 @@ from worldsim.scoring.hindsight import (
     source_precision,
     trace_records,
 )
-from worldsim.sim.engine import RunConfig, RunResult, run_card
+from worldsim.sim.session import run_card
+from worldsim.sim.settlement import RunResult
 
 SCENARIOS = ROOT / "scenarios"
 LABELS = SCENARIOS / "labels"

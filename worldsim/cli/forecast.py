@@ -4,19 +4,15 @@
 # start-up, even for --help, and string annotations would be parsed again each time
 # (about half its work). Names imported only for type checking are quoted.
 
-import functools
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from worldsim.cli._app import app, escape, out_console
 from worldsim.domain.errors import ConfigError
-
-if TYPE_CHECKING:
-    from worldsim.sim.direct import DirectResult
 
 __all__ = ["forecast"]
 
@@ -37,6 +33,12 @@ def forecast(
         ),
     ],
     seed: Annotated[int, typer.Option(min=0, help="Seed sent with the request.")] = 0,
+    role: Annotated[
+        str,
+        typer.Option(
+            metavar="NAME", help="The prompt role to ask (phase direct); see `worldsim roles`."
+        ),
+    ] = "direct",
     out: Annotated[Path, typer.Option(metavar="DIR", help="Folder for the trace.")] = Path(
         "traces"
     ),
@@ -86,13 +88,9 @@ def forecast(
     import anyio
 
     from worldsim.domain.cards import load_card
-    from worldsim.models.cache import CacheMode, ResponseCache
-    from worldsim.models.leakage import LeakageGuard, LeakageMode
-    from worldsim.models.pool import ModelOptions, ModelPool
-    from worldsim.models.pricing import Budget, PriceTable
-    from worldsim.models.routes import RouteTable, resolve_settings
-    from worldsim.sim.direct import BaseRateModel, direct_request, forecast_card
-    from worldsim.sim.engine import default_cache_path, trace_name
+    from worldsim.domain.config import DEFAULT_POLICY, ModelConfig, RunConfig
+    from worldsim.domain.policy import load_policy
+    from worldsim.sim.session import forecast as run_forecast
 
     if not method_label or "/" in method_label or method_label != method_label.strip():
         raise ConfigError(f"invalid method label {method_label!r}", field="--method-label")
@@ -102,55 +100,26 @@ def forecast(
         raise ConfigError(f"unknown leakage mode {leakage!r}: record or fail", field="--leakage")
     if replay_strict and cache != "use":
         raise ConfigError("--replay-strict reads the cache: use --cache use", field="--cache")
-    card_obj = load_card(card)
-    direct_request(card_obj, seed=seed)  # a non-binary card or a bad prompt fails here
-    routes = RouteTable.from_flags(model)
-    route = routes.for_role("direct")
-    if not route.is_offline:
-        resolve_settings(route)  # a missing base URL or key fails before any file is made
-    price_table = PriceTable.load(prices)
-    leak_mode: LeakageMode = "fail" if leakage == "fail" else "record"
-    guard = LeakageGuard.from_file(forbidden_strings, leak_mode) if forbidden_strings else None
-    path = out / trace_name(card_obj.id, method_label, seed)
-    if path.exists() and not force:
-        raise ConfigError("trace already exists (use --force to replace it)", file=path)
-    cache_file = cache_path if cache_path is not None else default_cache_path(out)
-    mode: CacheMode = "use" if cache == "use" else "refresh" if cache == "refresh" else "off"
-
-    async def go() -> "DirectResult":
-        response_cache = None
-        if not route.is_offline and mode != "off":
-            response_cache = await ResponseCache.open(cache_file, mode=mode, strict=replay_strict)
-        try:
-            pool = await anyio.to_thread.run_sync(
-                functools.partial(
-                    ModelPool,
-                    routes,
-                    options=ModelOptions(prices=price_table),
-                    cache=response_cache,
-                    budget=Budget(max_cost_usd),
-                    guard=guard,
-                    offline=lambda: BaseRateModel(card_obj),
-                )
-            )
-            try:
-                return await forecast_card(
-                    card_obj,
-                    model=pool.for_role("direct"),
-                    route=route.name,
-                    out=out,
-                    seed=seed,
-                    overwrite=force,
-                    method=method_label,
-                    guard=guard,
-                )
-            finally:
-                await pool.aclose()
-        finally:
-            if response_cache is not None:
-                await response_cache.aclose()
-
-    result = anyio.run(go)
+    config = RunConfig(
+        card=load_card(card),
+        policy=load_policy(DEFAULT_POLICY),
+        kind="direct",
+        seed=seed,
+        roles={"direct": role},
+        method=method_label,
+        card_path=card,
+        models=ModelConfig(
+            model=model,
+            cache=cache,
+            cache_path=cache_path,
+            replay_strict=replay_strict,
+            max_cost_usd=max_cost_usd,
+            prices=prices,
+            forbidden_strings=forbidden_strings,
+            leakage=leakage,
+        ),
+    )
+    result = anyio.run(lambda: run_forecast(config, out, overwrite=force))
     if json_out:
         sys.stdout.write(json.dumps(result.summary()) + "\n")
         sys.stdout.flush()

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from rich.progress import Progress
     from rich.table import Table
 
-    from worldsim.sim.engine import ModelConfig, RunResult
+    from worldsim.domain.config import ModelConfig, RunConfig
+    from worldsim.sim.settlement import RunResult
     from worldsim.trace.reader import Trace
     from worldsim.trace.replay import TickStep
 
@@ -80,7 +81,7 @@ def _one_card(card: Path | None, extra: list[str]) -> Path | None:
 def _resume(trace: Path, models: "ModelConfig", json_out: bool) -> None:
     import anyio
 
-    from worldsim.sim.resume import resume_run
+    from worldsim.sim.session import resume_run
 
     result = anyio.run(lambda: resume_run(trace, models=models))
     if json_out:
@@ -117,6 +118,66 @@ def _summary_table(results: "list[RunResult]") -> "Table":
     return table
 
 
+_RUN_FLAGS = {
+    "policy": "policy",
+    "seed": "seed",
+    "ticks": "ticks",
+    "extraction": "extraction_rule",
+    "method_label": "method",
+}
+_MODEL_FLAGS = {
+    "model": "model",
+    "role_model": "role_models",
+    "max_connections": "max_connections",
+    "cache": "cache",
+    "cache_path": "cache_path",
+    "replay_strict": "replay_strict",
+    "max_cost_usd": "max_cost_usd",
+    "prices": "prices",
+    "forbidden_strings": "forbidden_strings",
+    "leakage": "leakage",
+}
+
+
+def _given(ctx: typer.Context) -> set[str]:
+    """The options the user typed (not their defaults)."""
+    given: set[str] = set()
+    for name in ctx.params:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name not in {"DEFAULT", "DEFAULT_MAP"}:
+            given.add(name)
+    return given
+
+
+def _run_config(ctx: typer.Context, config_file: Path | None, card: Path | None) -> "RunConfig":
+    """The run's settings: the config file if given, with every option typed on the command
+    line taking precedence over the file's value."""
+    from worldsim.domain.config import RunConfig, load_run_config
+
+    given = _given(ctx) if config_file is not None else set(ctx.params)
+    params = ctx.params
+    data = load_run_config(config_file) if config_file is not None else {}
+    models = dict(data.get("models") or {})
+    for flag, name in _RUN_FLAGS.items():
+        if flag in given:
+            data[name] = params[flag]
+    for flag, name in _MODEL_FLAGS.items():
+        if flag in given:
+            models[name] = params[flag] if flag != "role_model" else tuple(params[flag] or ())
+    data["models"] = models
+    if card is not None:
+        data["card"] = str(card)
+    data["extra_roles"] = (*data.get("extra_roles", ()), *(params["role"] or ()))
+    try:
+        config = RunConfig.from_dict(data)
+    except ConfigError as exc:
+        if config_file is None or exc.file is not None:
+            raise
+        raise ConfigError(exc.message, file=config_file, field=exc.field) from None
+    roles = (*config.card.roles, *config.policy.roles, *config.extra_roles)
+    return config.model_copy(update={"extra_roles": tuple(dict.fromkeys(roles))})
+
+
 # Further positional arguments are collected (not refused by typer) so that several cards get
 # the one-line answer of `_one_card`.
 @app.command(context_settings={"allow_extra_args": True})
@@ -125,7 +186,8 @@ def run(
     card: Annotated[
         Path | None,
         typer.Argument(
-            help="One scenario card file (YAML or JSON); omit with --resume.", metavar="CARD"
+            help="One scenario card file (YAML or JSON); omit with --config or --resume.",
+            metavar="CARD",
         ),
     ] = None,
     policy: Annotated[
@@ -209,68 +271,57 @@ def run(
         Path | None,
         typer.Option(metavar="TRACE", help="Continue the run recorded in this trace."),
     ] = None,
+    config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            metavar="FILE",
+            help="Run settings from a YAML file (a RunConfig); options typed on the command "
+            "line override the file's values.",
+        ),
+    ] = None,
 ) -> None:
     """Run a scenario card as a branching multiverse and write one trace per seed.
 
     With --resume TRACE, continue a run that crashed, was interrupted or hit its budget: the
     card, policy, seed and routes come from the trace; completed ticks are not run again and
     completed model calls come from the response cache.
+
+    With --config FILE, the settings come from FILE (card, policy, seed, ticks, roles, models;
+    relative paths are read from FILE's folder) and any option given here overrides them.
     """
     import statistics
 
     import anyio
+    from pydantic import ValidationError
 
-    from worldsim.domain.cards import load_card
-    from worldsim.domain.policy import load_policy
-    from worldsim.sim.engine import ModelConfig, RunConfig, role_plan, run_card, trace_name
+    from worldsim.domain.config import ModelConfig
+    from worldsim.domain.files import first_error
+    from worldsim.sim.plan import role_plan, route_table
+    from worldsim.sim.session import run_card
+    from worldsim.sim.settlement import trace_name
 
-    if cache not in {"use", "refresh", "off"}:
-        raise ConfigError(f"--cache must be use, refresh or off, not '{cache}'", field="cache")
-    if leakage not in {"record", "fail"}:
-        raise ConfigError(f"--leakage must be record or fail, not '{leakage}'", field="leakage")
-    models = ModelConfig(
-        model=model,
-        role_models=tuple(role_model or ()),
-        max_connections=max_connections,
-        cache=cache,  # type: ignore[arg-type]
-        cache_path=cache_path,
-        replay_strict=replay_strict,
-        max_cost_usd=max_cost_usd,
-        prices=prices,
-        forbidden_strings=forbidden_strings,
-        leakage=leakage,  # type: ignore[arg-type]
-    )
-    models.routes()  # a malformed route is reported before anything runs
     card = _one_card(card, ctx.args)
     if resume is not None:
-        if card is not None:
-            raise ConfigError("give a card or --resume TRACE, not both", field="resume")
+        if card is not None or config_file is not None:
+            raise ConfigError("give a card, --config or --resume TRACE, not two", field="resume")
+        flags = {name: ctx.params[flag] for flag, name in _MODEL_FLAGS.items()}
+        try:
+            models = ModelConfig.model_validate({**flags, "role_models": tuple(role_model or ())})
+        except ValidationError as exc:
+            name, message = first_error(exc)
+            raise ConfigError(message, field=name) from None
+        route_table(models)  # a malformed route is reported before anything runs
         _resume(resume, models, json_out)
         return
-    if card is None:
-        raise ConfigError("missing card (or --resume TRACE)", field="card")
-    card_obj = load_card(card)
-    policy_obj = load_policy(policy)
-    if extraction not in EXTRACTION_RULES:
-        raise ConfigError(
-            f"unknown extraction rule '{extraction}' (known: {', '.join(EXTRACTION_RULES)})",
-            field="extraction",
-        )
+    if card is None and config_file is None:
+        raise ConfigError("missing card (or --config FILE, or --resume TRACE)", field="card")
+    base = _run_config(ctx, config_file, card)
+    route_table(base.models)  # a malformed route is reported before anything runs
+    role_plan(base)  # unknown or misplaced roles are reported before anything runs
     configs = [
-        RunConfig(
-            card=card_obj,
-            policy=policy_obj,
-            seed=s,
-            ticks=ticks,
-            extraction_rule=extraction,
-            method=method_label,
-            card_path=card,
-            models=models,
-            extra_roles=tuple(dict.fromkeys((*card_obj.roles, *policy_obj.roles, *(role or ())))),
-        )
-        for s in range(seed, seed + replicates)
+        base.model_copy(update={"seed": s}) for s in range(base.seed, base.seed + replicates)
     ]
-    role_plan(configs[0])  # unknown or misplaced roles are reported before anything runs
     if not force:
         for cfg in configs:
             path = out / trace_name(cfg.card.id, cfg.method_label, cfg.seed)

@@ -1,10 +1,17 @@
-"""The offline governance reviewer: proposals and events → pressure, hazard, ledger, forks."""
+"""The offline governance reviewer: proposals and events → pressure, hazard, ledger, forks.
+
+Pressure relaxes toward the card's prior every tick and takes the tick's mean push and events on
+top, so a stance restated every tick counts once and old news fades unless renewed. The hazard
+decides when the question resolves; the outcome is kept as the endpoint distribution of that tick
+(the realization coin flip is integrated, not drawn). docs/offline-model.md is the specification.
+"""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+from worldsim.world.build import prior_pressure
 from worldsim.world.moves import BranchCandidate, ProposalRef, RejectedProposal, Review
 from worldsim.world.state import (
     EvidenceIn,
@@ -18,8 +25,10 @@ from worldsim.world.views import ReviewContext
 
 __all__ = ["OfflineGovernance", "branch_score"]
 
-#: Pressure moved by one proposal of full direction and magnitude.
-KAPPA = 0.35
+#: Log-odds a push of full strength from every agent, renewed every tick, holds the pressure at.
+KAPPA = 1.0
+#: Share of the pressure's departure from the prior that survives into the next tick.
+MEMORY = 0.5
 #: Smallest |direction × magnitude| that enters the ledger as evidence.
 EVIDENCE_FLOOR = 0.1
 
@@ -38,14 +47,15 @@ def _softmax(state: WorldState, pressure: dict[str, float]) -> dict[str, float]:
 
 
 class OfflineGovernance:
-    """Accepts valid proposals, moves pressure, draws realization, proposes forks at hypotheses."""
+    """Accepts valid proposals, moves pressure, ends a timeline when the question resolves,
+    proposes forks at hypotheses."""
 
     name = "governance"
     phase = "review"
 
     async def review(self, ctx: ReviewContext) -> Review:
         state = ctx.state
-        pressure = dict(state.pressure.items())
+        push_on = dict.fromkeys((ep.id for ep in state.scored), 0.0)
         accepted: list[ProposalRef] = []
         rejected: list[RejectedProposal] = []
         deltas: list[SetPressure | ShiftPressure | SetHypothesis] = []
@@ -68,7 +78,7 @@ class OfflineGovernance:
             extra_deltas.extend(p.deltas)
             push = p.direction * p.magnitude
             if ep.kind == "scored":
-                pressure[ep.id] += KAPPA * push
+                push_on[ep.id] += push
             if abs(push) >= EVIDENCE_FLOOR:
                 ledger.append(
                     LedgerUpdate(
@@ -80,6 +90,17 @@ class OfflineGovernance:
                         ),
                     )
                 )
+
+        # The push is averaged over every agent of the world (one sitting the tick out pushes 0),
+        # so the number of agents does not scale how far the world can move.
+        world = {*state.actors.keys(), *state.cohorts.ids, *(p.agent for p in ctx.proposals)}
+        agents = max(1, len(world))
+        prior = prior_pressure(ctx.card)
+        pressure: dict[str, float] = {}
+        for ep in state.scored:
+            kept = MEMORY * (state.pressure[ep.id] - prior[ep.id])
+            pushed = (1.0 - MEMORY) * KAPPA * push_on[ep.id] / agents
+            pressure[ep.id] = prior[ep.id] + kept + pushed
         for ev in ctx.observations:
             for endpoint, shift in ev.pressure:
                 pressure[endpoint] += shift
@@ -90,33 +111,28 @@ class OfflineGovernance:
                     SetPressure(endpoint=ep.id, value=max(-50.0, min(50.0, pressure[ep.id])))
                 )
 
-        # One uniform per tick, whatever the state: realization of a scored endpoint.
+        # One uniform per tick, whatever the state: does the question resolve in this tick?
         probs = _softmax(state, pressure)
         draw = float(ctx.rng.random())
-        realized: str | None = None
-        cumulative = 0.0
-        for ep in state.scored:
-            cumulative += state.hazard * probs[ep.id]
-            if draw < cumulative:
-                realized = ep.id
-                break
+        resolves = draw < state.hazard and not ctx.is_last_tick
 
         forced_p_yes: float | None = None
         forced_probs: dict[str, float] | None = None
         branches: list[BranchCandidate] = []
-        if realized is not None:
-            for ep in state.scored:
-                ledger.append(
-                    LedgerUpdate(
-                        endpoint=ep.id, status="realized" if ep.id == realized else "eliminated"
-                    )
-                )
-            reason = f"'{realized}' realized (draw {draw:.4f} under hazard {state.hazard:.3f})"
-        elif ctx.is_last_tick:
+        if resolves or ctx.is_last_tick:
+            # The outcome drawn at resolution would be endpoint k with probability probs[k]; its
+            # expectation is kept instead of a draw, so a timeline's value varies only with its
+            # world, never with a coin flip.
             forced_probs = probs
             yes = next((ep.id for ep in state.scored if ep.polarity == "yes"), None)
             forced_p_yes = probs[yes] if yes is not None else None
-            reason = "deadline reached unresolved; forced value from the endpoint pressure"
+            if resolves:
+                reason = (
+                    f"the question resolves (draw {draw:.4f} under hazard {state.hazard:.3f}); "
+                    "its outcome is kept as the endpoint distribution"
+                )
+            else:
+                reason = "deadline reached unresolved; forced value from the endpoint pressure"
         else:
             for hyp in sorted(state.hypotheses.values(), key=lambda h: h.id):
                 if hyp.status != "open" or not hyp.start_tick <= ctx.tick <= hyp.end_tick:
@@ -144,7 +160,7 @@ class OfflineGovernance:
             rejected=tuple(rejected),
             deltas=(*extra_deltas, *deltas),
             ledger=tuple(ledger),
-            decision="fork" if branches else "continue",
+            decision="terminate" if resolves else "fork" if branches else "continue",
             reason=reason,
             branches=tuple(branches),
             forced_p_yes=forced_p_yes,

@@ -27,6 +27,7 @@ from worldsim.domain.outputs import (
     CohortAction,
     CohortOutput,
     EndpointProbability,
+    ForecastOutput,
     GovernanceOutput,
     InitActor,
     InitCohort,
@@ -48,7 +49,13 @@ from worldsim.offline.reporter import OfflineReporter
 from worldsim.world.build import generic_seeds
 from worldsim.world.moves import Proposal
 from worldsim.world.state import SetCohort, SetHypothesis, SetPressure, ShiftPressure
-from worldsim.world.views import ReportContext, ReviewContext, RoleView, TickContext
+from worldsim.world.views import (
+    ForecastContext,
+    ReportContext,
+    ReviewContext,
+    RoleView,
+    TickContext,
+)
 
 __all__ = ["OfflineModel"]
 
@@ -67,6 +74,7 @@ class OfflineModel:
             GovernanceOutput: _governance,
             WorldOutput: _world,
             ReportOutput: _report,
+            ForecastOutput: _forecast,
         }
 
     async def request(self, request: ModelRequest) -> ModelResponse:
@@ -244,4 +252,26 @@ async def _report(view: RoleView) -> ReportOutput:
             )
             for c in report.claims[:12]
         ],
+    )
+
+
+async def _forecast(view: RoleView) -> ForecastOutput:
+    """The direct baseline offline: no language model, the card's own base rate."""
+    ctx = view.context
+    assert isinstance(ctx, ForecastContext)
+    seeds = ctx.card.seeds
+    if seeds is not None and seeds.base_rate is not None:
+        p_yes = seeds.base_rate
+        rationale = (
+            f"Offline route: no language model was asked. This is the card's seeds base rate "
+            f"({p_yes})."
+        )
+    else:
+        p_yes = 0.5
+        rationale = (
+            "Offline route: no language model was asked, and the card gives no seeds base rate, "
+            "so this is 0.5."
+        )
+    return ForecastOutput(
+        p_yes=p_yes, rationale=rationale, drivers=[], uncertainties=[], leakage_warning=False
     )

@@ -18,12 +18,18 @@ class OfflineReporter:
         claims: list[Claim] = []
         heaviest = sorted(ctx.timelines, key=lambda t: (-t.mass, t.id))[:3]
         for tl in heaviest:
-            outcome = (
-                f"settled {tl.settlement}"
-                if tl.settlement != "unresolved"
-                else "reached the deadline unresolved"
-                + (f" (forced p_yes {tl.forced_p_yes:.3f})" if tl.forced_p_yes is not None else "")
-            )
+            if tl.settlement != "unresolved":
+                outcome = f"settled {tl.settlement}"
+            else:
+                # the offline governance ends a timeline when its question resolves, keeping
+                # the outcome as a distribution: terminated, unresolved, with a forced value
+                outcome = (
+                    "reached the deadline unresolved"
+                    if tl.status == "deadline"
+                    else "ended before the deadline unresolved"
+                ) + (
+                    f" (forced p_yes {tl.forced_p_yes:.3f})" if tl.forced_p_yes is not None else ""
+                )
             claims.append(
                 Claim(
                     text=(

@@ -413,10 +413,13 @@ def review_from_output(out: GovernanceOutput, ctx: ReviewContext) -> Review:
                     if_true=tuple(if_true),
                 )
             )
+    # forced values count where a timeline ends unresolved: at the deadline, or when the
+    # reviewer ends it (the offline model does when the question resolves before the deadline)
     deadline = ctx.is_last_tick and realized is None
-    forced = out.forced_p_yes if deadline else None
+    ending = realized is None and (ctx.is_last_tick or out.decision == "terminate")
+    forced = out.forced_p_yes if ending else None
     forced_probs: dict[str, float] | None = None
-    if deadline and out.forced_probs is not None:
+    if ending and out.forced_probs is not None:
         forced_probs = {f.endpoint: f.p for f in out.forced_probs if f.endpoint in scored}
         if set(forced_probs) != scored:
             notes.append("forced probabilities do not cover the scored endpoints: dropped")

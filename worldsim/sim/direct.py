@@ -1,7 +1,8 @@
 """The direct baseline: one structured model call per card, no simulated world.
 
-The card (without its evidence list) is rendered into the ``direct`` prompt role
-(``agents/direct.md``) and sent as one request for a `ForecastOutput`. The reply's ``p_yes`` is
+The card (without its evidence list) is rendered into a prompt role of phase ``direct`` (the
+bundled ``agents/direct.md``, or any other chosen with ``--role``) and sent as one request for
+a `ForecastOutput`. The reply's ``p_yes`` is
 the forecast. The run writes an ordinary hash-chained trace of kind ``direct``::
 
     run_started → llm_call → extraction → report → audit → run_completed
@@ -11,8 +12,9 @@ so ``verify``, ``replay`` and ``score`` read it next to multiverse traces. The e
 mass 1 with no unresolved mass. A failed call ends the trace with ``run_failed`` after the
 call's ``llm_call`` record, and the error is raised.
 
-The ``offline`` route has no language model behind it: `BaseRateModel` answers in process with
-the card's ``seeds.base_rate`` (0.5 when the card has none) and says so in the rationale.
+On the ``offline`` route the offline model answers from the request's view (the card) with the
+card's ``seeds.base_rate`` (0.5 when the card has none) and says so in the rationale; since it
+keeps no call record, the trace records its reply as an ``offline`` call.
 """
 
 from __future__ import annotations
@@ -27,14 +29,15 @@ import anyio
 from pydantic import ValidationError
 
 from worldsim.domain.cards import Card, card_hash
+from worldsim.domain.config import RunConfig
 from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest, ModelResponse
 from worldsim.domain.errors import ConfigError, ModelError
 from worldsim.domain.outputs import ForecastOutput
-from worldsim.domain.version import __version__
+from worldsim.domain.version import __version__, git_revision
 from worldsim.models.call import LlmCallData, canonical_json
 from worldsim.models.leakage import LeakageGuard
 from worldsim.roles.prompts import load_prompt_role
-from worldsim.sim.engine import git_revision, trace_name
+from worldsim.sim.settlement import trace_name
 from worldsim.trace.audit import endpoint_problems
 from worldsim.trace.records import (
     AuditData,
@@ -47,15 +50,13 @@ from worldsim.trace.records import (
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.moves import Claim
 from worldsim.world.outcome import DIRECT_RULE, direct_extraction
+from worldsim.world.views import ForecastContext, RoleView
 
 __all__ = [
-    "BaseRateModel",
     "DirectResult",
     "direct_request",
     "forecast_card",
 ]
-
-_SITE = CallSite(role="direct", agent="direct")
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,16 +112,25 @@ def _check_card(card: Card) -> None:
         )
 
 
-def direct_request(card: Card, *, seed: int = 0) -> ModelRequest:
-    """The one request of a direct forecast: the ``direct`` prompt for the card, evidence left
-    out."""
+def direct_request(card: Card, *, seed: int = 0, role_name: str = "direct") -> ModelRequest:
+    """The one request of a direct forecast: the prompt role ``role_name`` (phase ``direct``)
+    for the card, evidence left out, with the card as its structured view (the offline model
+    answers from it)."""
     _check_card(card)
-    role = load_prompt_role("direct")
+    role = load_prompt_role(role_name)
+    if role.meta.phase != "direct":
+        raise ConfigError(
+            f"role '{role_name}' runs in phase '{role.meta.phase}', not 'direct' "
+            "(a direct forecast needs output: ForecastOutput)",
+            file=role.path,
+            field="role",
+        )
     system, user = role.render(card=card.model_copy(update={"evidence": None}))
     return ModelRequest(
         messages=(ChatMessage("system", system), ChatMessage("user", user)),
+        view=RoleView(context=ForecastContext(card=card)),
         output_type=ForecastOutput,
-        site=_SITE,
+        site=CallSite(role=role_name, agent=role_name),
         prompt_version=role.version,
         temperature=role.meta.temperature,
         seed=seed,
@@ -128,56 +138,18 @@ def direct_request(card: Card, *, seed: int = 0) -> ModelRequest:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class BaseRateModel:
-    """The ``offline`` route for the direct baseline: no language model, the card's base rate.
-
-    Answers every `ForecastOutput` request with ``card.seeds.base_rate`` (0.5 when the card gives
-    none) and a rationale that says where the number came from.
-    """
-
-    card: Card
-
-    @property
-    def route(self) -> str:
-        return "offline"
-
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        if request.output_type is not ForecastOutput:
-            raise ConfigError(
-                f"the offline direct model answers ForecastOutput only, not "
-                f"{request.output_type.__name__}",
-                field="route",
-            )
-        seeds = self.card.seeds
-        if seeds is not None and seeds.base_rate is not None:
-            p_yes = seeds.base_rate
-            rationale = (
-                "Offline route: no language model was asked. This is the card's seeds base "
-                f"rate ({p_yes})."
-            )
-        else:
-            p_yes = 0.5
-            rationale = (
-                "Offline route: no language model was asked, and the card gives no seeds base "
-                "rate, so this is 0.5."
-            )
-        output = ForecastOutput(
-            p_yes=p_yes,
-            rationale=rationale,
-            drivers=[],
-            uncertainties=[],
-            leakage_warning=False,
-        )
-        text = canonical_json(output.model_dump(mode="json"))
-        call = LlmCallData.for_request(
-            request, provider="offline", requested_model="offline", output_mode="offline"
-        )
-        call.resolved_model = "offline"
-        call.finish_reason = "stop"
-        call.cost_usd = 0.0
-        call.reply = text
-        return ModelResponse(output=output, text=text, call=call.model_dump(mode="json"))
+def _local_call(request: ModelRequest, response: ModelResponse) -> dict[str, Any]:
+    """The call record of a reply from a model that keeps none (the offline model): a direct
+    trace always records its one reply, so replay can re-extract it."""
+    text = canonical_json(response.output.model_dump(mode="json"))
+    call = LlmCallData.for_request(
+        request, provider="offline", requested_model="offline", output_mode="offline"
+    )
+    call.resolved_model = "offline"
+    call.finish_reason = "stop"
+    call.cost_usd = 0.0
+    call.reply = text
+    return call.model_dump(mode="json")
 
 
 def _claims(output: ForecastOutput) -> list[Claim]:
@@ -232,19 +204,22 @@ async def forecast_card(
     fsync: bool = True,
     method: str = "direct",
     guard: LeakageGuard | None = None,
+    config: RunConfig | None = None,
+    role: str = "direct",
 ) -> DirectResult:
     """Forecast ``card`` with one call to ``model`` and write the trace
     ``<out>/<card>__<method>__s<seed>.jsonl``.
 
     ``route`` is the route name recorded in the trace; ``guard`` is the leakage guard wrapped
-    around ``model``, if any, whose findings go into the audit. A non-binary card raises
+    around ``model``, if any, whose findings go into the audit; ``config``, the run's settings
+    recorded in the trace header. A non-binary card raises
     `ConfigError` and an existing trace without ``overwrite`` `TraceError`, both before the
     trace is created. The trace's ``run_started`` records the whole card (evidence included,
     as its hash does); only the prompt leaves the evidence out. A failed call (`ModelError`,
     `BudgetExhausted`, `LeakageError`, ...) ends the trace with ``run_failed`` and is raised.
     """
     started = time.perf_counter()
-    request = direct_request(card, seed=seed)
+    request = direct_request(card, seed=seed, role_name=role)
     path = Path(out) / trace_name(card.id, method, seed)
     run_id = uuid.uuid4().hex[:16]
     writer = await TraceWriter.create(path, run_id, fsync=fsync, overwrite=overwrite)
@@ -259,12 +234,13 @@ async def forecast_card(
                 method=method,
                 model=route,
                 policy={},
-                routes={"direct": route},
-                prompt_versions={"direct": request.prompt_version},
+                routes={role: route},
+                prompt_versions={role: request.prompt_version},
                 seed=seed,
                 ticks=0,
                 extraction_rule=DIRECT_RULE,
                 kind="direct",
+                config=config.to_dict() if config is not None else None,
             ),
         )
         try:
@@ -273,7 +249,8 @@ async def forecast_card(
             if exc.call:
                 await _emit_call(writer, exc.call)
             raise
-        call = await _emit_call(writer, dict(response.call))
+        record = dict(response.call) or _local_call(request, response)
+        call = await _emit_call(writer, record)
         output = response.output
         if not isinstance(output, ForecastOutput):
             raise ModelError(

@@ -1,53 +1,55 @@
 """Resume a run that was cut off: a crash, a kill, or its budget (DESIGN §6).
 
-The trace says everything: the card, policy, seed and routes are in ``run_started``; each
-timeline's state at its last committed tick is rebuilt by replay. Ticks that never committed
-are void (see :mod:`worldsim.trace.effective`) and run again; completed ticks are never run
-again, and every completed model call is answered from the response cache, so the resumed trace
-has the same canonical hash as an uninterrupted run with the same replies.
+The trace says everything: the run's settings are in ``run_started``; each timeline's state at
+its last committed tick is rebuilt by replay. Ticks that never committed are void (see
+:mod:`worldsim.trace.effective`) and run again; completed ticks are never run again, and every
+completed model call is answered from the response cache, so the resumed trace has the same
+canonical hash as an uninterrupted run with the same replies. This module only reads the trace;
+:func:`worldsim.sim.session.resume_run` opens the models and hands the engine its
+:class:`RestorePoint`.
 """
 
 from __future__ import annotations
 
-import time
-from contextlib import AsyncExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from worldsim.domain.cards import Card
+from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.policy import BranchPolicy
-from worldsim.sim.engine import (
-    Engine,
-    ModelConfig,
-    Observer,
-    RunConfig,
-    RunResult,
-    guarded,
-    open_models,
-    role_plan,
-)
+from worldsim.sim.scheduler import RestorePoint
 from worldsim.trace.effective import void_lines
-from worldsim.trace.reader import Trace, read_trace
-from worldsim.trace.records import RunResumedData
+from worldsim.trace.reader import Trace
 from worldsim.trace.replay import replay_steps
-from worldsim.trace.writer import TraceWriter
 from worldsim.world.state import WorldState
 from worldsim.world.timeline import Timeline
 
-__all__ = ["resume_config", "resume_run"]
+__all__ = ["Cut", "restore_point", "resume_config"]
+
+_MODEL_SETTINGS_FROM_TRACE = ("model", "role_models")
 
 
 def resume_config(trace: Trace, models: ModelConfig | None = None) -> RunConfig:
-    """The run's configuration as its trace recorded it; ``models`` may add cache or budget
-    settings (routes always come from the trace)."""
+    """The run's configuration as its trace recorded it; ``models`` may change cache, budget
+    or limits (routes always come from the trace)."""
     started = trace.started
     if started.kind != "multiverse":
         raise ConfigError("only multiverse runs can be resumed", file=trace.path)
-    routes: dict[str, str] = dict(started.routes)
+    if started.config is not None:
+        try:
+            recorded = RunConfig.from_dict(started.config)
+        except ConfigError as exc:
+            raise ConfigError(exc.message, file=trace.path, field=f"config.{exc.field}") from None
+        if models is None:
+            return recorded
+        routes = recorded.models.model_dump(include=set(_MODEL_SETTINGS_FROM_TRACE))
+        return recorded.model_copy(update={"models": models.model_copy(update=routes)})
+    # a trace written before run_started held the whole config
+    routes_of: dict[str, str] = dict(started.routes)
     role_models = tuple(
-        f"{role}={route}" for role, route in sorted(routes.items()) if route != started.model
+        f"{role}={route}" for role, route in sorted(routes_of.items()) if route != started.model
     )
     base = models or ModelConfig()
     return RunConfig(
@@ -60,13 +62,41 @@ def resume_config(trace: Trace, models: ModelConfig | None = None) -> RunConfig:
         card_path=Path(started.card_path) if started.card_path else None,
         roles=dict(started.role_overrides),
         extra_roles=tuple(started.extra_roles),
-        models=replace(base, model=started.model, role_models=role_models),
+        models=base.model_copy(update={"model": started.model, "role_models": role_models}),
     )
 
 
-def _rebuild(engine: Engine, trace: Trace, kept: list[Any]) -> list[tuple[Timeline, int, bool]]:
-    """Restore the engine's timelines from the kept lines; return what still has to run."""
-    ticks = engine.ticks
+class Cut:
+    """Where a resumable trace was cut off: the effective lines kept and how many were voided.
+
+    A complete trace, or one cut before its world was built, is a ConfigError.
+    """
+
+    def __init__(self, trace: Trace) -> None:
+        if trace.complete:
+            raise ConfigError("the run is complete; there is nothing to resume", file=trace.path)
+        if trace.first("world_initialized") is None:
+            raise ConfigError(
+                "the run stopped before its world was initialized; start it again instead",
+                file=trace.path,
+            )
+        last_marker = max(
+            (i for i, line in enumerate(trace.lines) if line.type == "run_resumed"), default=-1
+        )
+        void = void_lines(trace.lines[last_marker + 1 :], first=last_marker < 0)
+        self.trace = trace
+        self.voided = len(void)
+        self.kept = [line for line in trace.effective if line.number not in void]
+        self.cause = trace.terminal.data.kind if trace.terminal is not None else "an interruption"
+
+
+def restore_point(cut: Cut, config: RunConfig) -> RestorePoint:
+    """Rebuild from the kept lines the timelines that ended, the ones still to run, and the
+    forks, proposals and retrievals the report and the audit need."""
+    ticks = config.effective_ticks
+    trace, kept = cut.trace, cut.kept
+    point = RestorePoint(ended={}, starts=[])
+    rejected = 0
     view = Trace(path=trace.path, lines=tuple(kept), torn_line=None, end_offset=0)
     cursors: dict[str, Any] = {}
     pending: dict[str, tuple[Any, float]] = {}
@@ -88,7 +118,7 @@ def _rebuild(engine: Engine, trace: Trace, kept: list[Any]) -> list[tuple[Timeli
         elif t == "fork":
             forks.setdefault(tl, []).append(line)
             d = line.data
-            engine.forks.append(
+            point.forks.append(
                 {
                     "parent": d.parent,
                     "child": d.child,
@@ -98,20 +128,20 @@ def _rebuild(engine: Engine, trace: Trace, kept: list[Any]) -> list[tuple[Timeli
                 }
             )
         elif t == "fork_rejected":
-            engine.forks_rejected += 1
+            rejected += 1
         elif t == "proposal":
-            engine.proposals_seen.add((tl, line.record.tick, line.data.agent))
+            point.proposals_seen.add((tl, line.record.tick, line.data.agent))
         elif t == "world_initialized":
-            engine.init_problems = list(line.data.problems)
+            point.init_problems[:] = list(line.data.problems)
         elif t == "retrieval":
-            engine.restored_retrievals.append(line.data)
+            point.retrievals.append(line.data)
 
-    starts: list[tuple[Timeline, int, bool]] = []
+    starts = point.starts
     if "t0" not in started:
         init = next(line for line in kept if line.type == "world_initialized")
         world = WorldState.from_json(init.data.state)
         starts.append(
-            (Timeline("t0", None, None, 0, 1.0, engine.policy.max_active, world), 0, True)
+            (Timeline("t0", None, None, 0, 1.0, config.policy.max_active, world), 0, True)
         )
     for tl_id, line in started.items():
         d = line.data
@@ -130,7 +160,7 @@ def _rebuild(engine: Engine, trace: Trace, kept: list[Any]) -> list[tuple[Timeli
                 e.reason,
             )
             tl.forced_p_yes, tl.forced_probs = e.forced_p_yes, e.forced_probs
-            engine.timelines[tl_id] = tl
+            point.ended[tl_id] = tl
             continue
         commit = last_commit.get(tl_id)
         first = (d.fork_tick + 1) if d.fork_tick is not None else 0
@@ -152,58 +182,4 @@ def _rebuild(engine: Engine, trace: Trace, kept: list[Any]) -> list[tuple[Timeli
         d = fork.data
         child = Timeline(child_id, d.parent, fork.record.tick, d.depth, mass, d.slots_child, state)
         starts.append((child, fork.record.tick + 1, True))
-    return starts
-
-
-async def resume_run(
-    path: str | Path,
-    *,
-    models: ModelConfig | None = None,
-    fsync: bool = True,
-    observer: Observer | None = None,
-) -> RunResult:
-    """Continue the run whose trace is ``path``, appending to the same file."""
-    trace = read_trace(path)
-    if trace.complete:
-        raise ConfigError("the run is complete; there is nothing to resume", file=trace.path)
-    config = resume_config(trace, models)
-    if trace.first("world_initialized") is None:
-        raise ConfigError(
-            "the run stopped before its world was initialized; start it again instead",
-            file=trace.path,
-        )
-    last_marker = max(
-        (i for i, line in enumerate(trace.lines) if line.type == "run_resumed"), default=-1
-    )
-    void = void_lines(trace.lines[last_marker + 1 :], first=last_marker < 0)
-    kept = [line for line in trace.effective if line.number not in void]
-    out = Path(path).parent
-    async with AsyncExitStack() as stack:
-        source, guard = await open_models(config, out, stack)
-        writer = await TraceWriter.append_to(
-            trace.path,
-            trace.run_id,
-            seq=len(trace.lines),
-            prev=trace.last_hash,
-            keep_bytes=trace.end_offset,
-            fsync=fsync,
-        )
-        engine = Engine(config, writer, role_plan(config), source, observer, guard)
-        began = time.perf_counter()
-        cause = trace.terminal.data.kind if trace.terminal is not None else "an interruption"
-
-        async def body() -> RunResult:
-            await writer.emit(
-                "run_resumed",
-                RunResumedData(
-                    after_seq=trace.lines[-1].record.seq,
-                    reason=f"resumed after {cause}",
-                    voided=len(void),
-                ),
-                durable=True,
-            )
-            await engine.simulate(_rebuild(engine, trace, kept))
-            return await engine.finish(began)
-
-        return await guarded(writer, body)
-    raise AssertionError("unreachable")  # pragma: no cover
+    return replace(point, forks_rejected=rejected)

@@ -64,6 +64,14 @@ class RunStartedData(_Data):
     card_path: str | None = None
     role_overrides: dict[str, str] = Field(default_factory=dict)
     extra_roles: list[str] = Field(default_factory=list)
+    config: dict[str, Any] | None = Field(
+        None,
+        description=(
+            "the run's settings (RunConfig) as one value: card, policy, seed, ticks, extraction "
+            "rule, method, roles and model settings; no secrets. Absent in traces written by "
+            "earlier versions"
+        ),
+    )
 
 
 class WorldInitializedData(_Data):

@@ -59,6 +59,18 @@ unless a revision below says otherwise.
   three hits of its role's evidence search, whose query is the actor's name and the question).
   The model's rules and draws are otherwise unchanged: a card without evidence gives the same
   `p_yes` as under 0.1.0 for the same seed.
+* **0.2.0 — offline model revision.** The offline governance's rules changed
+  (docs/offline-model.md, steps 5 and 6): pressure relaxes toward the card's prior each tick and
+  takes the tick's push averaged over the world's agents, and a question that resolves before
+  the deadline ends its timeline (`terminate`, settlement `unresolved`) with that tick's
+  distribution as its forced values instead of realizing one endpoint. Offline traces of the
+  same card, policy and seed therefore differ further in their reviews (pressure shifts,
+  reasons, no `realized` / `eliminated` ledger moves), tick and timeline records, extraction and
+  report, and so in their canonical hash. From here on `tests/test_canonical_pins.py` pins
+  one hash per demo card (branching, seed 0). A `GovernanceOutput`'s forced values
+  now also count when its decision is `terminate`, not only on the last tick, and an
+  extraction's masses are clamped to [0, 1] (a sum of normalised weights could exceed 1 by one
+  ulp).
 
 ## Record types
 
@@ -74,7 +86,7 @@ _WHAT = {
     "tick_started": "simulated date, scheduled events delivered, active agents",
     "proposal": "one agent proposal (in canonical order)",
     "review": "the governance review: accepted/rejected proposals, state deltas, ledger updates, "
-    "decision, branch candidates, deadline-forced values",
+    "decision, branch candidates, forced values (at the deadline or when it ends the timeline)",
     "fork": "an admitted fork: child id, candidate, masses, child/parent deltas",
     "fork_rejected": "a refused candidate, the policy's reason, and whether it was sampled",
     "tick_committed": "state digest, mass, status, ledger statuses, pressure, p_yes now",

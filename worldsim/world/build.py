@@ -20,7 +20,7 @@ from worldsim.world.state import (
     WorldState,
 )
 
-__all__ = ["build_world", "generic_seeds", "tick_dates", "tick_of"]
+__all__ = ["build_world", "generic_seeds", "prior_pressure", "tick_dates", "tick_of"]
 
 
 def tick_of(card: Card, ticks: int, when: datetime) -> int:
@@ -80,22 +80,32 @@ def generic_seeds(card: Card) -> Seeds:
     )
 
 
+def prior_pressure(card: Card) -> dict[str, float]:
+    """The scored endpoints' pressure before anything happens: the card's base rate as logits.
+
+    Binary: ``x_yes = ½·logit(b)``, ``x_no = −½·logit(b)``; multiple choice: ``x_k = ln b_k``. A
+    card without seeds gets the generic world's rates (0.5, or uniform).
+    """
+    seeds = card.seeds
+    scored = card.scored_endpoints
+    if seeds is None and card.kind != "binary":  # the generic world's uniform base rates
+        return {ep.id: math.log(1 / len(scored)) for ep in scored}
+    if seeds is not None and seeds.base_rates is not None:
+        return {ep.id: math.log(seeds.base_rates[ep.id]) for ep in scored}
+    rate = seeds.base_rate if seeds is not None and seeds.base_rate is not None else 0.5
+    if card.kind == "binary":
+        half = 0.5 * math.log(rate / (1.0 - rate))
+        return {ep.id: half if ep.polarity == "yes" else -half for ep in scored}
+    return {ep.id: 0.0 for ep in scored}
+
+
 def build_world(card: Card, ticks: int) -> tuple[WorldState, list[str]]:
     """The initial world state and the problems met while building it (for the audit vector)."""
     seeds = card.seeds or generic_seeds(card)
     problems: list[str] = []
     endpoints = tuple(EndpointInfo(ep.id, ep.title, ep.kind, ep.polarity) for ep in card.endpoints)
     scored = [ep for ep in endpoints if ep.kind == "scored"]
-
-    if seeds.base_rates is not None:
-        pressure = {ep.id: math.log(seeds.base_rates[ep.id]) for ep in scored}
-    else:
-        rate = seeds.base_rate if seeds.base_rate is not None else 0.5
-        if card.kind == "binary":
-            half = 0.5 * math.log(rate / (1.0 - rate))
-            pressure = {ep.id: half if ep.polarity == "yes" else -half for ep in scored}
-        else:
-            pressure = {ep.id: 0.0 for ep in scored}
+    pressure = prior_pressure(card)
 
     actors = Map(
         {

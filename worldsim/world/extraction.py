@@ -116,13 +116,14 @@ def extract(
     sq = 0.0
     for w in weights:
         sq += w * w
+    # Normalised weights can sum to 1 + 1 ulp; a mass is a probability and is kept in [0, 1].
     return ExtractionData(
         rule=rule,
         p_yes=p_yes,
         p_options=p_options,
-        unresolved_mass=unresolved_mass,
-        yes_mass=yes_mass,
-        no_mass=no_mass,
+        unresolved_mass=min(1.0, unresolved_mass),
+        yes_mass=min(1.0, yes_mass),
+        no_mass=min(1.0, no_mass),
         max_mass=max(weights, default=0.0),
         effective_paths=1.0 / sq if sq > 0 else 0.0,
         mass_sum=total,

@@ -22,7 +22,14 @@ from worldsim.world.state import ScheduledEvent, WorldState
 if TYPE_CHECKING:
     from worldsim.domain.cards import Card
 
-__all__ = ["InitContext", "ReportContext", "ReviewContext", "RoleView", "TickContext"]
+__all__ = [
+    "ForecastContext",
+    "InitContext",
+    "ReportContext",
+    "ReviewContext",
+    "RoleView",
+    "TickContext",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +84,15 @@ class ReportContext:
 
 
 @dataclass(frozen=True, slots=True)
+class ForecastContext:
+    """The direct baseline's view: the card alone, no simulated world."""
+
+    card: Card
+
+
+@dataclass(frozen=True, slots=True)
 class RoleView:
     """A prompt role's request as structure: its context and the variables its prompt shows."""
 
-    context: InitContext | TickContext | ReviewContext | ReportContext
+    context: InitContext | TickContext | ReviewContext | ReportContext | ForecastContext
     variables: Mapping[str, Any] = field(default_factory=dict)

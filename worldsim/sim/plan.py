@@ -1,0 +1,110 @@
+"""Which role plays each part of a run, and the model each one is built with.
+
+A run has three one-per-phase slots (initializer, governance, reporter) and one tick role per
+agent role its world names; ``--role`` adds roles. The plan is checked before anything runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from worldsim.domain.config import ModelConfig, RunConfig
+from worldsim.domain.contracts import Model
+from worldsim.domain.errors import ConfigError
+from worldsim.models import RouteTable
+from worldsim.models.tracing import Emit, TracingModel
+from worldsim.roles.registry import RoleSpec, get_role
+from worldsim.world.extraction import EXTRACTION_RULES
+
+__all__ = [
+    "BUILTIN_TICK_ROLES",
+    "SLOTS",
+    "ModelSource",
+    "build_roles",
+    "check_extraction_rule",
+    "role_plan",
+    "route_table",
+    "with_role_routes",
+]
+
+SLOTS: dict[str, str] = {"initializer": "init", "governance": "review", "reporter": "report"}
+"""The run's one-per-phase role slots and the phase each takes."""
+_SLOT_OF_PHASE = {phase: slot for slot, phase in SLOTS.items()}
+BUILTIN_TICK_ROLES = ("actor", "cohort")
+
+
+class ModelSource(Protocol):
+    """Anything that hands out a model per role: a :class:`ModelPool`, or a test's double."""
+
+    def for_role(self, role: str) -> Model: ...
+
+
+def route_table(models: ModelConfig) -> RouteTable:
+    """The routes ``--model`` and ``--role-model`` name; a malformed route is a ConfigError."""
+    return RouteTable.from_flags(models.model, models.role_models)
+
+
+def check_extraction_rule(rule: str) -> None:
+    if rule not in EXTRACTION_RULES:
+        raise ConfigError(
+            f"unknown extraction rule '{rule}' (known: {', '.join(EXTRACTION_RULES)})",
+            field="extraction",
+        )
+
+
+def role_plan(config: RunConfig) -> dict[str, RoleSpec]:
+    """Which role fills each slot and each tick role of the run, checked before anything runs.
+
+    Keys are slot names (``initializer``, ``governance``, ``reporter``) and ``tick:NAME`` for
+    tick roles. Unknown names, roles in the wrong phase and a bad extraction rule are errors.
+    """
+    check_extraction_rule(config.extraction_rule)
+    slots = {slot: config.roles.get(slot, slot) for slot in SLOTS}
+    tick_names = set(BUILTIN_TICK_ROLES)
+    seeds = config.card.seeds
+    if seeds is not None:
+        tick_names |= {a.role for a in seeds.actors} | {c.role for c in seeds.cohorts}
+    plan: dict[str, RoleSpec] = {}
+    for name in config.extra_roles:
+        spec = get_role(name)
+        if spec.phase == "tick":
+            plan[f"tick:{name}"] = spec
+        elif spec.phase in _SLOT_OF_PHASE:
+            slots[_SLOT_OF_PHASE[spec.phase]] = name
+        else:
+            raise ConfigError(
+                f"role '{name}' runs in phase '{spec.phase}', which a simulation does not have "
+                "(direct forecasts run with `worldsim forecast`)",
+                field="role",
+            )
+    for slot, phase in SLOTS.items():
+        plan[slot] = get_role(slots[slot], phase)
+    for name in sorted(tick_names):
+        plan[f"tick:{name}"] = get_role(config.roles.get(name, name), "tick")
+    return plan
+
+
+def with_role_routes(config: RunConfig, plan: Mapping[str, RoleSpec]) -> RunConfig:
+    """Add each prompt role's front-matter ``route`` unless ``--role-model`` names it already."""
+    models = config.models
+    named = {entry.split("=", 1)[0].strip() for entry in models.role_models}
+    extra = tuple(
+        f"{spec.name}={spec.route}"
+        for spec in sorted({s.name: s for s in plan.values()}.values(), key=lambda s: s.name)
+        if spec.route is not None and spec.name not in named
+    )
+    if not extra:
+        return config
+    routed = models.model_copy(update={"role_models": (*models.role_models, *extra)})
+    return config.model_copy(update={"models": routed})
+
+
+def build_roles(
+    config: RunConfig, plan: Mapping[str, RoleSpec], source: ModelSource, emit: Emit
+) -> dict[str, Any]:
+    """Build every planned role with the model its route resolves to, every call traced."""
+    return {
+        key: spec.build(TracingModel(source.for_role(spec.name), emit), seed=config.seed)
+        for key, spec in plan.items()
+    }

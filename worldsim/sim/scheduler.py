@@ -1,0 +1,474 @@
+"""The event-driven tick scheduler (DESIGN §4.3): timelines as tasks, agents concurrent per tick.
+
+Data flows one way: card → world → timelines → trace → extraction. Each timeline is its own
+task in one task group; a fork starts its child at once, and no timeline waits for another.
+Within a tick every active agent runs concurrently against the same immutable snapshot; their
+proposals are sorted canonically (agent id, proposal index), never by arrival, before review.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup
+
+from worldsim.domain.cards import card_hash
+from worldsim.domain.config import RunConfig
+from worldsim.domain.errors import ModelError, ReplayMissError, StateError
+from worldsim.domain.rng import rng_for
+from worldsim.domain.version import __version__, git_revision
+from worldsim.gateway import (
+    AgentTools,
+    Gateway,
+    RetrievalRecord,
+    gateway_for_card,
+    unretrieved_citations,
+)
+from worldsim.models import LeakageGuard, LlmCallData
+from worldsim.roles.contracts import AgentRole, InitRole, ReportRole, ReviewRole
+from worldsim.roles.registry import RoleSpec, get_role
+from worldsim.sim.forks import ForkBook
+from worldsim.sim.plan import ModelSource, build_roles, route_table
+from worldsim.sim.settlement import Outcome, RunResult, settle
+from worldsim.trace.audit import check_world
+from worldsim.trace.records import (
+    Observation,
+    ProposalData,
+    ReviewData,
+    RunStartedData,
+    TickCommittedData,
+    TickStartedData,
+    TimelineEndedData,
+    TimelineStartedData,
+    WorldInitializedData,
+)
+from worldsim.trace.writer import TraceWriter
+from worldsim.world.build import tick_dates
+from worldsim.world.moves import Proposal, Review
+from worldsim.world.state import Actor, WorldState, apply_review, state_digest
+from worldsim.world.timeline import Timeline
+from worldsim.world.views import InitContext, ReviewContext, TickContext
+
+__all__ = ["Engine", "Observer", "RestorePoint", "Start"]
+
+log = structlog.get_logger(__name__)
+
+Observer = Callable[[str, Mapping[str, Any]], None]
+Start = tuple[Timeline, int, bool]
+"""A timeline to run, its first tick, and whether to announce it with ``timeline_started``."""
+
+
+@dataclass(frozen=True, slots=True)
+class RestorePoint:
+    """What a cut-off run's trace holds, rebuilt: the timelines that ended, the ones still to
+    run, and the bookkeeping the report and the audit need."""
+
+    ended: dict[str, Timeline]
+    starts: list[Start]
+    forks: list[dict[str, Any]] = field(default_factory=list)
+    forks_rejected: int = 0
+    proposals_seen: set[tuple[str, int, str]] = field(default_factory=set)
+    init_problems: list[str] = field(default_factory=list)
+    retrievals: list[RetrievalRecord] = field(default_factory=list)
+
+
+class Engine:
+    """Runs one multiverse for one card and streams it into one trace.
+
+    :meth:`run` starts from the card; :meth:`resume` continues from a :class:`RestorePoint`
+    rebuilt from a cut-off trace. Either way the run ends in :func:`settle`.
+    """
+
+    def __init__(
+        self,
+        config: RunConfig,
+        writer: TraceWriter,
+        plan: Mapping[str, RoleSpec],
+        source: ModelSource,
+        observer: Observer | None = None,
+        guard: LeakageGuard | None = None,
+    ) -> None:
+        self.config = config
+        self.guard = guard
+        self.source = source
+        self.roles = build_roles(config, plan, source, self._trace_call)
+        self.card = config.card
+        self.policy = config.policy
+        self.ticks = config.effective_ticks
+        self.dates = tick_dates(config.card, self.ticks)
+        self.writer = writer
+        self.observer = observer
+        self.timelines: dict[str, Timeline] = {}
+        self.fork_book = ForkBook(self.policy, config.seed, self.ticks, writer, self._notify)
+        self.proposals_seen: set[tuple[str, int, str]] = set()
+        self.init_problems: list[str] = []
+        self.gateway: Gateway | None = None
+        self._retrievals: list[RetrievalRecord] = []
+
+    # ------------------------------------------------------------------ helpers
+
+    async def _trace_call(self, call: LlmCallData) -> None:
+        await self.writer.emit("llm_call", call, tl=call.timeline, tick=call.tick)
+
+    def _notify(self, event: str, **payload: Any) -> None:
+        if self.observer is not None:
+            self.observer(event, payload)
+
+    def _tick_role(self, name: str) -> AgentRole:
+        """The role driving agents of role ``name``; one a model-built world names is built
+        on first use (an unknown name fails the run with a RoleError)."""
+        key = f"tick:{name}"
+        if key not in self.roles:
+            plan = {key: get_role(self.config.roles.get(name, name), "tick")}
+            self.roles.update(build_roles(self.config, plan, self.source, self._trace_call))
+        role: AgentRole = self.roles[key]
+        return role
+
+    def _add_role_agents(self, state: WorldState) -> WorldState:
+        """Each added tick role joins the world as its own actor, acting every tick."""
+        actors = state.actors
+        for name in self.config.extra_roles:
+            if f"tick:{name}" in self.roles and name not in actors:
+                actors = actors.set(
+                    name,
+                    Actor(
+                        id=name,
+                        name=name,
+                        kind="institution",
+                        role=name,
+                        stance=0.0,
+                        influence=0.5,
+                        activity=1.0,
+                    ),
+                )
+        return dataclasses.replace(state, actors=actors) if actors is not state.actors else state
+
+    # ------------------------------------------------------------------ the run
+
+    async def run(self) -> RunResult:
+        """Write the header, build the world and run every timeline to its end."""
+        started = time.perf_counter()
+        config, card, policy, seed = self.config, self.card, self.policy, self.config.seed
+        table = route_table(config.models)
+        ordered = sorted(self.roles.values(), key=lambda r: r.name)
+        prompt_versions = {role.name: getattr(role, "prompt_version", "python") for role in ordered}
+        routes = {role.name: str(table.for_role(role.name)) for role in ordered}
+        await self.writer.emit(
+            "run_started",
+            RunStartedData(
+                worldsim_version=__version__,
+                git_revision=git_revision(),
+                card_hash=card_hash(card),
+                card=card.public_dict(),
+                method=config.method_label,
+                model=config.models.model,
+                policy=policy.model_dump(mode="json"),
+                routes=routes,
+                prompt_versions=prompt_versions,
+                seed=seed,
+                ticks=self.ticks,
+                extraction_rule=config.extraction_rule,
+                card_path=str(config.card_path) if config.card_path else None,
+                role_overrides=dict(config.roles),
+                extra_roles=list(config.extra_roles),
+                config=config.to_dict(),
+            ),
+        )
+        initializer: InitRole = self.roles["initializer"]
+        state = await initializer.initialize(
+            InitContext(card=card, ticks=self.ticks, rng=rng_for(seed, "init"))
+        )
+        state = self._add_role_agents(state)
+        self.init_problems = [*getattr(initializer, "problems", []), *check_world(state)]
+        await self.writer.emit(
+            "world_initialized",
+            WorldInitializedData(
+                state=state.to_json(), digest=state_digest(state), problems=self.init_problems
+            ),
+            durable=True,
+        )
+        root = Timeline("t0", None, None, 0, 1.0, policy.max_active, state)
+        await self._simulate([(root, 0, True)])
+        return await self._settle(started)
+
+    async def resume(self, point: RestorePoint) -> RunResult:
+        """Continue a cut-off run from what its trace holds: the ended timelines and the
+        bookkeeping are restored, the unfinished timelines run on from their next tick."""
+        started = time.perf_counter()
+        self.timelines.update(point.ended)
+        self.fork_book.forks.extend(point.forks)
+        self.fork_book.rejected += point.forks_rejected
+        self.proposals_seen |= point.proposals_seen
+        self.init_problems = list(point.init_problems)
+        self._retrievals = list(point.retrievals)
+        await self._simulate(point.starts)
+        return await self._settle(started)
+
+    async def _simulate(self, starts: Sequence[Start]) -> None:
+        """Run timelines from the given ticks until every one has ended."""
+        async with contextlib.AsyncExitStack() as stack:
+            if self.config.card.evidence is not None:
+                self.gateway = await stack.enter_async_context(
+                    gateway_for_card(self.config.card, card_path=self.config.card_path)
+                )
+                self.gateway.restore(self._retrievals)
+            async with anyio.create_task_group() as tg:
+                for tl, tick, announce in starts:
+                    tg.start_soon(self._run_timeline, tl, tick, tg, announce)
+
+    async def _settle(self, started: float) -> RunResult:
+        outcome = Outcome(
+            timelines=self.timelines,
+            forks=self.fork_book.forks,
+            forks_rejected=self.fork_book.rejected,
+            init_problems=self.init_problems,
+            proposals_seen=self.proposals_seen,
+            gateway=self.gateway,
+        )
+        reporter: ReportRole = self.roles["reporter"]
+        return await settle(self.config, outcome, reporter, self.writer, self.guard, started)
+
+    async def _run_timeline(
+        self, tl: Timeline, start_tick: int, tg: TaskGroup, announce: bool = True
+    ) -> None:
+        self.timelines[tl.id] = tl
+        if announce:
+            await self.writer.emit(
+                "timeline_started",
+                TimelineStartedData(
+                    parent=tl.parent,
+                    fork_tick=tl.fork_tick,
+                    depth=tl.depth,
+                    mass=tl.mass,
+                    slots=tl.slots,
+                    digest=state_digest(tl.state),
+                ),
+                tl=tl.id,
+            )
+        self._notify("timeline_started", timeline=tl.id, parent=tl.parent, mass=tl.mass)
+        for k in range(start_tick, self.ticks):
+            await self._tick(tl, k, tg)
+            if tl.status != "running":
+                break
+        if tl.status == "running":
+            tl.status = "deadline"
+            tl.end_tick = self.ticks - 1
+            outcome = tl.state.outcome()
+            if outcome is not None:
+                tl.settlement = outcome
+                tl.forced_p_yes = tl.forced_probs = None
+        await self.writer.emit(
+            "timeline_ended",
+            TimelineEndedData(
+                status=tl.status,
+                settlement=tl.settlement,
+                forced_p_yes=tl.forced_p_yes if tl.settlement == "unresolved" else None,
+                forced_probs=tl.forced_probs if tl.settlement == "unresolved" else None,
+                mass=tl.mass,
+                end_tick=tl.end_tick,
+                reason=tl.reason,
+            ),
+            tl=tl.id,
+            durable=True,
+        )
+        self._notify("timeline_ended", timeline=tl.id, status=tl.status, settlement=tl.settlement)
+
+    def _active_agents(self, tl: Timeline, k: int) -> list[tuple[str, str]]:
+        """(agent id, role name) of the agents acting this tick: actors by activity, all cohorts.
+
+        One uniform per actor in id order, whatever the state, so draws line up across runs.
+        """
+        rng = rng_for(self.config.seed, "activity", tl.id, k)
+        state = tl.state
+        active: list[tuple[str, str]] = []
+        for actor_id in sorted(state.actors.keys()):
+            actor = state.actors[actor_id]
+            if float(rng.random()) < actor.activity:
+                active.append((actor_id, actor.role))
+        active.extend(zip(state.cohorts.ids, state.cohorts.roles, strict=True))
+        return sorted(active)
+
+    async def _tick(self, tl: Timeline, k: int, tg: TaskGroup) -> None:
+        seed = self.config.seed
+        snapshot = tl.state
+        observations = snapshot.events_at(k)
+        active = self._active_agents(tl, k)
+        await self.writer.emit(
+            "tick_started",
+            TickStartedData(
+                date=self.dates[k].isoformat().replace("+00:00", "Z"),
+                observations=[
+                    Observation(id=ev.id, title=ev.title, description=ev.description)
+                    for ev in observations
+                ],
+                active=[agent for agent, _ in active],
+            ),
+            tl=tl.id,
+            tick=k,
+        )
+
+        # (3) all active agents at once, against the same snapshot
+        results: dict[str, Sequence[Proposal]] = {}
+
+        async def act(agent: str, role_name: str) -> None:
+            role = self._tick_role(role_name)
+            ctx = TickContext(
+                card=self.card,
+                timeline=tl.id,
+                tick=k,
+                ticks=self.ticks,
+                date=self.dates[k],
+                agent=agent,
+                state=snapshot,
+                observations=observations,
+                rng=rng_for(seed, "agent", tl.id, k, agent),
+                tools=(
+                    AgentTools(self.gateway, agent, tl.id, k) if self.gateway is not None else None
+                ),
+            )
+            try:
+                results[agent] = await role.act(ctx)
+            except ModelError as exc:
+                if isinstance(exc, ReplayMissError):
+                    raise  # strict replay: a miss ends the run
+                # the failed call is in the trace; this agent sits the tick out
+                log.warning("agent_failed", agent=agent, timeline=tl.id, tick=k, error=str(exc))
+                results[agent] = []
+
+        async with anyio.create_task_group() as agents:
+            for agent, role_name in active:
+                agents.start_soon(act, agent, role_name)
+        await self._trace_retrievals()
+
+        # (4) canonical order: agent id, then proposal index — never arrival
+        proposals: list[Proposal] = []
+        roles_of = dict(active)
+        for agent in sorted(results):
+            for i, p in enumerate(results[agent]):
+                proposals.append(p.model_copy(update={"agent": agent, "index": i}))
+        for p in proposals:
+            self.proposals_seen.add((tl.id, k, p.agent))
+            unretrieved = (
+                unretrieved_citations(p.cites, self.gateway.access_log, p.agent, timeline=tl.id)
+                if self.gateway is not None
+                else list(p.cites)
+            )
+            await self.writer.emit(
+                "proposal",
+                ProposalData(
+                    role=roles_of[p.agent], unretrieved_citations=unretrieved, **p.model_dump()
+                ),
+                tl=tl.id,
+                tick=k,
+            )
+
+        # (5) review, validated and applied
+        reviewer: ReviewRole = self.roles["governance"]
+        try:
+            review = await reviewer.review(
+                ReviewContext(
+                    card=self.card,
+                    timeline=tl.id,
+                    tick=k,
+                    ticks=self.ticks,
+                    date=self.dates[k],
+                    state=snapshot,
+                    observations=observations,
+                    proposals=tuple(proposals),
+                    rng=rng_for(seed, "review", tl.id, k),
+                    mass=tl.mass,
+                    depth=tl.depth,
+                )
+            )
+        except ModelError as exc:
+            if isinstance(exc, ReplayMissError):
+                raise  # strict replay: a miss ends the run
+            tl.status = "terminated"
+            tl.settlement = snapshot.outcome() or "unresolved"
+            tl.reason = f"reviewer failed: {exc.message}"[:500]
+            tl.end_tick = k
+            await self._commit(tl, k, snapshot)
+            return
+        await self.writer.emit("review", ReviewData(**review.model_dump()), tl=tl.id, tick=k)
+        try:
+            _check_refs(review, proposals)
+            state = apply_review(snapshot, review.deltas, review.ledger, k)
+        except StateError as exc:
+            tl.status = "terminated"
+            tl.settlement = snapshot.outcome() or "unresolved"
+            tl.reason = f"invalid review: {exc.message}"
+            tl.end_tick = k
+            await self._commit(tl, k, snapshot)
+            return
+
+        if review.forced_p_yes is not None or review.forced_probs is not None:
+            tl.forced_p_yes = review.forced_p_yes
+            tl.forced_probs = review.forced_probs
+
+        ending = state.all_scored_settled() or review.decision == "terminate"
+        children: list[Timeline] = []
+        if not ending and review.branches:
+            state = await self.fork_book.branch(tl, k, state, review.branches, children)
+
+        if state.all_scored_settled():
+            tl.status = "settled"
+            tl.settlement = state.outcome() or "unresolved"
+            tl.end_tick = k
+            tl.reason = review.reason
+        elif review.decision == "terminate":
+            tl.status = "terminated"
+            tl.settlement = state.outcome() or "unresolved"
+            tl.end_tick = k
+            tl.reason = review.reason or "terminated by the reviewer"
+        await self._commit(tl, k, state)
+        # children start once the fork tick is committed: a crash never leaves a child whose
+        # fork is not in the committed history
+        for child in children:
+            tg.start_soon(self._run_timeline, child, k + 1, tg, True)
+
+    async def _trace_retrievals(self) -> None:
+        """Write the gateway accesses made since the last call (the tool logs, not the agent)."""
+        if self.gateway is None:
+            return
+        for record in self.gateway.drain():
+            await self.writer.emit("retrieval", record, tl=record.timeline, tick=record.tick)
+
+    async def _commit(self, tl: Timeline, k: int, state: WorldState) -> None:
+        tl.state = state
+        probs = state.probabilities()
+        yes = next((ep.id for ep in state.scored if ep.polarity == "yes"), None)
+        await self.writer.emit(
+            "tick_committed",
+            TickCommittedData(
+                digest=state_digest(state),
+                mass=tl.mass,
+                status=tl.status,
+                ledger={key: row.status for key, row in sorted(state.ledger.items())},
+                pressure={key: state.pressure[key] for key in sorted(state.pressure.keys())},
+                p_yes_now=probs[yes] if yes is not None else None,
+                reason=tl.reason,
+                forced_p_yes=tl.forced_p_yes,
+                forced_probs=tl.forced_probs,
+            ),
+            tl=tl.id,
+            tick=k,
+            durable=True,
+        )
+        self._notify("tick_committed", timeline=tl.id, tick=k, ticks=self.ticks)
+
+
+def _check_refs(review: Review, proposals: Sequence[Proposal]) -> None:
+    known = {(p.agent, p.index) for p in proposals}
+    refs = [(r.agent, r.index) for r in review.accepted] + [
+        (r.agent, r.index) for r in review.rejected
+    ]
+    for agent, index in refs:
+        if (agent, index) not in known:
+            raise StateError(f"review refers to unknown proposal {agent}#{index}")

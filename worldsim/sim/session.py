@@ -1,0 +1,350 @@
+"""One run session: a :class:`RunConfig` (plus where the trace goes) becomes a running engine.
+
+Every way of running goes through here — ``worldsim run``, ``worldsim run --resume``,
+``worldsim forecast`` (the direct baseline) and the library's :func:`run_card` — so the models,
+cache, pool, leakage guard, role plan and trace writer are set up and closed in one place.
+Everything that can be checked is checked before a trace file is created, so bad input leaves
+nothing behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import structlog
+
+from worldsim.domain.config import ModelConfig, RunConfig
+from worldsim.domain.contracts import Model
+from worldsim.domain.errors import (
+    BudgetExhausted,
+    ConfigError,
+    ModelError,
+    RoleError,
+    WorldsimError,
+)
+from worldsim.models import (
+    Budget,
+    LeakageGuard,
+    LeakageGuardModel,
+    ModelOptions,
+    ModelPool,
+    PriceTable,
+    ResponseCache,
+    RetryPolicy,
+)
+from worldsim.models.routes import resolve_settings
+from worldsim.offline import OfflineModel
+from worldsim.roles.registry import RoleSpec
+from worldsim.sim.direct import DirectResult, direct_request, forecast_card
+from worldsim.sim.plan import ModelSource, role_plan, route_table, with_role_routes
+from worldsim.sim.resume import Cut, restore_point, resume_config
+from worldsim.sim.scheduler import Engine, Observer
+from worldsim.sim.settlement import RunResult, trace_name
+from worldsim.trace.reader import read_trace
+from worldsim.trace.records import RunFailedData, RunResumedData
+from worldsim.trace.writer import TraceWriter
+
+__all__ = [
+    "OfflineSource",
+    "Session",
+    "default_cache_path",
+    "forecast",
+    "guarded",
+    "open_session",
+    "resume_run",
+    "run_card",
+    "unwrap_error",
+]
+
+log = structlog.get_logger(__name__)
+
+OfflineFactory = Callable[[], Model]
+
+
+def default_cache_path(out: str | Path) -> Path:
+    """Where the response cache lives unless ``--cache-path`` says otherwise."""
+    return Path(out) / ".cache" / "responses.sqlite"
+
+
+class OfflineSource:
+    """Every role on the ``offline`` route: one shared offline model."""
+
+    def __init__(self, model: Model | None = None) -> None:
+        self.model = model if model is not None else OfflineModel()
+
+    def for_role(self, role: str) -> Model:
+        return self.model
+
+
+class GuardedSource:
+    """A model source with the run's leakage guard around every model."""
+
+    def __init__(self, source: ModelSource, guard: LeakageGuard | None) -> None:
+        self.source = source
+        self.guard = guard
+
+    def for_role(self, role: str) -> Model:
+        model = self.source.for_role(role)
+        return LeakageGuardModel(model, self.guard) if self.guard is not None else model
+
+
+def _guard(models: ModelConfig) -> LeakageGuard | None:
+    if models.forbidden_strings is None:
+        return None
+    return LeakageGuard.from_file(models.forbidden_strings, mode=models.leakage)
+
+
+def build_pool(
+    models: ModelConfig,
+    cache: ResponseCache | None,
+    guard: LeakageGuard | None = None,
+    environ: Mapping[str, str] | None = None,
+    offline: OfflineFactory = OfflineModel,
+) -> ModelPool:
+    """The run's model pool. Reads keys and base URLs (``environ``, else the environment and
+    ``.env``) and the price table, so a missing setting fails here, before a trace exists."""
+    retry = RetryPolicy(**models.retry.model_dump()) if models.retry else RetryPolicy()
+    return ModelPool(
+        route_table(models),
+        options=ModelOptions(
+            retry=retry,
+            max_connections=models.max_connections,
+            prices=PriceTable.load(models.prices),
+        ),
+        cache=cache,
+        budget=Budget(models.max_cost_usd) if models.max_cost_usd is not None else None,
+        guard=guard,
+        environ=environ,
+        offline=offline,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A run's open models, with everything the engine needs to start."""
+
+    config: RunConfig
+    source: ModelSource
+    guard: LeakageGuard | None
+
+    def engine(
+        self, writer: TraceWriter, plan: Mapping[str, RoleSpec], observer: Observer | None
+    ) -> Engine:
+        return Engine(self.config, writer, plan, self.source, observer, self.guard)
+
+
+@contextlib.asynccontextmanager
+async def open_session(
+    config: RunConfig,
+    out: str | Path,
+    *,
+    model_source: ModelSource | None = None,
+    environ: Mapping[str, str] | None = None,
+    offline: OfflineFactory = OfflineModel,
+) -> AsyncIterator[Session]:
+    """Open the run's response cache and model pool, and close them on the way out.
+
+    With ``model_source`` (a test's doubles), its models replace the routes' and no pool is
+    built; when every route is offline, ``offline()`` answers them all and no cache is opened.
+    """
+    models = config.models
+    guard = _guard(models)
+    async with contextlib.AsyncExitStack() as stack:
+        if model_source is not None:
+            yield Session(config, GuardedSource(model_source, guard), guard)
+            return
+        remote = [route for route in route_table(models).routes() if not route.is_offline]
+        if not remote:
+            yield Session(config, GuardedSource(OfflineSource(offline()), guard), guard)
+            return
+        for route in remote:  # a missing base URL or key fails before any file is made
+            resolve_settings(route, environ=environ)
+        cache: ResponseCache | None = None
+        if models.cache != "off":
+            cache = await ResponseCache.open(
+                models.cache_path or default_cache_path(out),
+                mode=models.cache,
+                strict=models.replay_strict,
+            )
+            stack.push_async_callback(cache.aclose)
+        pool = await anyio.to_thread.run_sync(build_pool, models, cache, guard, environ, offline)
+        stack.push_async_callback(pool.aclose)
+        yield Session(config, pool, guard)
+
+
+def unwrap_error(exc: BaseException) -> BaseException:
+    """The error a task group's exception group stands for: a worldsim error if there is one."""
+    if isinstance(exc, BaseExceptionGroup):
+        leaves: list[BaseException] = []
+
+        def walk(group: BaseExceptionGroup[BaseException]) -> None:
+            for inner in group.exceptions:
+                if isinstance(inner, BaseExceptionGroup):
+                    walk(inner)
+                else:
+                    leaves.append(inner)
+
+        walk(exc)
+        for leaf in leaves:
+            if isinstance(leaf, WorldsimError):
+                return leaf
+        return leaves[0] if leaves else exc
+    return exc
+
+
+async def guarded(writer: TraceWriter, body: Callable[[], Awaitable[RunResult]]) -> RunResult:
+    """Run ``body``; a failure ends the trace with a sealed ``run_failed`` and is re-raised.
+
+    Cancellation (Ctrl-C, a kill) writes nothing: the trace stays open-ended, resumable.
+    """
+    try:
+        return await body()
+    except BaseException as raw:
+        exc = unwrap_error(raw)
+        if isinstance(exc, Exception):
+            kind = "config" if isinstance(exc, RoleError) else type(exc).__name__
+            log.error("run_failed", error=str(exc), trace=str(writer.path))
+            with anyio.CancelScope(shield=True):
+                await writer.emit(
+                    "run_failed",
+                    RunFailedData(
+                        error=str(exc)[:2000],
+                        kind=kind,
+                        resumable=isinstance(exc, BudgetExhausted | ModelError),
+                    ),
+                    durable=True,
+                )
+            if exc is not raw:
+                raise exc from None
+        raise
+    finally:
+        await writer.aclose()
+
+
+async def run_card(
+    config: RunConfig,
+    out: str | Path = "traces",
+    *,
+    overwrite: bool = False,
+    fsync: bool = True,
+    observer: Observer | None = None,
+    trace_path: str | Path | None = None,
+    model_source: ModelSource | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RunResult:
+    """Run one card under one policy and seed; stream the trace into ``out``.
+
+    A failure during the run ends the trace with ``run_failed``; a run stopped by its budget is
+    marked resumable. ``model_source`` replaces the configured routes' models (tests pass
+    ``worldsim.testing`` doubles); ``environ`` replaces the environment for keys and base URLs.
+    """
+    if config.kind != "multiverse":
+        raise ConfigError("a direct config runs with `worldsim forecast`", field="kind")
+    plan = role_plan(config)  # every name checked before any file is touched
+    config = with_role_routes(config, plan)
+    route_table(config.models)
+    path = (
+        Path(trace_path)
+        if trace_path
+        else Path(out) / trace_name(config.card.id, config.method_label, config.seed)
+    )
+    if path.exists() and not overwrite:
+        raise ConfigError("trace already exists (use --force to replace it)", file=path)
+    async with open_session(config, out, model_source=model_source, environ=environ) as session:
+        writer = await TraceWriter.create(
+            path, uuid.uuid4().hex[:16], fsync=fsync, overwrite=overwrite
+        )
+        engine = session.engine(writer, plan, observer)
+        return await guarded(writer, engine.run)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def resume_run(
+    path: str | Path,
+    *,
+    models: ModelConfig | None = None,
+    fsync: bool = True,
+    observer: Observer | None = None,
+    model_source: ModelSource | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RunResult:
+    """Continue the run whose trace is ``path``, appending to the same file.
+
+    The settings come from the trace's header; ``models`` may change cache, budget or limits
+    (the routes always come from the trace).
+    """
+    trace = read_trace(path)
+    cut = Cut(trace)
+    config = resume_config(trace, models)
+    plan = role_plan(config)
+    point = restore_point(cut, config)
+    async with open_session(
+        config, Path(path).parent, model_source=model_source, environ=environ
+    ) as session:
+        writer = await TraceWriter.append_to(
+            trace.path,
+            trace.run_id,
+            seq=len(trace.lines),
+            prev=trace.last_hash,
+            keep_bytes=trace.end_offset,
+            fsync=fsync,
+        )
+        engine = session.engine(writer, plan, observer)
+
+        async def body() -> RunResult:
+            await writer.emit(
+                "run_resumed",
+                RunResumedData(
+                    after_seq=trace.lines[-1].record.seq,
+                    reason=f"resumed after {cut.cause}",
+                    voided=cut.voided,
+                ),
+                durable=True,
+            )
+            return await engine.resume(point)
+
+        return await guarded(writer, body)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def forecast(
+    config: RunConfig,
+    out: str | Path = "traces",
+    *,
+    overwrite: bool = False,
+    fsync: bool = True,
+    model_source: ModelSource | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> DirectResult:
+    """The direct baseline for ``config.card``: one call on the direct role's route.
+
+    The role is ``config.roles["direct"]`` (default ``direct``), a prompt role of phase
+    ``direct``. On the ``offline`` route the offline model answers with the card's base rate.
+    """
+    card = config.card
+    role = config.roles.get("direct", "direct")
+    direct_request(card, seed=config.seed, role_name=role)  # a bad card or role fails here
+    route = route_table(config.models).for_role(role)
+    path = Path(out) / trace_name(card.id, config.method_label, config.seed)
+    if path.exists() and not overwrite:
+        raise ConfigError("trace already exists (use --force to replace it)", file=path)
+    async with open_session(config, out, model_source=model_source, environ=environ) as session:
+        return await forecast_card(
+            card,
+            model=session.source.for_role(role),
+            route=route.name,
+            out=out,
+            seed=config.seed,
+            overwrite=overwrite,
+            fsync=fsync,
+            method=config.method_label,
+            guard=session.guard,
+            config=config,
+            role=role,
+        )
+    raise AssertionError("unreachable")  # pragma: no cover

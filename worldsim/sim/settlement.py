@@ -1,0 +1,178 @@
+"""The end of a run: extraction over the timelines' leaves, the report, the audit and the
+sealed ``run_completed`` record."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from worldsim.domain.config import RunConfig
+from worldsim.domain.contracts import lineage
+from worldsim.domain.errors import ModelError, ReplayMissError
+from worldsim.domain.rng import rng_for
+from worldsim.gateway import Gateway
+from worldsim.models import LeakageGuard
+from worldsim.roles.contracts import ReportRole
+from worldsim.trace.audit import audit_run
+from worldsim.trace.records import ExtractionData, ReportData, RunCompletedData
+from worldsim.trace.writer import TraceWriter
+from worldsim.world.extraction import Leaf, extract
+from worldsim.world.moves import Report, TimelineSummary
+from worldsim.world.timeline import Timeline
+from worldsim.world.views import ReportContext
+
+__all__ = ["Outcome", "RunResult", "settle", "trace_name"]
+
+
+def trace_name(card_id: str, method: str, seed: int) -> str:
+    return f"{card_id}__{method}__s{seed}.jsonl"
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    card_id: str
+    seed: int
+    method: str
+    run_id: str
+    trace: Path
+    p_yes: float | None
+    p_options: dict[str, float] | None
+    unresolved_mass: float
+    timelines: int
+    forks: int
+    forks_rejected: int
+    wall_s: float
+    extraction: ExtractionData
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "card_id": self.card_id,
+            "seed": self.seed,
+            "method": self.method,
+            "p_yes": self.p_yes,
+            "p_options": self.p_options,
+            "unresolved_mass": self.unresolved_mass,
+            "timelines": self.timelines,
+            "forks": self.forks,
+            "forks_rejected": self.forks_rejected,
+            "extraction_rule": self.extraction.rule,
+            "wall_s": round(self.wall_s, 4),
+            "trace": str(self.trace),
+            "run_id": self.run_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the scheduler leaves behind for settlement."""
+
+    timelines: Mapping[str, Timeline]
+    forks: list[dict[str, Any]]
+    forks_rejected: int
+    init_problems: list[str]
+    proposals_seen: set[tuple[str, int, str]]
+    gateway: Gateway | None
+
+
+async def settle(
+    config: RunConfig,
+    outcome: Outcome,
+    reporter: ReportRole,
+    writer: TraceWriter,
+    guard: LeakageGuard | None,
+    started: float,
+) -> RunResult:
+    """Extraction, report, audit and the sealed end of the trace."""
+    card, seed = config.card, config.seed
+    timelines = outcome.timelines.values()
+    options = None if card.kind == "binary" else [ep.id for ep in card.scored_endpoints]
+    leaves = [
+        Leaf(tl.id, tl.mass, tl.settlement, tl.forced_p_yes, tl.forced_probs) for tl in timelines
+    ]
+    extraction = extract(leaves, config.extraction_rule, options)
+    await writer.emit("extraction", extraction)
+    summaries = _summaries(timelines)
+    report_failed: str | None = None
+    try:
+        report = await reporter.report(
+            ReportContext(
+                card=card,
+                timelines=summaries,
+                p_yes=extraction.p_yes,
+                rng=rng_for(seed, "report"),
+                forks=tuple(
+                    sorted(
+                        outcome.forks,
+                        key=lambda f: (lineage(f["parent"]), f["tick"], lineage(f["child"])),
+                    )
+                ),
+            )
+        )
+    except ModelError as exc:
+        if isinstance(exc, ReplayMissError):
+            raise  # strict replay: a miss ends the run
+        report_failed = f"reporter failed: {exc.message}"
+        report = Report(summary=report_failed[:2000], claims=())
+    await writer.emit("report", ReportData(summary=report.summary, claims=list(report.claims)))
+    gateway = outcome.gateway
+    audit = audit_run(
+        card=card,
+        init_problems=outcome.init_problems,
+        timelines=summaries,
+        extraction=extraction,
+        claims=report.claims,
+        proposals=outcome.proposals_seen,
+        documents=(
+            {doc for rec in gateway.access_log for doc in rec.doc_ids}
+            if gateway is not None
+            else None
+        ),
+        report_failed=report_failed,
+        leakage=guard,
+    )
+    await writer.emit("audit", audit)
+    count = len(outcome.timelines)
+    await writer.emit(
+        "run_completed",
+        RunCompletedData(
+            timelines=count,
+            forks=len(outcome.forks),
+            forks_rejected=outcome.forks_rejected,
+            p_yes=extraction.p_yes,
+        ),
+        durable=True,
+    )
+    return RunResult(
+        card_id=card.id,
+        seed=seed,
+        method=config.method_label,
+        run_id=writer.run_id,
+        trace=writer.path,
+        p_yes=extraction.p_yes,
+        p_options=extraction.p_options,
+        unresolved_mass=extraction.unresolved_mass,
+        timelines=count,
+        forks=len(outcome.forks),
+        forks_rejected=outcome.forks_rejected,
+        wall_s=time.perf_counter() - started,
+        extraction=extraction,
+    )
+
+
+def _summaries(timelines: Iterable[Timeline]) -> tuple[TimelineSummary, ...]:
+    return tuple(
+        TimelineSummary(
+            tl.id,
+            tl.parent,
+            tl.fork_tick,
+            tl.mass,
+            tl.status,
+            tl.settlement,
+            tl.end_tick,
+            tl.forced_p_yes,
+        )
+        for tl in sorted(timelines, key=lambda t: lineage(t.id))
+    )
