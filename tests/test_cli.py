@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -163,12 +165,83 @@ def test_an_unwritable_output_folder_is_one_line(tmp_path: Path) -> None:
     assert "cannot write the trace" in proc.stderr
 
 
-@pytest.mark.parametrize("args", [("a.yaml", "b.yaml"), (".",)], ids=["two cards", "a folder"])
+@pytest.mark.parametrize(
+    "args",
+    [("a.yaml", "b.yaml"), ("a.yaml", "--seed", "3", "b.yaml", "c.yaml"), (".",)],
+    ids=["two cards", "three cards among options", "a folder"],
+)
 def test_run_takes_one_card_and_says_so(tmp_path: Path, args: tuple[str, ...]) -> None:
     proc = cli("run", *args, "--out", str(tmp_path / "t"), cwd=tmp_path)
     assert proc.returncode == 2
-    assert "run takes one card" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "run takes one card file" in proc.stderr and "run each card separately" in proc.stderr
     assert not (tmp_path / "t").exists()
+
+
+HELP_PAGES = """
+import json, sys
+from typer.testing import CliRunner
+from tests.support import cli_command_paths
+from worldsim.cli import app
+runner = CliRunner()
+pages = {" ".join(p): runner.invoke(app, [*p, "--help"]).output for p in [(), *cli_command_paths()]}
+sys.stdout.write(json.dumps(pages))
+"""
+
+
+def _help_pages(columns: int) -> list[str]:
+    """Every help page of the CLI as a fresh process on a terminal ``columns`` wide renders it."""
+    env = {**os.environ, "COLUMNS": str(columns)}
+    proc = subprocess.run(
+        [sys.executable, "-c", HELP_PAGES], capture_output=True, text=True, env=env, check=True
+    )
+    pages: dict[str, str] = json.loads(proc.stdout)
+    assert len(pages) > 10 and all(page.startswith("Usage: worldsim") for page in pages.values())
+    return [line for page in pages.values() for line in page.splitlines()]
+
+
+def test_help_is_wrapped_at_120_columns_on_a_narrow_terminal() -> None:
+    from worldsim.world.extraction import EXTRACTION_RULES
+
+    lines = _help_pages(80)
+    assert max(map(len, lines)) > 80  # wrapped wider than the terminal...
+    assert all(len(line) <= 120 for line in lines)  # ...at the help width
+    # every choice is listed, in full, where the option is named
+    assert f"  --extraction {'|'.join(EXTRACTION_RULES)}" in lines
+    choices = [
+        line.split()[:2] for line in lines if line.startswith(("  --cache ", "  --leakage "))
+    ]
+    assert choices == [["--cache", "use|refresh|off"], ["--leakage", "record|fail"]] * 2
+
+
+@pytest.mark.parametrize("columns", [80, 137, 200])
+def test_help_never_cuts_or_splits_a_word(columns: int) -> None:
+    lines = _help_pages(columns)
+    assert not [line for line in lines if "…" in line]  # nothing truncated
+    assert not [line for line in lines if re.search(r"[A-Za-z]-$", line)]  # e.g. "path-|ledger/1"
+
+
+def test_hindsight_subcommands_take_their_inputs_one_way() -> None:
+    """What is analysed is a positional path; the graph scored against is --hindsight FILE;
+    what is written goes to -o."""
+    import typer.main
+
+    from worldsim.cli import app
+
+    group = typer.main.get_group(app).commands["hindsight"]
+    commands = group.commands  # type: ignore[attr-defined]
+    assert set(commands) == {"validate", "forecast-graph", "ker", "sources", "pressure"}
+    for name, command in commands.items():
+        arguments = [p for p in command.params if p.param_type_name == "argument"]
+        options = {p.name: p for p in command.params if p.param_type_name == "option"}
+        assert len(arguments) == 1, name
+        assert arguments[0].metavar == arguments[0].metavar.upper(), name
+        if name == "validate":
+            assert arguments[0].metavar == "HINDSIGHT" and "hindsight" not in options
+        elif name != "forecast-graph":
+            assert options["hindsight"].opts == ["--hindsight"], name
+        if "output" in options:
+            assert options["output"].opts == ["-o", "--output"], name
 
 
 def test_replay_prints_ticks_in_simulated_order_then_the_report_and_audit(tmp_path: Path) -> None:

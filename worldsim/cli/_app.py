@@ -2,23 +2,49 @@
 
 from __future__ import annotations
 
-import logging
 import shutil
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
+import typer.core
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["app", "configure_logging", "err_console", "escape", "fail", "out_console"]
+__all__ = [
+    "app",
+    "command_group",
+    "configure_logging",
+    "err_console",
+    "escape",
+    "fail",
+    "out_console",
+]
 
 HELP_WIDTH = 120
 """Help is wrapped at this width (or the terminal's, if wider), never cut."""
 
+
+class _Group(typer.core.TyperGroup):
+    """A command group whose ``--help`` flag defaults to False.
+
+    Running a subcommand processes its groups' help flags too; typer converts a flag's value
+    through a pydantic validator unless it is already a bool, and the default ``None`` is not,
+    so ``worldsim run --help`` loaded pydantic only for that. Subcommands need not be changed:
+    when their own help flag is unset they run, and running loads pydantic anyway.
+    """
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.default = False
+        return option
+
+
 app = typer.Typer(
     name="worldsim",
+    cls=_Group,
     help="Branching, auditable multiverse simulations for forecasting agents, scored offline.",
     no_args_is_help=True,
     add_completion=False,
@@ -31,6 +57,13 @@ app = typer.Typer(
         "help_option_names": ["-h", "--help"],
     },
 )
+
+
+def command_group(name: str, help: str) -> typer.Typer:
+    """A group of subcommands (``worldsim NAME ...``), added to ``app``."""
+    group = typer.Typer(cls=_Group, help=help, no_args_is_help=True)
+    app.add_typer(group, name=name)
+    return group
 
 
 class _LazyConsole:
@@ -63,8 +96,13 @@ def escape(text: str) -> str:
     return rich_escape(text)
 
 
-def configure_logging(level: int = logging.WARNING) -> None:
-    """Route structlog to standard error: readable on a terminal, JSON lines otherwise."""
+def configure_logging(level: int | None = None) -> None:
+    """Route structlog to standard error: readable on a terminal, JSON lines otherwise.
+
+    ``level`` is a :mod:`logging` level; warnings and above by default.
+    """
+    import logging
+
     import structlog
 
     renderer: structlog.types.Processor
@@ -79,7 +117,9 @@ def configure_logging(level: int = logging.WARNING) -> None:
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.WARNING if level is None else level
+        ),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )

@@ -1,6 +1,8 @@
 """``worldsim forecast``: the direct baseline, one model call per card."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: typer reads every command's signature at
+# start-up, even for --help, and string annotations would be parsed again each time
+# (about half its work). Names imported only for type checking are quoted.
 
 import json
 import sys
@@ -20,20 +22,28 @@ _LEAKAGE_MODES = ("record", "fail")
 
 @app.command()
 def forecast(
-    card: Annotated[Path, typer.Argument(help="Scenario card (YAML or JSON), binary.")],
+    card: Annotated[
+        Path, typer.Argument(metavar="CARD", help="Scenario card (YAML or JSON), binary.")
+    ],
     model: Annotated[
         str,
         typer.Option(
-            help="Model route (provider/model). 'offline' answers with the card's base rate."
+            metavar="ROUTE",
+            help="Model route (provider/model). 'offline' answers with the card's base rate.",
         ),
     ],
     seed: Annotated[int, typer.Option(min=0, help="Seed sent with the request.")] = 0,
     role: Annotated[
-        str, typer.Option(help="The prompt role to ask (phase direct); see `worldsim roles`.")
+        str,
+        typer.Option(
+            metavar="NAME", help="The prompt role to ask (phase direct); see `worldsim roles`."
+        ),
     ] = "direct",
-    out: Annotated[Path, typer.Option(help="Folder for the trace.")] = Path("traces"),
+    out: Annotated[Path, typer.Option(metavar="DIR", help="Folder for the trace.")] = Path(
+        "traces"
+    ),
     method_label: Annotated[
-        str, typer.Option(help="Method label in the trace and its file name.")
+        str, typer.Option(metavar="NAME", help="Method label in the trace and its file name.")
     ] = "direct",
     force: Annotated[
         bool, typer.Option(help="Replace an existing trace of the same name.")
@@ -41,25 +51,37 @@ def forecast(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print one JSON object, nothing else.")
     ] = False,
-    cache: Annotated[str, typer.Option(help="Response cache: use, refresh or off.")] = "use",
+    cache: Annotated[
+        str,
+        typer.Option(metavar="|".join(_CACHE_MODES), help="Response cache: use, refresh or off."),
+    ] = "use",
     cache_path: Annotated[
         Path | None,
-        typer.Option(help="Response cache file (default: OUT/.cache/responses.sqlite)."),
+        typer.Option(
+            metavar="FILE", help="Response cache file (default: OUT/.cache/responses.sqlite)."
+        ),
     ] = None,
     replay_strict: Annotated[
         bool, typer.Option(help="Answer from the cache only; a miss is an error.")
     ] = False,
     max_cost_usd: Annotated[
-        float | None, typer.Option(min=0.0, help="Stop before a call once this much is spent.")
+        float | None,
+        typer.Option(min=0.0, metavar="USD", help="Stop before a call once this much is spent."),
     ] = None,
     prices: Annotated[
-        Path | None, typer.Option(help="Price table (YAML) extending the shipped one.")
+        Path | None,
+        typer.Option(metavar="FILE", help="Price table (YAML) extending the shipped one."),
     ] = None,
     forbidden_strings: Annotated[
-        Path | None, typer.Option(help="Strings no prompt or reply may contain, one per line.")
+        Path | None,
+        typer.Option(metavar="FILE", help="Strings no prompt or reply may contain, one per line."),
     ] = None,
     leakage: Annotated[
-        str, typer.Option(help="On a forbidden string: record it, or fail the call.")
+        str,
+        typer.Option(
+            metavar="|".join(_LEAKAGE_MODES),
+            help="On a forbidden string: record it, or fail the call.",
+        ),
     ] = "record",
 ) -> None:
     """Forecast a card with one structured model call (the direct baseline) and trace it."""

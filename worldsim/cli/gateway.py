@@ -1,6 +1,8 @@
 """``worldsim gateway``: build an evidence database and search it as of a cutoff."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: typer reads every command's signature at
+# start-up, even for --help, and string annotations would be parsed again each time
+# (about half its work). Names imported only for type checking are quoted.
 
 import json
 from datetime import datetime
@@ -9,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from worldsim.cli._app import app, escape, fail, out_console
+from worldsim.cli._app import command_group, escape, fail, out_console
 from worldsim.domain.errors import ConfigError, WorldsimError
 
 if TYPE_CHECKING:
@@ -18,11 +20,9 @@ if TYPE_CHECKING:
 
 __all__ = ["gateway_app"]
 
-gateway_app = typer.Typer(
-    help="The Temporal Gateway: ingest dated articles and search them before a cutoff.",
-    no_args_is_help=True,
+gateway_app = command_group(
+    "gateway", "The Temporal Gateway: ingest dated articles and search them before a cutoff."
 )
-app.add_typer(gateway_app, name="gateway")
 
 
 def _cutoff(text: str) -> datetime:
@@ -36,8 +36,12 @@ def _cutoff(text: str) -> datetime:
 
 @gateway_app.command("ingest")
 def ingest(
-    articles: Annotated[Path, typer.Argument(help="JSONL file, one article per line.")],
-    db: Annotated[Path, typer.Option("--db", help="Evidence database (created if missing).")],
+    articles: Annotated[
+        Path, typer.Argument(metavar="ARTICLES", help="JSONL file, one article per line.")
+    ],
+    db: Annotated[
+        Path, typer.Option("--db", metavar="PATH", help="Evidence database (created if missing).")
+    ],
 ) -> None:
     """Validate every article, then add them all to the database in one transaction.
 
@@ -51,7 +55,7 @@ def ingest(
     try:
         docs = read_articles(articles)
 
-        async def _run() -> IngestReport:
+        async def _run() -> "IngestReport":
             async with open_store(db, create=True) as store:
                 return await store.add(docs)
 
@@ -71,15 +75,20 @@ def ingest(
 
 @gateway_app.command("search")
 def search(
-    query: Annotated[str, typer.Argument(help="Free-text query.")],
-    db: Annotated[Path, typer.Option("--db", help="Evidence database.")],
+    query: Annotated[str, typer.Argument(metavar="QUERY", help="Free-text query.")],
+    db: Annotated[Path, typer.Option("--db", metavar="PATH", help="Evidence database.")],
     before: Annotated[
-        str, typer.Option("--before", help="Cutoff: only documents dated strictly before it.")
+        str,
+        typer.Option(
+            "--before", metavar="DATETIME", help="Cutoff: only documents dated strictly before it."
+        ),
     ],
-    k: Annotated[int, typer.Option("-k", min=1, max=100, help="How many results.")] = 5,
+    k: Annotated[
+        int, typer.Option("-k", metavar="N", min=1, max=100, help="How many results.")
+    ] = 5,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Search the database as the gateway would for a card whose as-of is ``--before``."""
+    """Search the database as the gateway would for a card whose as-of is --before."""
     import anyio
 
     from worldsim.gateway.gateway import Gateway
@@ -88,7 +97,7 @@ def search(
     try:
         cutoff = _cutoff(before)
 
-        async def _run() -> list[SearchResult]:
+        async def _run() -> "list[SearchResult]":
             async with open_store(db) as store:
                 return await Gateway(store, cutoff=cutoff).search(query, k)
 

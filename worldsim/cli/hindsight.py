@@ -5,17 +5,17 @@ One convention for every subcommand: what is analysed (a trace, a forecast, or f
 is ``--hindsight FILE``; what is written goes to ``-o``.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: typer reads every command's signature at
+# start-up, even for --help, and string annotations would be parsed again each time
+# (about half its work). Names imported only for type checking are quoted.
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from worldsim.cli._app import app, err_console, escape, fail, out_console
+from worldsim.cli._app import command_group, err_console, escape, fail, out_console
 from worldsim.domain.errors import ConfigError, WorldsimError
 from worldsim.scoring.hindsight import DEFAULT_DATE_WINDOW_DAYS
 
@@ -24,14 +24,13 @@ if TYPE_CHECKING:
 
 __all__ = ["hindsight_app"]
 
-hindsight_app = typer.Typer(
-    help="Hindsight evaluation: causal graphs, key-event recall, source precision, pressure.",
-    no_args_is_help=True,
+hindsight_app = command_group(
+    "hindsight",
+    "Hindsight evaluation: causal graphs, key-event recall, source precision, pressure.",
 )
-app.add_typer(hindsight_app, name="hindsight")
 
 
-def _load_checked(path: Path) -> tuple[HindsightGraph, ValidationReport]:
+def _load_checked(path: Path) -> "tuple[HindsightGraph, ValidationReport]":
     """Load a graph and refuse it on structural errors; quality warnings go to stderr."""
     from worldsim.scoring.hindsight.graph import load_hindsight, validate_graph
 
@@ -108,6 +107,9 @@ def validate(
 
 
 def _write_json(path: Path, payload: str) -> None:
+    import os
+    import tempfile
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -121,8 +123,10 @@ def _write_json(path: Path, payload: str) -> None:
 
 @hindsight_app.command("forecast-graph")
 def forecast_graph(
-    trace: Annotated[Path, typer.Argument(help="Run trace (JSONL).")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Forecast graph JSON to write.")],
+    trace: Annotated[Path, typer.Argument(metavar="TRACE", help="Run trace (JSONL).")],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", metavar="FILE", help="Forecast graph JSON to write.")
+    ],
 ) -> None:
     """Extract the simulated events of every timeline, and their causal links, from a trace."""
     from worldsim.scoring.hindsight.forecast import extract_forecast, trace_records
@@ -143,11 +147,19 @@ def forecast_graph(
 @hindsight_app.command("ker")
 def ker(
     forecast: Annotated[
-        Path, typer.Argument(help="Run trace (.jsonl), forecast graph or events JSON.")
+        Path,
+        typer.Argument(
+            metavar="FORECAST", help="Run trace (.jsonl), forecast graph or events JSON."
+        ),
     ],
-    hindsight: Annotated[Path, typer.Option("--hindsight", help="Hindsight graph JSON.")],
+    hindsight: Annotated[
+        Path, typer.Option("--hindsight", metavar="FILE", help="Hindsight graph JSON.")
+    ],
     date_window: Annotated[
-        str, typer.Option("--date-window", help="Days between matched dates, or 'none'.")
+        str,
+        typer.Option(
+            "--date-window", metavar="DAYS|none", help="Days between matched dates, or 'none'."
+        ),
     ] = str(int(DEFAULT_DATE_WINDOW_DAYS)),
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
@@ -181,8 +193,10 @@ def ker(
 
 @hindsight_app.command("sources")
 def sources(
-    trace: Annotated[Path, typer.Argument(help="Run trace (JSONL).")],
-    hindsight: Annotated[Path, typer.Option("--hindsight", help="Hindsight graph JSON.")],
+    trace: Annotated[Path, typer.Argument(metavar="TRACE", help="Run trace (JSONL).")],
+    hindsight: Annotated[
+        Path, typer.Option("--hindsight", metavar="FILE", help="Hindsight graph JSON.")
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Source precision of the documents the run's agents retrieved or cited."""
@@ -206,12 +220,19 @@ def sources(
 
 @hindsight_app.command("pressure")
 def pressure(
-    hindsight: Annotated[Path, typer.Option("--hindsight", help="Hindsight graph JSON.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Folder for chart and CSV.")],
+    hindsight: Annotated[
+        Path, typer.Option("--hindsight", metavar="FILE", help="Hindsight graph JSON.")
+    ],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", metavar="DIR", help="Folder for chart and CSV.")
+    ],
     trace: Annotated[
-        Path | None, typer.Argument(help="Run trace (JSONL) whose probability is overlaid.")
+        Path | None,
+        typer.Argument(metavar="TRACE", help="Run trace (JSONL) whose probability is overlaid."),
     ] = None,
-    market: Annotated[Path | None, typer.Option("--market", help="CSV 'date,price'.")] = None,
+    market: Annotated[
+        Path | None, typer.Option("--market", metavar="CSV", help="CSV 'date,price'.")
+    ] = None,
     image_format: Annotated[
         Literal["png", "svg"], typer.Option("--format", help="Image format.")
     ] = "png",

@@ -1,33 +1,44 @@
 """``worldsim prereg lock``: fix the analysis and the prediction inputs before labels are opened."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: typer reads every command's signature at
+# start-up, even for --help, and string annotations would be parsed again each time
+# (about half its work). Names imported only for type checking are quoted.
 
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from worldsim.cli._app import app, out_console
+from worldsim.cli._app import command_group, out_console
 
 __all__ = ["lock_command", "prereg_app"]
 
-prereg_app = typer.Typer(help="Pre-registration: lock the analysis before labels are opened.")
-app.add_typer(prereg_app, name="prereg")
+prereg_app = command_group(
+    "prereg", "Pre-registration: lock the analysis before labels are opened."
+)
 
 
 @prereg_app.command("lock")
 def lock_command(
     prereg: Annotated[
-        Path, typer.Argument(help="The prereg YAML (see docs/prereg-template.yaml).")
+        Path,
+        typer.Argument(metavar="PREREG", help="The prereg YAML (see docs/prereg-template.yaml)."),
     ],
     predictions: Annotated[
-        list[Path], typer.Option("--predictions", help="Prediction inputs (files or folders).")
+        list[Path],
+        typer.Option(
+            "--predictions", metavar="INPUT", help="Prediction inputs (files or folders)."
+        ),
     ],
-    out: Annotated[Path, typer.Option("-o", "--out", help="The lock file to write (JSON).")],
+    out: Annotated[
+        Path, typer.Option("-o", "--out", metavar="FILE", help="The lock file to write (JSON).")
+    ],
     more: Annotated[
         list[Path] | None,
         typer.Argument(
-            help="Further prediction inputs, as in --predictions A B C.", show_default=False
+            metavar="INPUT",
+            help="Further prediction inputs, as in --predictions A B C.",
+            show_default=False,
         ),
     ] = None,
 ) -> None:

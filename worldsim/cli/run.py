@@ -1,9 +1,10 @@
 """``worldsim run``, ``replay``, ``verify`` and ``roles``: the engine's commands."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: typer reads every command's signature at
+# start-up, even for --help, and string annotations would be parsed again each time
+# (about half its work). Names imported only for type checking are quoted.
 
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -34,7 +35,7 @@ __all__: list[str] = []
 class _Progress:
     """Turns engine events into a live rich display on standard error."""
 
-    def __init__(self, progress: Progress, label: str, ticks: int) -> None:
+    def __init__(self, progress: "Progress", label: str, ticks: int) -> None:
         self.progress = progress
         self.task = progress.add_task(label, total=ticks, status="")
         self.ticks = ticks
@@ -64,24 +65,20 @@ class _Progress:
         )
 
 
-def _one_card(cards: list[Path] | None) -> Path | None:
+def _one_card(card: Path | None, extra: list[str]) -> Path | None:
     """The one card of ``run``; several cards or a folder are a study, said plainly."""
-    if not cards:
-        return None
-    if len(cards) > 1:
+    if extra:
         raise ConfigError(
-            f"run takes one card, not {len(cards)}: run each card on its own (same --out folder)",
-            field="card",
+            f"run takes one card file, not {1 + len(extra)}; run each card separately"
         )
-    if cards[0].is_dir():
+    if card is not None and card.is_dir():
         raise ConfigError(
-            "run takes one card file, not a folder: run each card in it on its own",
-            file=cards[0],
+            "run takes one card file, not a folder; run each card separately", file=card
         )
-    return cards[0]
+    return card
 
 
-def _resume(trace: Path, models: ModelConfig, json_out: bool) -> None:
+def _resume(trace: Path, models: "ModelConfig", json_out: bool) -> None:
     import anyio
 
     from worldsim.sim.session import resume_run
@@ -94,7 +91,7 @@ def _resume(trace: Path, models: ModelConfig, json_out: bool) -> None:
     out_console.print(f"resumed and completed: {result.trace}", highlight=False)
 
 
-def _summary_table(results: list[RunResult]) -> Table:
+def _summary_table(results: "list[RunResult]") -> "Table":
     from rich.table import Table
 
     table = Table(title="worldsim run", show_lines=False)
@@ -152,7 +149,7 @@ def _given(ctx: typer.Context) -> set[str]:
     return given
 
 
-def _run_config(ctx: typer.Context, config_file: Path | None, card: Path | None) -> RunConfig:
+def _run_config(ctx: typer.Context, config_file: Path | None, card: Path | None) -> "RunConfig":
     """The run's settings: the config file if given, with every option typed on the command
     line taking precedence over the file's value."""
     from worldsim.domain.config import RunConfig, load_run_config
@@ -181,28 +178,46 @@ def _run_config(ctx: typer.Context, config_file: Path | None, card: Path | None)
     return config.model_copy(update={"extra_roles": tuple(dict.fromkeys(roles))})
 
 
-@app.command()
+# Further positional arguments are collected (not refused by typer) so that several cards get
+# the one-line answer of `_one_card`.
+@app.command(context_settings={"allow_extra_args": True})
 def run(
     ctx: typer.Context,
-    cards: Annotated[
-        list[Path] | None,
+    card: Annotated[
+        Path | None,
         typer.Argument(
-            help="The scenario card (YAML or JSON); omit with --resume.", metavar="CARD"
+            help="One scenario card file (YAML or JSON); omit with --config or --resume.",
+            metavar="CARD",
         ),
     ] = None,
-    policy: Annotated[str, typer.Option(help="Policy preset name or file.")] = "branching",
-    model: Annotated[str, typer.Option(help="Model route for every role.")] = "offline",
+    policy: Annotated[
+        str,
+        typer.Option(
+            metavar="NAME|FILE",
+            help="Branch policy: a preset (no_branch, branching, adaptive, or one in ./policies)"
+            " or a policy file.",
+        ),
+    ] = "branching",
+    model: Annotated[
+        str, typer.Option(metavar="ROUTE", help="Model route for every role (provider/model).")
+    ] = "offline",
     seed: Annotated[int, typer.Option(min=0, help="Seed of the first run.")] = 0,
     replicates: Annotated[int, typer.Option(min=1, help="Runs with seeds SEED..SEED+N-1.")] = 1,
     ticks: Annotated[
         int | None, typer.Option(min=1, max=10_000, help="Ticks (default: policy, else 8).")
     ] = None,
-    out: Annotated[Path, typer.Option(help="Folder for the traces.")] = Path("traces"),
+    out: Annotated[Path, typer.Option(metavar="DIR", help="Folder for the traces.")] = Path(
+        "traces"
+    ),
     extraction: Annotated[
-        str, typer.Option(help=f"Extraction rule: {', '.join(EXTRACTION_RULES)}.")
+        str,
+        typer.Option(
+            metavar="|".join(EXTRACTION_RULES),
+            help="How p_yes is read from the finished timelines.",
+        ),
     ] = "path-ledger/1",
     method_label: Annotated[
-        str | None, typer.Option(help="Method label (default: the policy name).")
+        str | None, typer.Option(metavar="NAME", help="Method label (default: the policy name).")
     ] = None,
     force: Annotated[bool, typer.Option(help="Replace existing traces of the same name.")] = False,
     json_out: Annotated[
@@ -210,44 +225,57 @@ def run(
     ] = False,
     role_model: Annotated[
         list[str] | None,
-        typer.Option(help="ROLE=ROUTE for one role (repeatable), e.g. cohort=openai/gpt-4o-mini."),
+        typer.Option(
+            metavar="ROLE=ROUTE",
+            help="The route of one role (repeatable), e.g. cohort=openai/gpt-4o-mini.",
+        ),
     ] = None,
     role: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="NAME",
             help="Add a role to the run (repeatable): a tick role acts as its own agent on every "
-            "timeline; an init, review or report role takes that phase. See `worldsim roles`."
+            "timeline; an init, review or report role takes that phase. See `worldsim roles`.",
         ),
     ] = None,
     max_connections: Annotated[
         int, typer.Option(min=1, help="Concurrent requests per route, shared by all timelines.")
     ] = 8,
-    cache: Annotated[str, typer.Option(help="Response cache: use, refresh or off.")] = "use",
+    cache: Annotated[
+        str, typer.Option(metavar="use|refresh|off", help="Response cache: use, refresh or off.")
+    ] = "use",
     cache_path: Annotated[
-        Path | None, typer.Option(help="Cache file (default OUT/.cache/responses.sqlite).")
+        Path | None,
+        typer.Option(metavar="FILE", help="Cache file (default OUT/.cache/responses.sqlite)."),
     ] = None,
     replay_strict: Annotated[
-        bool, typer.Option(help="A cache miss is an error (replay without calling a model).")
+        bool, typer.Option(help="A cache miss is an error: replay, call no model.")
     ] = False,
     max_cost_usd: Annotated[
-        float | None, typer.Option(min=0.0, help="Stop cleanly at this spend; resumable.")
+        float | None,
+        typer.Option(min=0.0, metavar="USD", help="Stop cleanly at this spend; resumable."),
     ] = None,
     prices: Annotated[
-        Path | None, typer.Option(help="Price table YAML overriding the shipped one.")
+        Path | None,
+        typer.Option(metavar="FILE", help="Price table YAML overriding the shipped one."),
     ] = None,
     forbidden_strings: Annotated[
-        Path | None, typer.Option(help="Strings that must never appear in a prompt or reply.")
+        Path | None,
+        typer.Option(metavar="FILE", help="Strings that must never appear in a prompt or reply."),
     ] = None,
     leakage: Annotated[
-        str, typer.Option(help="On a forbidden string: record (default) or fail.")
+        str,
+        typer.Option(metavar="record|fail", help="On a forbidden string: record it, or fail."),
     ] = "record",
     resume: Annotated[
-        Path | None, typer.Option(help="Continue the run recorded in this trace.")
+        Path | None,
+        typer.Option(metavar="TRACE", help="Continue the run recorded in this trace."),
     ] = None,
     config_file: Annotated[
         Path | None,
         typer.Option(
             "--config",
+            metavar="FILE",
             help="Run settings from a YAML file (a RunConfig); options typed on the command "
             "line override the file's values.",
         ),
@@ -262,6 +290,8 @@ def run(
     With --config FILE, the settings come from FILE (card, policy, seed, ticks, roles, models;
     relative paths are read from FILE's folder) and any option given here overrides them.
     """
+    import statistics
+
     import anyio
     from pydantic import ValidationError
 
@@ -271,7 +301,7 @@ def run(
     from worldsim.sim.session import run_card
     from worldsim.sim.settlement import trace_name
 
-    card = _one_card(cards)
+    card = _one_card(card, ctx.args)
     if resume is not None:
         if card is not None or config_file is not None:
             raise ConfigError("give a card, --config or --resume TRACE, not two", field="resume")
@@ -340,17 +370,23 @@ def run(
 
 @app.command()
 def replay(
-    trace: Annotated[Path, typer.Argument(help="Trace file (JSONL).")],
-    tick: Annotated[int | None, typer.Option(help="Only this tick.")] = None,
-    timeline: Annotated[str | None, typer.Option(help="Only this timeline id (e.g. t0.1).")] = None,
+    trace: Annotated[Path, typer.Argument(metavar="TRACE", help="Trace file (JSONL).")],
+    tick: Annotated[int | None, typer.Option(metavar="K", help="Only this tick.")] = None,
+    timeline: Annotated[
+        str | None, typer.Option(metavar="ID", help="Only this timeline id (e.g. t0.1).")
+    ] = None,
     json_out: Annotated[
-        bool, typer.Option("--json", help="One JSON object per timeline-tick.")
+        bool,
+        typer.Option(
+            "--json",
+            help="JSON lines: one per timeline-tick, then the report and audit, then the check.",
+        ),
     ] = False,
 ) -> None:
     """Rebuild a run tick by tick from its trace alone, with no model call.
 
     Prints in simulated order (tick, then timeline), then the report's claims and the audit
-    vector, and ends by re-extracting p_yes and comparing it with the recorded one.
+    vector, and ends by extracting p_yes again and comparing it with the recorded one.
     """
     from worldsim.trace.reader import read_trace
     from worldsim.trace.replay import TickStep, re_extract, replay_steps
@@ -405,7 +441,7 @@ def replay(
         )
 
 
-def _print_outcome(tr: Trace, json_out: bool) -> None:
+def _print_outcome(tr: "Trace", json_out: bool) -> None:
     """The run's report (summary and claims with their references) and its audit vector."""
     effective = tr.effective
     report = next((line.data for line in reversed(effective) if line.type == "report"), None)
@@ -433,10 +469,12 @@ def _print_outcome(tr: Trace, json_out: bool) -> None:
         for key, value in audit.model_dump(mode="json").items():
             if isinstance(value, list):
                 value = "; ".join(str(v) for v in value) or "none"
+            elif isinstance(value, float):
+                value = f"{value:.12g}"  # 12 significant digits: no float noise
             out_console.print(f"  {key}: {escape(str(value))}", highlight=False)
 
 
-def _replay_direct(tr: Trace, json_out: bool) -> None:
+def _replay_direct(tr: "Trace", json_out: bool) -> None:
     """A direct trace has no world to rebuild: check its extraction against the model's reply."""
     from worldsim.trace.replay import replay_direct
 
@@ -465,7 +503,7 @@ def _replay_direct(tr: Trace, json_out: bool) -> None:
         )
 
 
-def _print_step(step: TickStep) -> None:
+def _print_step(step: "TickStep") -> None:
     out_console.rule(
         f"{step.timeline} · tick {step.tick} · {step.date or ''} · mass {step.mass:.4f}",
         style="cyan",
@@ -505,7 +543,7 @@ def _print_step(step: TickStep) -> None:
 
 @app.command()
 def verify(
-    trace: Annotated[Path, typer.Argument(help="Trace file (JSONL).")],
+    trace: Annotated[Path, typer.Argument(metavar="TRACE", help="Trace file (JSONL).")],
     canonical: Annotated[bool, typer.Option(help="Print the canonical hash.")] = False,
 ) -> None:
     """Check a trace's hash chain and invariants; exit 0 when sound and complete.

@@ -1,6 +1,8 @@
 """``worldsim score``: batch-score completed traces and prediction tables against labels."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: typer reads every command's signature at
+# start-up, even for --help, and string annotations would be parsed again each time
+# (about half its work). Names imported only for type checking are quoted.
 
 import json
 from pathlib import Path
@@ -30,39 +32,63 @@ def parse_tie_eps(text: str) -> tuple[float, ...]:
 @app.command("score")
 def score_command(
     inputs: Annotated[
-        list[Path], typer.Argument(help="Trace files or folders, or prediction tables (CSV/JSONL).")
+        list[Path],
+        typer.Argument(
+            metavar="INPUT", help="Trace files or folders, or prediction tables (CSV/JSONL)."
+        ),
     ],
     labels: Annotated[
-        Path, typer.Option("--labels", help="Labels: CSV, JSONL, YAML/JSON or a folder.")
+        Path,
+        typer.Option("--labels", metavar="PATH", help="Labels: CSV, JSONL, YAML/JSON or a folder."),
     ],
     compare: Annotated[
-        list[str] | None, typer.Option("--compare", help="BASELINE:METHOD (repeatable).")
+        list[str] | None,
+        typer.Option(
+            "--compare", metavar="BASELINE:METHOD", help="A paired comparison (repeatable)."
+        ),
     ] = None,
     tie_eps: Annotated[
         str | None,
-        typer.Option("--tie-eps", help="Practical-tie thresholds (default 0,0.0001,0.001)."),
+        typer.Option(
+            "--tie-eps",
+            metavar="EPS,EPS,...",
+            help="Practical-tie thresholds (default 0,0.0001,0.001).",
+        ),
     ] = None,
     bootstrap: Annotated[
-        int | None, typer.Option("--bootstrap", help="Bootstrap resamples (default 10000).")
+        int | None,
+        typer.Option("--bootstrap", metavar="N", help="Bootstrap resamples (default 10000)."),
     ] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Bootstrap seed (default 0).")] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", metavar="N", help="Bootstrap seed (default 0).")
+    ] = None,
     level: Annotated[
-        float | None, typer.Option("--level", help="Interval level (default 0.95).")
+        float | None, typer.Option("--level", metavar="P", help="Interval level (default 0.95).")
     ] = None,
     blend: Annotated[
-        list[str] | None, typer.Option("--blend", help="NAME=METHOD:W,METHOD:W (weights sum to 1).")
+        list[str] | None,
+        typer.Option(
+            "--blend",
+            metavar="NAME=METHOD:W,METHOD:W",
+            help="A blend of methods, weights summing to 1 (repeatable).",
+        ),
     ] = None,
     uniform: Annotated[
         bool, typer.Option("--uniform", help="Add the always-0.5 method 'uniform'.")
     ] = False,
     cutoffs: Annotated[
-        Path | None, typer.Option("--cutoffs", help="Model → knowledge cutoff (YAML/JSON/CSV).")
+        Path | None,
+        typer.Option("--cutoffs", metavar="FILE", help="Model → knowledge cutoff (YAML/JSON/CSV)."),
     ] = None,
     cards: Annotated[
-        Path | None, typer.Option("--cards", help="Folder of cards, for as-of dates of table rows.")
+        Path | None,
+        typer.Option(
+            "--cards", metavar="DIR", help="Folder of cards, for as-of dates of table rows."
+        ),
     ] = None,
     prereg: Annotated[
-        Path | None, typer.Option("--prereg", help="A prereg lock to verify and follow.")
+        Path | None,
+        typer.Option("--prereg", metavar="LOCK", help="A prereg lock to verify and follow."),
     ] = None,
     allow_unlabelled: Annotated[
         bool,
@@ -70,11 +96,12 @@ def score_command(
             "--allow-unlabelled", help="Report predicted cards without a label instead of failing."
         ),
     ] = False,
-    bins: Annotated[int, typer.Option("--bins", help="Calibration bins.", min=1)] = 10,
+    bins: Annotated[int, typer.Option("--bins", metavar="N", help="Calibration bins.", min=1)] = 10,
     hindsight: Annotated[
         Path | None,
         typer.Option(
             "--hindsight",
+            metavar="DIR",
             help="Folder of hindsight graphs <card-id>.json: adds the three axes (KER, SrcP).",
         ),
     ] = None,
@@ -82,18 +109,23 @@ def score_command(
         str | None,
         typer.Option(
             "--date-window",
+            metavar="DAYS|none",
             help="KER: days between matched dates, or 'none' (default 7; needs --hindsight).",
         ),
     ] = None,
-    json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON report.")] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", metavar="FILE", help="Write the JSON report.")
+    ] = None,
     csv_path: Annotated[
-        Path | None, typer.Option("--csv", help="Write the per-card table as CSV.")
+        Path | None, typer.Option("--csv", metavar="FILE", help="Write the per-card table as CSV.")
     ] = None,
     markdown_path: Annotated[
-        Path | None, typer.Option("--markdown", help="Write the per-card table as Markdown.")
+        Path | None,
+        typer.Option("--markdown", metavar="FILE", help="Write the per-card table as Markdown."),
     ] = None,
     plots: Annotated[
-        Path | None, typer.Option("--plots", help="Folder for figures and their CSVs.")
+        Path | None,
+        typer.Option("--plots", metavar="DIR", help="Folder for figures and their CSVs."),
     ] = None,
 ) -> None:
     """Score forecasts against labels: proper scores, paired comparisons, calibration."""
