@@ -218,3 +218,17 @@ def test_an_entry_point_role_acts_with_its_model_on_a_server(
     assert trace.started.routes["forecaster"] == "stub/test-model"
     proposals, decided = _reviewed(result.trace, "forecaster")
     assert proposals and len(decided) == len(proposals)
+
+
+def test_a_card_or_policy_roles_list_adds_roles_to_a_library_run(
+    demo_card: Card, run: RunFn
+) -> None:
+    card = Card.model_validate({**demo_card.model_dump(mode="json"), "roles": ["market_maker"]})
+    result = run(card, "no_branch", 3, ticks=2)
+    trace = read_trace(result.trace)
+    assert trace.started.extra_roles == ["market_maker"]
+    proposals, decided = _reviewed(result.trace, "market_maker")
+    assert len(proposals) == 2 and len(decided) == len(proposals)
+    policy = load_policy("no_branch").model_copy(update={"roles": ("market_maker",)})
+    again = read_trace(run(demo_card, policy, 3, ticks=2).trace)
+    assert again.started.extra_roles == ["market_maker"]

@@ -6,6 +6,7 @@ otherwise, always on standard error so standard output stays clean for ``--json`
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 from worldsim.cli._app import app, configure_logging, fail
@@ -13,13 +14,10 @@ from worldsim.domain.errors import WorldsimError
 
 __all__ = ["app", "main"]
 
-# Each module adds its subcommands to ``app`` when imported.
-from worldsim.cli import forecast as _forecast  # noqa: F401
-from worldsim.cli import gateway as _gateway  # noqa: F401
-from worldsim.cli import hindsight as _hindsight  # noqa: F401
-from worldsim.cli import prereg as _prereg  # noqa: F401
-from worldsim.cli import run as _run  # noqa: F401
-from worldsim.cli import score as _score  # noqa: F401
+# Each module adds its subcommands to ``app`` when imported, in this order (help lists them so).
+COMMAND_MODULES = ("run", "trace", "roles", "forecast", "score", "gateway", "hindsight", "prereg")
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"worldsim.cli.{_name}")
 
 
 def main() -> None:

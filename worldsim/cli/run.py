@@ -1,4 +1,4 @@
-"""``worldsim run``, ``replay``, ``verify`` and ``roles``: the engine's commands."""
+"""``worldsim run``: run a card (or resume a run) and write its traces."""
 
 # No `from __future__ import annotations` here: typer reads every command's signature at
 # start-up, even for --help, and string annotations would be parsed again each time
@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from worldsim.cli._app import app, err_console, escape, out_console
-from worldsim.domain.contracts import lineage
-from worldsim.domain.errors import ConfigError, TraceError
+from worldsim.cli._app import app, err_console, out_console
+from worldsim.domain.errors import ConfigError
 from worldsim.world.extraction import EXTRACTION_RULES
 
 if TYPE_CHECKING:
@@ -23,8 +22,6 @@ if TYPE_CHECKING:
 
     from worldsim.domain.config import ModelConfig, RunConfig
     from worldsim.sim.settlement import RunResult
-    from worldsim.trace.reader import Trace
-    from worldsim.trace.replay import TickStep
 
 # Commands import the engine, the models and the trace machinery when they run, so that
 # `worldsim --help` and `worldsim roles` start without numpy, openai or aiosqlite.
@@ -174,8 +171,7 @@ def _run_config(ctx: typer.Context, config_file: Path | None, card: Path | None)
         if config_file is None or exc.file is not None:
             raise
         raise ConfigError(exc.message, file=config_file, field=exc.field) from None
-    roles = (*config.card.roles, *config.policy.roles, *config.extra_roles)
-    return config.model_copy(update={"extra_roles": tuple(dict.fromkeys(roles))})
+    return config
 
 
 # Further positional arguments are collected (not refused by typer) so that several cards get
@@ -366,236 +362,3 @@ def run(
             f"over {len(ps)} replicates"
         )
     out_console.print(f"wall time {time.perf_counter() - started:.2f} s")
-
-
-@app.command()
-def replay(
-    trace: Annotated[Path, typer.Argument(metavar="TRACE", help="Trace file (JSONL).")],
-    tick: Annotated[int | None, typer.Option(metavar="K", help="Only this tick.")] = None,
-    timeline: Annotated[
-        str | None, typer.Option(metavar="ID", help="Only this timeline id (e.g. t0.1).")
-    ] = None,
-    json_out: Annotated[
-        bool,
-        typer.Option(
-            "--json",
-            help="JSON lines: one per timeline-tick, then the report and audit, then the check.",
-        ),
-    ] = False,
-) -> None:
-    """Rebuild a run tick by tick from its trace alone, with no model call.
-
-    Prints in simulated order (tick, then timeline), then the report's claims and the audit
-    vector, and ends by extracting p_yes again and comparing it with the recorded one.
-    """
-    from worldsim.trace.reader import read_trace
-    from worldsim.trace.replay import TickStep, re_extract, replay_steps
-
-    tr = read_trace(trace)
-    if tr.torn_line is not None:
-        err_console.print(f"note: torn final line {tr.torn_line} ignored (the run was cut off)")
-    if tr.started.kind == "direct":
-        _replay_direct(tr, json_out)
-        return
-    recorded = recomputed = None  # a mismatch raises TraceError: one line, exit 1
-    steps: list[TickStep] = []
-    for item in replay_steps(tr):
-        if isinstance(item, TickStep):
-            if (tick is None or item.tick == tick) and (
-                timeline is None or item.timeline == timeline
-            ):
-                steps.append(item)
-        elif item[0] == "extraction":
-            recorded, leaves = item[1]
-            if recorded is not None:
-                recomputed = re_extract(tr, recorded, leaves)
-    # simulated order: tick by tick, and within a tick the timelines in lineage order
-    steps.sort(key=lambda step: (step.tick, lineage(step.timeline)))
-    for step in steps:
-        if json_out:
-            sys.stdout.write(json.dumps(step.as_json()) + "\n")
-        else:
-            _print_step(step)
-    if tick is None and timeline is None:
-        _print_outcome(tr, json_out)
-    if recorded is None:
-        msg = "no extraction recorded (the run did not finish); nothing to compare"
-        if json_out:
-            sys.stdout.write(json.dumps({"extraction": None, "note": msg}) + "\n")
-        else:
-            out_console.print(msg)
-        return
-    replayed = recomputed.p_yes if recomputed is not None else None
-    if json_out:
-        line = {
-            "rule": recorded.rule,
-            "recorded_p_yes": recorded.p_yes,
-            "replayed_p_yes": replayed,
-            "matches": True,
-        }
-        sys.stdout.write(json.dumps({"extraction": line}) + "\n")
-    else:
-        out_console.print(
-            f"re-extracted p_yes {replayed!r} under {recorded.rule}: matches the recorded "
-            f"{recorded.p_yes!r}"
-        )
-
-
-def _print_outcome(tr: "Trace", json_out: bool) -> None:
-    """The run's report (summary and claims with their references) and its audit vector."""
-    effective = tr.effective
-    report = next((line.data for line in reversed(effective) if line.type == "report"), None)
-    audit = next((line.data for line in reversed(effective) if line.type == "audit"), None)
-    if json_out:
-        payload = {
-            "report": report.model_dump(mode="json") if report is not None else None,
-            "audit": audit.model_dump(mode="json") if audit is not None else None,
-        }
-        sys.stdout.write(json.dumps(payload) + "\n")
-        return
-    if report is not None:
-        out_console.rule("report", style="cyan")
-        out_console.print(escape(report.summary), highlight=False)
-        for claim in report.claims:
-            refs = "; ".join(
-                ", ".join(f"{k} {v}" for k, v in ref.model_dump(exclude_none=True).items())
-                for ref in claim.refs
-            )
-            out_console.print(
-                f"  • {escape(claim.text)}  [dim]({escape(refs)})[/]", highlight=False
-            )
-    if audit is not None:
-        out_console.rule("audit", style="cyan")
-        for key, value in audit.model_dump(mode="json").items():
-            if isinstance(value, list):
-                value = "; ".join(str(v) for v in value) or "none"
-            elif isinstance(value, float):
-                value = f"{value:.12g}"  # 12 significant digits: no float noise
-            out_console.print(f"  {key}: {escape(str(value))}", highlight=False)
-
-
-def _replay_direct(tr: "Trace", json_out: bool) -> None:
-    """A direct trace has no world to rebuild: check its extraction against the model's reply."""
-    from worldsim.trace.replay import replay_direct
-
-    result = replay_direct(tr)
-    recorded = result.recorded
-    if recorded is None:
-        msg = "direct trace with no extraction (the model call failed); nothing to compare"
-        if json_out:
-            sys.stdout.write(json.dumps({"extraction": None, "note": msg}) + "\n")
-        else:
-            out_console.print(msg)
-        return
-    replayed = result.recomputed.p_yes if result.recomputed else None
-    if json_out:
-        extraction = {
-            "rule": recorded.rule,
-            "recorded_p_yes": recorded.p_yes,
-            "replayed_p_yes": replayed,
-            "matches": result.matches,
-        }
-        sys.stdout.write(json.dumps({"extraction": extraction}) + "\n")
-    else:
-        out_console.print(
-            f"direct trace: p_yes {replayed!r} from the recorded reply under {recorded.rule} "
-            f"matches the recorded {recorded.p_yes!r}"
-        )
-
-
-def _print_step(step: "TickStep") -> None:
-    out_console.rule(
-        f"{step.timeline} · tick {step.tick} · {step.date or ''} · mass {step.mass:.4f}",
-        style="cyan",
-    )
-    for obs in step.observations:
-        out_console.print(f"  event  {obs.id}: {obs.title}", highlight=False)
-    accepted = {(r.agent, r.index) for r in step.review.accepted} if step.review else set()
-    for p in step.proposals:
-        mark = "✓" if (p.agent, p.index) in accepted else "✗"
-        out_console.print(f"  {mark} {p.agent}#{p.index}: {p.summary}", highlight=False)
-    if step.review is not None:
-        for r in step.review.rejected:
-            out_console.print(f"    rejected {r.agent}#{r.index}: {r.reason}", highlight=False)
-        out_console.print(
-            f"  review: {step.review.decision} — {step.review.reason}", highlight=False
-        )
-    for endpoint, old, new in step.ledger_changes:
-        out_console.print(f"  ledger {endpoint}: {old} → {new}", highlight=False)
-    for f in step.forks:
-        out_console.print(
-            f"  fork → {f.child} on '{f.candidate.hypothesis}' p={f.candidate.probability:.3f} "
-            f"mass {f.mass_child:.4f}",
-            highlight=False,
-        )
-    for r in step.rejected:
-        outcome = (
-            ""
-            if r.came_true is None
-            else f" (sampled: {'came true' if r.came_true else 'did not'})"
-        )
-        out_console.print(f"  fork rejected: {r.reason}{outcome}", highlight=False)
-    pressure = ", ".join(f"{k}={v:+.3f}" for k, v in sorted(step.state.pressure.items()))
-    out_console.print(
-        f"  pressure {pressure} · status {step.status} · digest {step.digest[:12]}", highlight=False
-    )
-
-
-@app.command()
-def verify(
-    trace: Annotated[Path, typer.Argument(metavar="TRACE", help="Trace file (JSONL).")],
-    canonical: Annotated[bool, typer.Option(help="Print the canonical hash.")] = False,
-) -> None:
-    """Check a trace's hash chain and invariants; exit 0 when sound and complete.
-
-    Exit 1 names the first bad line; exit 3 means sound but incomplete (a torn final line or no
-    terminal record: the run was cut off and can be resumed).
-    """
-    from worldsim.trace.verify import verify_trace
-
-    try:
-        result = verify_trace(trace)
-    except TraceError as exc:
-        err_console.print(f"[bold red]FAIL[/] {exc}", highlight=False)
-        raise typer.Exit(1) from None
-    if canonical:
-        out_console.print(result.canonical, highlight=False)
-    lines = [f"{result.records} records, chain intact"]
-    if result.replay.mass_sum is not None:
-        lines.append(f"mass sums to {result.replay.mass_sum:.12f}")
-    if result.replay.recorded is not None:
-        lines.append(f"extraction recomputed (p_yes {result.replay.recorded.p_yes})")
-    if result.torn_line is not None:
-        lines.append(f"torn final line {result.torn_line} ignored")
-    if not result.complete:
-        lines.append(f"incomplete: ends with {result.terminal or 'no terminal record'}")
-    status = "[bold green]OK[/]" if result.exit_code == 0 else "[bold yellow]INCOMPLETE[/]"
-    err_console.print(f"{status} {trace}: " + "; ".join(lines), highlight=False)
-    if result.exit_code:
-        raise typer.Exit(result.exit_code)
-
-
-@app.command()
-def roles() -> None:
-    """List every runnable role, with its phase, output, prompt version and source.
-
-    Prompt roles come from agents/ files (bundled, or the project's own), Python roles from the
-    entry point group worldsim.roles.
-    """
-    from rich.table import Table
-
-    from worldsim.roles.registry import registered_roles
-
-    table = Table(title="Roles")
-    for col in ("name", "phase", "output", "version", "source", "description"):
-        table.add_column(col, overflow="fold")
-    for spec in registered_roles().values():
-        table.add_row(
-            spec.name,
-            spec.phase,
-            spec.output or "(python)",
-            spec.version,
-            spec.source,
-            spec.description,
-        )
-    out_console.print(table)

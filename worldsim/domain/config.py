@@ -85,8 +85,7 @@ class RunConfig(_Frozen):
     """Slot overrides: which role plays ``initializer``, ``governance``, ``reporter`` or a tick
     role named in the card's seeds."""
     extra_roles: tuple[str, ...] = ()
-    """Roles added to the run (``--role``, a card's or policy's ``roles:``): a tick role acts as
-    its own agent on every timeline; an init, review or report role takes that phase's slot."""
+    """Roles added to this run (``--role``), beside the card's and the policy's ``roles:``."""
     card_path: Path | None = None
     models: ModelConfig = Field(default_factory=ModelConfig)
 
@@ -97,6 +96,13 @@ class RunConfig(_Frozen):
     @property
     def effective_ticks(self) -> int:
         return self.ticks or self.policy.ticks or DEFAULT_TICKS
+
+    @property
+    def added_roles(self) -> tuple[str, ...]:
+        """Every role added to the run, once each: the card's ``roles:``, the policy's, then
+        ``extra_roles``. A tick role acts as its own agent on every timeline; an init, review
+        or report role takes that phase's slot."""
+        return tuple(dict.fromkeys((*self.card.roles, *self.policy.roles, *self.extra_roles)))
 
     @property
     def method_label(self) -> str:

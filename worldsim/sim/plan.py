@@ -66,7 +66,7 @@ def role_plan(config: RunConfig) -> dict[str, RoleSpec]:
     if seeds is not None:
         tick_names |= {a.role for a in seeds.actors} | {c.role for c in seeds.cohorts}
     plan: dict[str, RoleSpec] = {}
-    for name in config.extra_roles:
+    for name in config.added_roles:
         spec = get_role(name)
         if spec.phase == "tick":
             plan[f"tick:{name}"] = spec

@@ -134,7 +134,7 @@ class Engine:
     def _add_role_agents(self, state: WorldState) -> WorldState:
         """Each added tick role joins the world as its own actor, acting every tick."""
         actors = state.actors
-        for name in self.config.extra_roles:
+        for name in self.config.added_roles:
             if f"tick:{name}" in self.roles and name not in actors:
                 actors = actors.set(
                     name,
@@ -177,7 +177,7 @@ class Engine:
                 extraction_rule=config.extraction_rule,
                 card_path=str(config.card_path) if config.card_path else None,
                 role_overrides=dict(config.roles),
-                extra_roles=list(config.extra_roles),
+                extra_roles=list(config.added_roles),
                 config=config.to_dict(),
             ),
         )

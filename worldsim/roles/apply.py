@@ -1,0 +1,264 @@
+"""How a model's reply is applied to the world: the checks between an output and the engine.
+
+Content that is valid JSON but makes no sense in the world (unknown proposal or endpoint ids,
+impossible ledger moves, roles that do not exist) is dropped here, with a reason that the
+review or the initialization problems carry into the trace.
+
+* :func:`review_from_output` — a ``GovernanceOutput`` becomes the tick's :class:`Review`;
+* :func:`seeds_from_output` — a ``WorldOutput`` becomes the card's :class:`Seeds`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from worldsim.domain.cards import (
+    ActorSeed,
+    CohortSeed,
+    EventSeed,
+    HypothesisSeed,
+    RelationSeed,
+    Seeds,
+)
+from worldsim.domain.outputs import GovernanceOutput, InitActor, InitCohort, WorldOutput
+from worldsim.roles.registry import registered_roles
+from worldsim.world.moves import BranchCandidate, ProposalRef, RejectedProposal, Review
+from worldsim.world.state import EvidenceIn, LedgerUpdate, SetHypothesis, ShiftPressure
+from worldsim.world.views import InitContext, ReviewContext
+
+__all__ = ["review_from_output", "seeds_from_output"]
+
+
+def review_from_output(out: GovernanceOutput, ctx: ReviewContext) -> Review:
+    """Turn a model's verdict into a Review, dropping what the world cannot take, with reasons."""
+    state = ctx.state
+    notes: list[str] = []
+    by_id = {f"{p.agent}#{p.index}": p for p in ctx.proposals}
+    scored = {ep.id for ep in state.scored}
+    known = {ep.id for ep in state.endpoints}
+    accepted: list[ProposalRef] = []
+    rejected: list[RejectedProposal] = []
+    deltas: list[Any] = []
+    for pid in dict.fromkeys(out.accepted):
+        p = by_id.get(pid)
+        if p is None:
+            notes.append(f"accepted unknown proposal '{pid}': ignored")
+            continue
+        accepted.append(ProposalRef(agent=p.agent, index=p.index))
+        deltas.extend(p.deltas)
+    decided = {f"{r.agent}#{r.index}" for r in accepted}
+    for r in out.rejected:
+        p = by_id.get(r.proposal)
+        if p is None or r.proposal in decided:
+            notes.append(f"rejection of '{r.proposal}' ignored (unknown or already accepted)")
+            continue
+        rejected.append(RejectedProposal(agent=p.agent, index=p.index, reason=r.reason))
+        decided.add(r.proposal)
+    for pid, p in by_id.items():
+        if pid not in decided:
+            rejected.append(RejectedProposal(agent=p.agent, index=p.index, reason="not reviewed"))
+    for shift in out.pressure:
+        if shift.endpoint not in scored or state.ledger[shift.endpoint].status != "open":
+            notes.append(f"pressure on '{shift.endpoint}' dropped: not an open scored endpoint")
+            continue
+        deltas.append(ShiftPressure(endpoint=shift.endpoint, by=shift.by))
+
+    ledger: list[LedgerUpdate] = []
+    realized: str | None = None
+    for move in out.ledger:
+        if move.endpoint not in known:
+            notes.append(f"ledger move on unknown endpoint '{move.endpoint}' dropped")
+            continue
+        status = move.status
+        if status is not None and state.ledger[move.endpoint].status != "open":
+            notes.append(f"'{move.endpoint}' is already settled: {status} dropped")
+            status = None
+        if status == "realized" and move.endpoint in scored:
+            if realized is not None:
+                notes.append(f"second realized endpoint '{move.endpoint}' dropped")
+                status = None
+            else:
+                realized = move.endpoint
+        evidence = (
+            EvidenceIn(kind=move.evidence, ref=move.ref or "review", note=move.note)
+            if move.evidence is not None
+            else None
+        )
+        if status is not None or evidence is not None:
+            ledger.append(LedgerUpdate(endpoint=move.endpoint, status=status, evidence=evidence))
+    if realized is not None:
+        moved = {u.endpoint for u in ledger if u.status is not None}
+        for ep in state.scored:
+            if ep.id != realized and ep.id not in moved and state.ledger[ep.id].status == "open":
+                ledger.append(LedgerUpdate(endpoint=ep.id, status="eliminated"))
+        ledger = [
+            u
+            for u in ledger
+            if not (u.endpoint in scored and u.endpoint != realized and u.status == "realized")
+        ]
+
+    branches: list[BranchCandidate] = []
+    if realized is None and not ctx.is_last_tick:
+        for idea in out.branches:
+            if idea.endpoint_id not in known:
+                notes.append(f"branch on unknown endpoint '{idea.endpoint_id}' dropped")
+                continue
+            match = next(
+                (
+                    h
+                    for h in sorted(state.hypotheses.values(), key=lambda h: h.id)
+                    if h.status == "open"
+                    and (
+                        h.id == idea.hypothesis_id
+                        if idea.hypothesis_id
+                        else h.title == idea.hypothesis
+                    )
+                ),
+                None,
+            )
+            if_true: list[Any] = []
+            if match is not None:
+                if_true.append(SetHypothesis(id=match.id, status="fired"))
+            if idea.endpoint_id in scored:
+                if_true.append(ShiftPressure(endpoint=idea.endpoint_id, by=idea.impact))
+            branches.append(
+                BranchCandidate(
+                    hypothesis=idea.hypothesis,
+                    hypothesis_id=match.id if match else None,
+                    endpoint_id=idea.endpoint_id,
+                    probability=idea.probability,
+                    score=idea.score,
+                    if_true=tuple(if_true),
+                )
+            )
+    # forced values count where a timeline ends unresolved: at the deadline, or when the
+    # reviewer ends it (the offline model does when the question resolves before the deadline)
+    deadline = ctx.is_last_tick and realized is None
+    ending = realized is None and (ctx.is_last_tick or out.decision == "terminate")
+    forced = out.forced_p_yes if ending else None
+    forced_probs: dict[str, float] | None = None
+    if ending and out.forced_probs is not None:
+        forced_probs = {f.endpoint: f.p for f in out.forced_probs if f.endpoint in scored}
+        if set(forced_probs) != scored:
+            notes.append("forced probabilities do not cover the scored endpoints: dropped")
+            forced_probs = None
+    if deadline and forced is None and forced_probs is None:
+        notes.append("no forced p_yes on the last tick: unresolved paths count 0.5")
+    reason = out.reason
+    if notes:
+        reason = (reason + " | dropped: " + "; ".join(notes))[:500]
+    return Review(
+        accepted=tuple(accepted),
+        rejected=tuple(rejected),
+        deltas=tuple(deltas),
+        ledger=tuple(ledger),
+        decision="fork"
+        if branches and out.decision != "terminate"
+        else ("terminate" if out.decision == "terminate" else "continue"),
+        reason=reason,
+        branches=tuple(branches),
+        forced_p_yes=forced,
+        forced_probs=forced_probs,
+    )
+
+
+def _slug(text: str, fallback: str, taken: set[str]) -> str:
+    """A valid, unused id from whatever the model wrote."""
+    base = re.sub(r"[^A-Za-z0-9_.:-]+", "_", text).strip("_")[:80] or fallback
+    slug, n = base, 1
+    while slug in taken:
+        n += 1
+        slug = f"{base}_{n}"
+    taken.add(slug)
+    return slug
+
+
+def seeds_from_output(out: WorldOutput, ctx: InitContext) -> tuple[Seeds, list[str]]:
+    problems: list[str] = []
+    endpoints = {ep.id for ep in ctx.card.endpoints}
+    taken: set[str] = set()
+    renamed: dict[str, str] = {}
+
+    def agent_seed(item: InitActor | InitCohort, cls: type[Any], fallback: str, role: str) -> Any:
+        new = _slug(item.id, fallback, taken)
+        renamed.setdefault(item.id, new)
+        role = _tick_role(item.role, role, problems)
+        return cls(**{**item.model_dump(), "id": new, "role": role})
+
+    actors = [agent_seed(a, ActorSeed, f"actor{i}", "actor") for i, a in enumerate(out.actors)]
+    for i, a in enumerate(out.actors):
+        if a.favours is not None and a.favours not in endpoints:
+            problems.append(f"actor '{a.id}' favours unknown endpoint '{a.favours}': ignored")
+            actors[i] = actors[i].model_copy(update={"favours": None})
+    cohorts = [agent_seed(c, CohortSeed, f"cohort{i}", "cohort") for i, c in enumerate(out.cohorts)]
+    relations = []
+    for r in out.relations:
+        if r.source not in renamed or r.target not in renamed:
+            problems.append(f"relation {r.source}->{r.target} names an unknown agent: dropped")
+            continue
+        relations.append(
+            RelationSeed(source=renamed[r.source], target=renamed[r.target], weight=r.weight)
+        )
+    events = []
+    event_ids: set[str] = set()
+    for i, e in enumerate(out.events):
+        try:
+            events.append(
+                EventSeed(
+                    id=_slug(e.id, f"event{i}", event_ids),
+                    title=e.title,
+                    date=e.date,
+                    description=e.description,
+                    pressure={x.endpoint: x.by for x in e.shifts} if e.shifts else e.pressure,
+                )
+            )
+        except ValueError:
+            problems.append(f"event '{e.id}' has an unreadable date {e.date!r}: dropped")
+    hypotheses = []
+    hyp_ids: set[str] = set()
+    for i, h in enumerate(out.hypotheses):
+        if h.endpoint not in endpoints:
+            problems.append(f"hypothesis '{h.id}' targets unknown endpoint '{h.endpoint}': dropped")
+            continue
+        try:
+            hypotheses.append(
+                HypothesisSeed(**{**h.model_dump(), "id": _slug(h.id, f"hypothesis{i}", hyp_ids)})
+            )
+        except ValueError:
+            problems.append(f"hypothesis '{h.id}' has an unreadable window: dropped")
+    binary = ctx.card.kind == "binary"
+    seeds = Seeds(
+        base_rate=out.base_rate if binary else None,
+        base_rates=None if binary else _base_rates(out, ctx, problems),
+        hazard=out.hazard,
+        actors=tuple(actors),
+        cohorts=tuple(cohorts),
+        relations=tuple(relations),
+        events=tuple(events),
+        hypotheses=tuple(hypotheses),
+        variables={v.name: v.value for v in out.variables},
+        constraints=tuple(out.constraints),
+    )
+    return seeds, problems
+
+
+def _tick_role(name: str, default: str, problems: list[str]) -> str:
+    """``name`` if it is a runnable tick role, else ``default`` (with a problem noted)."""
+    spec = registered_roles().get(name)
+    if spec is not None and spec.phase == "tick":
+        return name
+    problems.append(f"role '{name[:80]}' is not a tick role: '{default}' plays it")
+    return default
+
+
+def _base_rates(out: WorldOutput, ctx: InitContext, problems: list[str]) -> dict[str, float]:
+    """A multiple-choice prior: the model's if it covers the scored endpoints, else uniform."""
+    scored = [ep.id for ep in ctx.card.scored_endpoints]
+    given = {b.endpoint: b.p for b in out.base_rates or ()}
+    if set(given) == set(scored) and all(v > 0 for v in given.values()):
+        total = sum(given.values())
+        return {k: given[k] / total for k in scored}
+    if out.base_rates is not None:
+        problems.append("base rates do not cover the scored endpoints: uniform prior used")
+    return {k: 1 / len(scored) for k in scored}
