@@ -73,11 +73,7 @@ def replay(
     if tick is None and timeline is None:
         _print_outcome(tr, json_out)
     if recorded is None:
-        msg = "no extraction recorded (the run did not finish); nothing to compare"
-        if json_out:
-            sys.stdout.write(json.dumps({"extraction": None, "note": msg}) + "\n")
-        else:
-            out_console.print(msg)
+        _no_extraction("no extraction recorded (the run did not finish)", json_out)
         return
     replayed = recomputed.p_yes if recomputed is not None else None
     if json_out:
@@ -93,6 +89,14 @@ def replay(
             f"re-extracted p_yes {replayed!r} under {recorded.rule}: matches the recorded "
             f"{recorded.p_yes!r}"
         )
+
+
+def _no_extraction(why: str, json_out: bool) -> None:
+    msg = f"{why}; nothing to compare"
+    if json_out:
+        sys.stdout.write(json.dumps({"extraction": None, "note": msg}) + "\n")
+    else:
+        out_console.print(msg)
 
 
 def _print_outcome(tr: "Trace", json_out: bool) -> None:
@@ -135,11 +139,7 @@ def _replay_direct(tr: "Trace", json_out: bool) -> None:
     result = replay_direct(tr)
     recorded = result.recorded
     if recorded is None:
-        msg = "direct trace with no extraction (the model call failed); nothing to compare"
-        if json_out:
-            sys.stdout.write(json.dumps({"extraction": None, "note": msg}) + "\n")
-        else:
-            out_console.print(msg)
+        _no_extraction("direct trace with no extraction (the model call failed)", json_out)
         return
     replayed = result.recomputed.p_yes if result.recomputed else None
     if json_out:
