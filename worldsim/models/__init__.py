@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from worldsim.models.openai_model import OpenAIModel
     from worldsim.models.pool import ModelOptions, ModelPool
     from worldsim.models.pricing import Budget, BudgetedModel, Price, PriceTable
-    from worldsim.models.retry import RetryPolicy, parse_retry_after
+    from worldsim.models.retry import RetryingModel, RetryPolicy, parse_retry_after
     from worldsim.models.routes import (
         Route,
         RouteSettings,
@@ -55,6 +55,7 @@ __getattr__, __dir__ = lazy_exports(
         "PriceTable": "worldsim.models.pricing",
         "ResponseCache": "worldsim.models.cache",
         "RetryPolicy": "worldsim.models.retry",
+        "RetryingModel": "worldsim.models.retry",
         "Route": "worldsim.models.routes",
         "RouteLimiters": "worldsim.models.limits",
         "RouteSettings": "worldsim.models.routes",
@@ -90,6 +91,7 @@ __all__ = [
     "PriceTable",
     "ResponseCache",
     "RetryPolicy",
+    "RetryingModel",
     "Route",
     "RouteLimiters",
     "RouteSettings",

@@ -24,10 +24,13 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from worldsim.domain.contracts import Model, ModelRequest, ModelResponse
+from worldsim.domain.errors import ModelError
 from worldsim.models.call import CallErrorEntry
 
 __all__ = [
     "RetryPolicy",
+    "RetryingModel",
     "TransientError",
     "call_with_retries",
     "classify",
@@ -192,6 +195,39 @@ async def _one_attempt(
             attempt=number, kind="timeout", message=f"no reply within {timeout_s:g} s"
         )
         raise TransientError(entry) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class RetryingModel:
+    """Wrapper: retry any model's calls under ``policy``.
+
+    The wrapped model marks a failed attempt worth retrying by raising `TransientError`; an
+    attempt that outlives ``policy.timeout_s`` counts as one too. Other errors pass at once.
+    When the attempts run out the call fails with a `ModelError` naming each attempt's error.
+    (`OpenAIModel` retries its own HTTP attempts, with output-mode negotiation in between, and
+    is not wrapped again.)
+    """
+
+    inner: Model
+    policy: RetryPolicy
+
+    @property
+    def route(self) -> str:
+        return self.inner.route
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        errors: list[CallErrorEntry] = []
+
+        async def attempt(number: int) -> ModelResponse:
+            return await self.inner.request(request)
+
+        try:
+            return await call_with_retries(attempt, self.policy, errors.append)
+        except TransientError:
+            tried = "; ".join(f"#{e.attempt} {e.kind}: {e.message}" for e in errors)
+            raise ModelError(
+                f"{self.route}: no answer after {len(errors)} attempts ({tried})"[:2000]
+            ) from None
 
 
 def _short(text: str) -> str:
