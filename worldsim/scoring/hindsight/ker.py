@@ -105,15 +105,19 @@ def bm25_scores(query: frozenset[str], documents: Sequence[frozenset[str]]) -> l
     avgdl = sum(len(d) for d in documents) / n
     if avgdl == 0:
         return [0.0] * n
+    # Terms in sorted order and an exact sum: a set's iteration order follows the process's hash
+    # seed, and a float sum in that order would make scores (and near-threshold matches) differ
+    # from one process to the next.
+    terms = sorted(query)
     idf: dict[str, float] = {}
-    for term in query:
+    for term in terms:
         df = sum(1 for d in documents if term in d)
         idf[term] = math.log(1 + (n - df + 0.5) / (df + 0.5))
     scores: list[float] = []
     for doc in documents:
         norm = 1 - BM25_B + BM25_B * len(doc) / avgdl
         weight = (BM25_K1 + 1) / (1 + BM25_K1 * norm)
-        scores.append(sum(idf[t] * weight for t in query if t in doc))
+        scores.append(math.fsum(idf[t] * weight for t in terms if t in doc))
     return scores
 
 
