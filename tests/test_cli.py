@@ -257,3 +257,25 @@ def test_replay_prints_ticks_in_simulated_order_then_the_report_and_audit(tmp_pa
     assert outcome["report"]["claims"] and outcome["audit"]["mass_conserved"] is True
     text = cli("replay", trace).stdout
     assert text.index("─ report ─") > text.rindex("· tick 7 ·") and "report_grounding" in text
+
+
+def test_replay_re_extracts_a_multiple_choice_distribution(tmp_path: Path) -> None:
+    card = DEMO_CARD.parent / "award-best-picture.yaml"
+    run = cli("run", str(card), "--seed", "2", "--out", str(tmp_path), "--json")
+    trace = json.loads(run.stdout)["trace"]
+    proc = cli("replay", trace, "--json")
+    extraction = json.loads(proc.stdout.splitlines()[-1])["extraction"]
+    options = extraction["recorded_p_options"]
+    assert options and set(options) == {"film_a", "film_b", "film_c", "film_d"}
+    assert extraction["replayed_p_options"] == options and extraction["matches"] is True
+    assert "p_options film_a=" in cli("replay", trace).stdout
+    # a recorded distribution that the rebuilt leaves do not give is caught
+    from worldsim.domain.errors import TraceError
+    from worldsim.trace.reader import read_trace
+    from worldsim.trace.replay import re_extract, replay_steps
+
+    tr = read_trace(trace)
+    recorded, leaves = next(item[1] for item in replay_steps(tr) if isinstance(item, tuple))
+    shifted = {**recorded.p_options, "film_a": recorded.p_options["film_a"] + 0.01}
+    with pytest.raises(TraceError, match="p_options"):
+        re_extract(tr, recorded.model_copy(update={"p_options": shifted}), leaves)

@@ -18,6 +18,7 @@ from worldsim.domain.errors import TraceError
 if TYPE_CHECKING:
     from worldsim.trace.reader import Trace
     from worldsim.trace.replay import TickStep
+    from worldsim.world.outcome import ExtractionData
 
 __all__: list[str] = []
 
@@ -75,20 +76,30 @@ def replay(
     if recorded is None:
         _no_extraction("no extraction recorded (the run did not finish)", json_out)
         return
-    replayed = recomputed.p_yes if recomputed is not None else None
+    replayed = recomputed if recomputed is not None else recorded
     if json_out:
         line = {
             "rule": recorded.rule,
             "recorded_p_yes": recorded.p_yes,
-            "replayed_p_yes": replayed,
+            "replayed_p_yes": replayed.p_yes,
+            "recorded_p_options": recorded.p_options,
+            "replayed_p_options": replayed.p_options,
             "matches": True,
         }
         sys.stdout.write(json.dumps({"extraction": line}) + "\n")
     else:
         out_console.print(
-            f"re-extracted p_yes {replayed!r} under {recorded.rule}: matches the recorded "
-            f"{recorded.p_yes!r}"
+            f"re-extracted {_forecast(replayed)} under {recorded.rule}: matches the recorded "
+            f"{_forecast(recorded)}",
+            highlight=False,
         )
+
+
+def _forecast(extraction: "ExtractionData") -> str:
+    """``p_yes 0.42`` for a binary card, the option distribution for a multiple-choice one."""
+    if extraction.p_options is not None:
+        return "p_options " + ", ".join(f"{k}={v!r}" for k, v in extraction.p_options.items())
+    return f"p_yes {extraction.p_yes!r}"
 
 
 def _no_extraction(why: str, json_out: bool) -> None:
@@ -218,7 +229,7 @@ def verify(
     if result.replay.mass_sum is not None:
         lines.append(f"mass sums to {result.replay.mass_sum:.12f}")
     if result.replay.recorded is not None:
-        lines.append(f"extraction recomputed (p_yes {result.replay.recorded.p_yes})")
+        lines.append(f"extraction recomputed ({_forecast(result.replay.recorded)})")
     if result.torn_line is not None:
         lines.append(f"torn final line {result.torn_line} ignored")
     if not result.complete:

@@ -294,8 +294,9 @@ def re_extract(trace: Trace, recorded: ExtractionData, leaves: Sequence[Leaf]) -
     if recomputed != recorded:
         line = next((ln for ln in reversed(trace.effective) if ln.type == "extraction"), None)
         raise TraceError(
-            f"recomputed extraction (p_yes {recomputed.p_yes!r}) differs from the recorded one "
-            f"(p_yes {recorded.p_yes!r})",
+            f"recomputed extraction (p_yes {recomputed.p_yes!r}, p_options "
+            f"{recomputed.p_options!r}) differs from the recorded one (p_yes {recorded.p_yes!r}, "
+            f"p_options {recorded.p_options!r})",
             file=trace.path,
             line=line.number if line else None,
         )
