@@ -279,3 +279,20 @@ def test_replay_re_extracts_a_multiple_choice_distribution(tmp_path: Path) -> No
     shifted = {**recorded.p_options, "film_a": recorded.p_options["film_a"] + 0.01}
     with pytest.raises(TraceError, match="p_options"):
         re_extract(tr, recorded.model_copy(update={"p_options": shifted}), leaves)
+
+
+def test_replay_names_what_exists_for_a_missing_tick_or_timeline(tmp_path: Path) -> None:
+    run = cli("run", str(DEMO_CARD), "--seed", "6", "--out", str(tmp_path), "--json")
+    trace = json.loads(run.stdout)["trace"]
+    tick = cli("replay", trace, "--tick", "99")
+    assert tick.returncode == 2 and "no tick 99" in tick.stderr and "0..7" in tick.stderr
+    timeline = cli("replay", trace, "--timeline", "t9")
+    assert timeline.returncode == 2 and "no timeline t9" in timeline.stderr
+    assert "t0.1" in timeline.stderr and not timeline.stdout
+
+
+def test_a_method_label_cannot_leave_the_output_folder(tmp_path: Path) -> None:
+    out = tmp_path / "deep" / "out"
+    proc = cli("run", str(DEMO_CARD), "--method-label", "../../escape", "--out", str(out))
+    assert proc.returncode == 2 and "method" in proc.stderr
+    assert not list(tmp_path.rglob("*.jsonl"))

@@ -13,7 +13,7 @@ import typer
 
 from worldsim.cli._app import app, err_console, escape, out_console
 from worldsim.domain.contracts import lineage
-from worldsim.domain.errors import TraceError
+from worldsim.domain.errors import ConfigError, TraceError
 
 if TYPE_CHECKING:
     from worldsim.trace.reader import Trace
@@ -54,8 +54,12 @@ def replay(
         return
     recorded = recomputed = None  # a mismatch raises TraceError: one line, exit 1
     steps: list[TickStep] = []
+    seen_ticks: set[int] = set()
+    seen_timelines: set[str] = set()
     for item in replay_steps(tr):
         if isinstance(item, TickStep):
+            seen_ticks.add(item.tick)
+            seen_timelines.add(item.timeline)
             if (tick is None or item.tick == tick) and (
                 timeline is None or item.timeline == timeline
             ):
@@ -64,6 +68,12 @@ def replay(
             recorded, leaves = item[1]
             if recorded is not None:
                 recomputed = re_extract(tr, recorded, leaves)
+    if timeline is not None and timeline not in seen_timelines:
+        known = ", ".join(sorted(seen_timelines, key=lineage)) or "none"
+        raise ConfigError(f"no timeline {timeline} in this trace (it has: {known})", file=trace)
+    if tick is not None and tick not in seen_ticks:
+        span = f"{min(seen_ticks)}..{max(seen_ticks)}" if seen_ticks else "none"
+        raise ConfigError(f"no tick {tick} in this trace (its ticks: {span})", file=trace)
     # simulated order: tick by tick, and within a tick the timelines in lineage order
     steps.sort(key=lambda step: (step.tick, lineage(step.timeline)))
     for step in steps:

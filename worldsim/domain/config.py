@@ -80,7 +80,9 @@ class RunConfig(_Frozen):
     seed: int = Field(0, ge=0)
     ticks: int | None = Field(None, ge=1, le=10_000)
     extraction_rule: str = "path-ledger/1"
-    method: str | None = None
+    method: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=120)
+    """The method label (default: the policy's name); part of the trace's file name, so one
+    plain name: letters, digits, ``_``, ``.``, ``-``."""
     roles: dict[str, str] = Field(default_factory=dict)
     """Slot overrides: which role plays ``initializer``, ``governance``, ``reporter`` or a tick
     role named in the card's seeds."""
