@@ -166,3 +166,12 @@ def test_project_local_policies_override_bundled(
     )
     monkeypatch.chdir(tmp_path)
     assert load_policy("branching").max_active == 9
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_a_card_number_must_be_finite(tmp_path: Path, value: str) -> None:
+    text = DEMO_CARD.read_text(encoding="utf-8")
+    path = tmp_path / "card.yaml"
+    path.write_text(text.replace("pressure: 0.25}", f"pressure: {value}}}"), encoding="utf-8")
+    with pytest.raises(CardError, match=r"seeds\.events\.0\.pressure.*finite number"):
+        load_card(path)

@@ -83,7 +83,7 @@ UtcDatetime = Annotated[datetime, BeforeValidator(parse_utc)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Endpoint(_Model):
