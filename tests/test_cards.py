@@ -175,3 +175,12 @@ def test_a_card_number_must_be_finite(tmp_path: Path, value: str) -> None:
     path.write_text(text.replace("pressure: 0.25}", f"pressure: {value}}}"), encoding="utf-8")
     with pytest.raises(CardError, match=r"seeds\.events\.0\.pressure.*finite number"):
         load_card(path)
+
+
+def test_a_key_given_twice_is_refused_naming_the_line(tmp_path: Path) -> None:
+    text = DEMO_CARD.read_text(encoding="utf-8")
+    path = tmp_path / "card.yaml"
+    path.write_text(text.replace("\nquestion:", "\nquestion: Will it?\nquestion:", 1))
+    line = path.read_text().splitlines().index("question: Will it?") + 2
+    with pytest.raises(CardError, match=rf"card\.yaml:{line}: malformed YAML: duplicate key"):
+        load_card(path)

@@ -16,7 +16,23 @@ __all__ = ["first_error", "load_document", "load_mapping", "read_jsonl", "sha256
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """A YAML loader that keeps timestamps as strings, so worldsim parses every date itself."""
+    """A YAML loader that keeps timestamps as strings, so worldsim parses every date itself,
+    and refuses a mapping that gives the same key twice (YAML would keep the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                hash(key)
+            except TypeError:
+                continue  # the base class refuses an unhashable key with its own message
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 _StrictLoader.yaml_implicit_resolvers = {
