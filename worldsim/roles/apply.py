@@ -22,7 +22,6 @@ from worldsim.domain.cards import (
     Seeds,
 )
 from worldsim.domain.outputs import GovernanceOutput, InitActor, InitCohort, WorldOutput
-from worldsim.roles.registry import registered_roles
 from worldsim.world.moves import BranchCandidate, ProposalRef, RejectedProposal, Review
 from worldsim.world.state import EvidenceIn, LedgerUpdate, SetHypothesis, ShiftPressure
 from worldsim.world.views import InitContext, ReviewContext
@@ -183,7 +182,7 @@ def seeds_from_output(out: WorldOutput, ctx: InitContext) -> tuple[Seeds, list[s
     def agent_seed(item: InitActor | InitCohort, cls: type[Any], fallback: str, role: str) -> Any:
         new = _slug(item.id, fallback, taken)
         renamed.setdefault(item.id, new)
-        role = _tick_role(item.role, role, problems)
+        role = _tick_role(item.role, role, ctx.tick_roles, problems)
         return cls(**{**item.model_dump(), "id": new, "role": role})
 
     actors = [agent_seed(a, ActorSeed, f"actor{i}", "actor") for i, a in enumerate(out.actors)]
@@ -243,10 +242,9 @@ def seeds_from_output(out: WorldOutput, ctx: InitContext) -> tuple[Seeds, list[s
     return seeds, problems
 
 
-def _tick_role(name: str, default: str, problems: list[str]) -> str:
+def _tick_role(name: str, default: str, known: frozenset[str], problems: list[str]) -> str:
     """``name`` if it is a runnable tick role, else ``default`` (with a problem noted)."""
-    spec = registered_roles().get(name)
-    if spec is not None and spec.phase == "tick":
+    if name in known:
         return name
     problems.append(f"role '{name[:80]}' is not a tick role: '{default}' plays it")
     return default

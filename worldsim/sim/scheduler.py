@@ -33,7 +33,7 @@ from worldsim.gateway import (
 )
 from worldsim.models import LeakageGuard, LlmCallData
 from worldsim.roles.contracts import AgentRole, InitRole, ReportRole, ReviewRole
-from worldsim.roles.registry import RoleSpec, get_role
+from worldsim.roles.registry import RoleSpec, get_role, registered_roles
 from worldsim.sim.forks import ForkBook
 from worldsim.sim.plan import ModelSource, build_roles, route_table
 from worldsim.sim.settlement import Outcome, RunResult, settle
@@ -183,7 +183,14 @@ class Engine:
         )
         initializer: InitRole = self.roles["initializer"]
         state = await initializer.initialize(
-            InitContext(card=card, ticks=self.ticks, rng=rng_for(seed, "init"))
+            InitContext(
+                card=card,
+                ticks=self.ticks,
+                rng=rng_for(seed, "init"),
+                tick_roles=frozenset(
+                    name for name, spec in registered_roles().items() if spec.phase == "tick"
+                ),
+            )
         )
         state = self._add_role_agents(state)
         self.init_problems = [*getattr(initializer, "problems", []), *check_world(state)]

@@ -37,6 +37,8 @@ class InitContext:
     card: Card
     ticks: int
     rng: np.random.Generator
+    tick_roles: frozenset[str] = frozenset({"actor", "cohort"})
+    """The runnable tick roles a built world's actors and cohorts may name."""
 
 
 @dataclass(frozen=True, slots=True)
