@@ -9,7 +9,9 @@
 * Nothing imports a private (underscore) name from another module. A private *module* (such as
   ``worldsim.cli._app``) is private to its package: its siblings may import it, nobody else.
 
-The direction of imports between layers is tests/test_layers.py.
+* Imports point down the layers of docs/architecture.md: a module imports its own layer and the
+  layers below it. Here every import counts, inside functions too: a lazy import still ties a
+  lower layer to a higher one. The package root re-exports from every layer and sits above them.
 """
 
 from __future__ import annotations
@@ -214,6 +216,51 @@ def test_no_module_imports_the_package_root() -> None:
 # The checks themselves, on a small made-up package: each sees what it must refuse.
 
 
+#: Lowest first; a module may import its own layer and the ones before it.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("domain",),
+    ("world",),
+    ("gateway",),
+    ("models", "offline"),
+    ("trace",),
+    ("roles",),
+    ("sim",),
+    ("scoring",),
+    ("testing",),
+    ("cli",),
+)
+RANK = {package: rank for rank, packages in enumerate(LAYERS) for package in packages}
+
+
+def layer(module: str) -> int | None:
+    """The layer of a worldsim module; None for the package root and other packages."""
+    parts = module.split(".")
+    return RANK.get(parts[1]) if parts[0] == "worldsim" and len(parts) > 1 else None
+
+
+def upward_imports(sources: Mapping[str, tuple[Path, str]]) -> list[str]:
+    """Imports, at import time or later, of a higher layer than the importing module's."""
+    bad: list[str] = []
+    for module, (path, text) in sources.items():
+        mine = layer(module)
+        if mine is None:
+            continue
+        for imp in imports(text, module, is_package=path.name == "__init__.py"):
+            theirs = layer(imp.module)
+            if theirs is not None and theirs > mine:
+                bad.append(f"{module}:{imp.line} imports {imp.module}")
+    return bad
+
+
+def test_every_package_is_in_a_layer() -> None:
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert packages == set(RANK)
+
+
+def test_imports_point_down_the_layers() -> None:
+    assert upward_imports(_sources()) == []
+
+
 def _fake_package(tmp_path: Path, files: Mapping[str, str]) -> dict[str, tuple[Path, str]]:
     for name, text in files.items():
         path = tmp_path / name
@@ -281,3 +328,17 @@ def test_the_root_check_sees_a_version_import(tmp_path: Path) -> None:
         },
     )
     assert root_imports(sources) == ["worldsim.cli:1 imports the package root"]
+
+
+def test_the_layer_check_sees_a_lazy_upward_import(tmp_path: Path) -> None:
+    sources = _fake_package(
+        tmp_path,
+        {
+            "worldsim/__init__.py": "",
+            "worldsim/world/__init__.py": "",
+            "worldsim/world/state.py": "def f():\n    from worldsim.sim.engine import run\n",
+            "worldsim/sim/__init__.py": "",
+            "worldsim/sim/engine.py": "from worldsim.world.state import f\n",
+        },
+    )
+    assert upward_imports(sources) == ["worldsim.world.state:2 imports worldsim.sim.engine"]
