@@ -18,7 +18,6 @@ Causal links the trace records:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from worldsim.domain.cards import UtcDatetime, parse_utc
 from worldsim.domain.errors import CardError, TraceIncomplete
-from worldsim.domain.files import first_error
+from worldsim.domain.files import first_error, load_document
 from worldsim.trace.reader import iter_input_trace
 
 __all__ = [
@@ -226,14 +225,7 @@ def load_forecast_events(path: str | Path) -> list[ForecastEvent]:
     p = Path(path)
     if p.suffix.lower() == ".jsonl":
         return list(extract_forecast(trace_records(p)).events)
-    if not p.is_file():
-        raise CardError("forecast file not found", file=p)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise CardError(f"malformed JSON: {exc.msg}", file=p, line=exc.lineno) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CardError(f"cannot read forecast file: {exc}", file=p) from None
+    data = load_document(p, what="forecast file")
     items = data.get("events") if isinstance(data, dict) else data
     if not isinstance(items, list):
         raise CardError("expected a JSON list of events or an object with 'events'", file=p)

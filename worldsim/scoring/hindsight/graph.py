@@ -10,7 +10,6 @@ chain A → B → C has depth 3).
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from worldsim.domain.cards import UtcDatetime
 from worldsim.domain.errors import CardError
-from worldsim.domain.files import first_error
+from worldsim.domain.files import first_error, load_document
 
 __all__ = [
     "Direction",
@@ -210,14 +209,7 @@ def load_hindsight(path: str | Path) -> HindsightGraph:
     Only the schema is checked here; call :func:`validate_graph` for structure and quality.
     """
     p = Path(path)
-    if not p.is_file():
-        raise CardError("hindsight graph not found", file=p)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise CardError(f"malformed JSON: {exc.msg}", file=p, line=exc.lineno) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CardError(f"cannot read hindsight graph: {exc}", file=p) from None
+    data = load_document(p, what="hindsight graph")
     if not isinstance(data, dict):
         raise CardError("a hindsight graph must be a JSON object", file=p)
     try:
