@@ -106,21 +106,6 @@ def validate(
         raise typer.Exit(2)
 
 
-def _write_json(path: Path, payload: str) -> None:
-    import os
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(payload)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 @hindsight_app.command("forecast-graph")
 def forecast_graph(
     trace: Annotated[Path, typer.Argument(metavar="TRACE", help="Run trace (JSONL).")],
@@ -129,13 +114,14 @@ def forecast_graph(
     ],
 ) -> None:
     """Extract the simulated events of every timeline, and their causal links, from a trace."""
+    from worldsim.domain.files import write_files
     from worldsim.scoring.hindsight.forecast import extract_forecast, trace_records
 
     try:
         graph = extract_forecast(trace_records(trace))
     except WorldsimError as exc:
         fail(str(exc), code=exc.exit_code)
-    _write_json(output, graph.model_dump_json(indent=2) + "\n")
+    write_files({output: (graph.model_dump_json(indent=2) + "\n").encode()})
     timelines = len({e.timeline for e in graph.events})
     out_console.print(
         f"wrote {escape(str(output))}: {len(graph.events)} event(s) in {timelines} "

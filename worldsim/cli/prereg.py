@@ -43,8 +43,8 @@ def lock_command(
     ] = None,
 ) -> None:
     """Hash the prereg and every prediction file into a lock."""
+    from worldsim.domain.files import write_files
     from worldsim.scoring.prereg import create_lock, lock_json
-    from worldsim.scoring.report import write_files
 
     lock = create_lock(prereg, [*predictions, *(more or ())], out)
     write_files({out: lock_json(lock).encode()})

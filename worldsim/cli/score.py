@@ -129,6 +129,7 @@ def score_command(
     ] = None,
 ) -> None:
     """Score forecasts against labels: proper scores, paired comparisons, calibration."""
+    from worldsim.domain.files import write_files
     from worldsim.scoring.analysis import ScoreOptions, score
     from worldsim.scoring.hindsight import DEFAULT_DATE_WINDOW_DAYS
     from worldsim.scoring.hindsight.ker import parse_date_window
@@ -140,7 +141,7 @@ def score_command(
         per_card_rows,
     )
     from worldsim.scoring.plots import render_plots, require_matplotlib
-    from worldsim.scoring.report import print_summary, to_json, write_files
+    from worldsim.scoring.report import print_summary, to_json
     from worldsim.scoring.table import Blend
 
     if plots is not None:

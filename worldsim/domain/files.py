@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,14 @@ from pydantic import ValidationError
 
 from worldsim.domain.errors import CardError, ConfigError
 
-__all__ = ["first_error", "load_document", "load_mapping", "read_jsonl", "sha256_file"]
+__all__ = [
+    "first_error",
+    "load_document",
+    "load_mapping",
+    "read_jsonl",
+    "sha256_file",
+    "write_files",
+]
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -115,3 +124,17 @@ def sha256_file(path: str | Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def write_files(files: Mapping[Path, bytes]) -> None:
+    """Write each file through a temporary sibling and an atomic rename."""
+    for path, content in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(content)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise

@@ -7,10 +7,7 @@ after everything was computed, each to a temporary file that is then renamed int
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -30,7 +27,6 @@ __all__ = [
     "print_summary",
     "statistic_names",
     "to_json",
-    "write_files",
 ]
 
 SCHEMA = "worldsim.score/1"
@@ -444,17 +440,3 @@ def _print_axes(axes: Mapping[str, Any], console: Console) -> None:
 
 # --------------------------------------------------------------------------------------------
 # files
-
-
-def write_files(files: Mapping[Path, bytes]) -> None:
-    """Write each file through a temporary sibling and an atomic rename."""
-    for path, content in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(content)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise

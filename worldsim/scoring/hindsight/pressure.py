@@ -18,8 +18,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,6 +26,7 @@ from typing import Any, Literal
 
 from worldsim.domain.cards import parse_utc
 from worldsim.domain.errors import CardError, ConfigError
+from worldsim.domain.files import write_files
 from worldsim.scoring.hindsight.forecast import TraceRecord
 from worldsim.scoring.hindsight.graph import HindsightGraph
 
@@ -237,17 +236,6 @@ def render_pressure(
     return buffer.getvalue()
 
 
-def _write_atomic(path: Path, payload: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_pressure(
     out_dir: str | Path,
     graph: HindsightGraph,
@@ -270,9 +258,7 @@ def write_pressure(
     )
     table = _csv_text({"causal": causal, "market": market_points, "simulated": simulated})
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     image_path = out / f"{stem}.{image_format}"
     csv_path = out / f"{stem}.csv"
-    _write_atomic(csv_path, table.encode("utf-8"))
-    _write_atomic(image_path, image)
+    write_files({csv_path: table.encode("utf-8"), image_path: image})
     return [image_path, csv_path]
