@@ -408,9 +408,12 @@ class _Handler(BaseHTTPRequestHandler):
             if self.stub.latency_s > 0:
                 time.sleep(self.stub.latency_s)
             status, reply_headers, payload = self.stub._answer(seen, fault)
-            self._send(status, reply_headers, payload)
         finally:
+            # the request stops counting as in flight before its answer is sent: once the
+            # client has read it, it may send the next one at once, and that one must not be
+            # counted beside this one
             self.stub._release()
+        self._send(status, reply_headers, payload)
 
     def _send(self, status: int, headers: Mapping[str, str], payload: Mapping[str, Any]) -> None:
         data = json.dumps(payload).encode("utf-8")
