@@ -104,14 +104,27 @@ class AdaptiveLimiter:
         return self._limiter
 
     async def __aenter__(self) -> Ticket:
-        # a later Retry-After may move the end of the pause while this call sleeps
-        while (wait := self._paused_until - anyio.current_time()) > 0:  # noqa: ASYNC110
-            await anyio.sleep(wait)
+        await self._unpaused()
         await self._tokens().acquire()
         return Ticket(self._epoch)
 
     async def __aexit__(self, *exc_info: object) -> None:
         self._tokens().release()
+
+    async def take(self, borrower: object) -> Ticket:
+        """Hold one connection for ``borrower`` (any hashable, not the current task: a call
+        made on another machine) until `give_back`."""
+        await self._unpaused()
+        await self._tokens().acquire_on_behalf_of(borrower)
+        return Ticket(self._epoch)
+
+    def give_back(self, borrower: object) -> None:
+        self._tokens().release_on_behalf_of(borrower)
+
+    async def _unpaused(self) -> None:
+        # a later Retry-After may move the end of the pause while this call sleeps
+        while (wait := self._paused_until - anyio.current_time()) > 0:  # noqa: ASYNC110
+            await anyio.sleep(wait)
 
     def succeeded(self, ticket: Ticket) -> None:
         """An attempt got its answer: grow, one connection per success (slow start) or per

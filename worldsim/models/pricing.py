@@ -180,19 +180,22 @@ class Budget:
         """
         if usd < 0:
             raise ValueError("a reservation must not be negative")
-        await self._acquire(usd, request)
-        reservation = Reservation(self, usd)
+        token = await self.acquire(usd, request)
+        reservation = Reservation(self, usd, token)
         try:
             yield reservation
         finally:
             reservation.settle(0.0)  # no effect once settled
 
-    async def _acquire(self, usd: float, request: ModelRequest | None) -> None:
+    async def acquire(self, usd: float, request: ModelRequest | None = None) -> str | None:
+        """Reserve ``usd`` (waiting while outstanding reservations may settle for less), or
+        raise `BudgetExhausted`; the token returned goes back with `release`. `reserve` pairs
+        the two; a budget kept elsewhere (a study's jobs on other machines) overrides them."""
         while True:
             if not self.closed and self._fits(usd):
                 self.reserved_usd += usd
                 self._outstanding += 1
-                return
+                return None
             if self.closed or self._outstanding == 0:
                 # waiters were woken by the release that left nothing outstanding: each
                 # re-checks, finds the budget closed and is refused in turn
@@ -209,7 +212,9 @@ class Budget:
         # nothing left refuses every call, unpriced ones included (a budget of 0 allows none)
         return committed < self.max_usd and committed + usd <= self.max_usd
 
-    def _release(self, reserved: float, cost: float) -> None:
+    def release(self, reserved: float, cost: float, token: str | None = None) -> None:
+        """Give back the reservation of ``reserved`` that `acquire` returned ``token`` for,
+        and charge ``cost``."""
         self._outstanding -= 1
         # the sum of many additions and subtractions drifts: reset it when nothing is held
         self.reserved_usd = self.reserved_usd - reserved if self._outstanding else 0.0
@@ -232,9 +237,10 @@ class Budget:
 class Reservation:
     """One call's hold on a `Budget`; `settle` records what the call really cost."""
 
-    def __init__(self, budget: Budget, usd: float) -> None:
+    def __init__(self, budget: Budget, usd: float, token: str | None = None) -> None:
         self.budget = budget
         self.usd = usd
+        self.token = token
         self.cost_usd: float | None = None
         self.settled = False
 
@@ -245,7 +251,7 @@ class Reservation:
             return
         self.settled = True
         self.cost_usd = cost_usd
-        self.budget._release(self.usd, cost_usd or 0.0)
+        self.budget.release(self.usd, cost_usd or 0.0, self.token)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
 import anyio
 
@@ -32,9 +32,8 @@ from worldsim.domain.errors import ConfigError, TraceError, WorldsimError
 from worldsim.domain.files import read_jsonl
 from worldsim.models import Budget
 from worldsim.models.limits import LimitChange
-from worldsim.models.pool import Shared
 from worldsim.scoring.labels import load_labels
-from worldsim.sim.session import forecast, resume_run, run_card
+from worldsim.study.execution import Action, Executor, JobRunner, JobSettings, LocalExecutor
 from worldsim.study.jobs import Job, expand_jobs
 from worldsim.study.limits import study_limiters
 from worldsim.study.manifest import Study
@@ -49,9 +48,6 @@ from worldsim.study.outputs import (
 from worldsim.trace.reader import Trace, read_trace
 
 __all__ = ["Action", "StudyObserver", "StudyResult", "plan_jobs", "resolution_dates", "run_study"]
-
-Action = Literal["keep", "keep_failed", "run", "restart", "resume"]
-
 
 class StudyObserver(Protocol):
     """What a progress display is told: a job starts, a job ends. The plain line log and
@@ -156,45 +152,6 @@ def _previous_walls(out: Path) -> dict[str, float]:
     return walls
 
 
-async def _execute(
-    job: Job,
-    action: Action,
-    out: Path,
-    environ: Mapping[str, str] | None,
-    fsync: bool,
-    shared: Shared,
-    cache_dir: Path | None,
-) -> None:
-    """Run, restart or resume one job through the engine's own entry points."""
-    path = out / job.trace
-    config = job.config
-    if cache_dir is not None and config.models.cache_dir is None:
-        models = config.models.model_copy(update={"cache_dir": cache_dir})
-        config = config.model_copy(update={"models": models})
-    if config.kind == "direct":
-        await forecast(
-            config,
-            out,
-            overwrite=True,
-            trace_path=path,
-            fsync=fsync,
-            environ=environ,
-            shared=shared,
-        )
-    elif action == "resume":
-        await resume_run(path, models=config.models, fsync=fsync, environ=environ, shared=shared)
-    else:
-        await run_card(
-            config,
-            out,
-            overwrite=True,
-            trace_path=path,
-            fsync=fsync,
-            environ=environ,
-            shared=shared,
-        )
-
-
 def _study_budget(study: Study, jobs: list[Job], out: Path) -> Budget | None:
     """The study's one budget, continuing from what its traces record as spent."""
     cap = study.manifest.max_cost_usd
@@ -227,11 +184,14 @@ async def run_study(
     environ: Mapping[str, str] | None = None,
     fsync: bool = True,
     cache_dir: Path | None = None,
+    executor: Executor | None = None,
 ) -> StudyResult:
     """Run every job of ``study`` that is not done into ``out``; see the module's doc.
 
     ``cache_dir`` is the response cache's folder for every method that names none (default:
     the user-level cache, `worldsim.models.cache.default_cache_dir`).
+
+    ``executor`` decides where the jobs run (default: `LocalExecutor`, in this process).
 
     ``labels`` gives the cards' resolution dates (for the forecast window and
     ``near_resolution``); nothing else of a label is read.
@@ -259,22 +219,23 @@ async def run_study(
     limiter = anyio.CapacityLimiter(max_parallel_jobs or study.manifest.max_parallel_jobs)
     budget = _study_budget(study, jobs, folder)
     limiters = study_limiters(study, folder, observer.limit_changed if observer else None)
-    shared = Shared(budget, limiters)
+    settings = JobSettings(environ, fsync, cache_dir)
     done = len(jobs) - len(todo)
 
-    async def one(i: int) -> None:
+    async def one(runner: JobRunner, i: int) -> None:
         nonlocal done
         job, action = jobs[i], actions[i]
         async with limiter:
-            if budget is not None and budget.exhausted:
-                rows[i] = row_for(job, None, None, f"study budget of ${budget.max_usd} reached")
+            if await runner.exhausted():
+                cap = study.manifest.max_cost_usd
+                rows[i] = row_for(job, None, None, f"study budget of ${cap} reached")
             else:
                 if observer is not None:
                     observer.job_started(job, action)
                 started = time.perf_counter()
                 error: str | None = None
                 try:
-                    await _execute(job, action, folder, environ, fsync, shared, cache_dir)
+                    await runner.execute(job, action, folder)
                 except WorldsimError as exc:
                     error = str(exc)[:2000]
                 wall = time.perf_counter() - started
@@ -287,7 +248,8 @@ async def run_study(
             if observer is not None:
                 observer.job_finished(rows[i], done, len(jobs))
 
-    async with anyio.create_task_group() as tg:
+    opened = (executor or LocalExecutor()).open(budget, limiters, settings)
+    async with opened as runner, anyio.create_task_group() as tg:
         for i in todo:
-            tg.start_soon(one, i)
+            tg.start_soon(one, runner, i)
     return StudyResult(tuple(rows), ran=len(todo), kept=len(jobs) - len(todo))
