@@ -80,6 +80,7 @@ def trace_checks(
         key = load_public_key(public_key)
     return head, key
 
+
 HELP_WIDTH = 120
 """Help is wrapped at this width (or the terminal's, if wider), never cut."""
 

@@ -109,6 +109,22 @@ def batch(
     ] = False,
     cache_dir: CacheDirOption = None,
     preflight: PreflightOption = None,
+    executor: Annotated[
+        str,
+        typer.Option(
+            metavar="local|ray",
+            help="Where the jobs run: in this process, or as Ray tasks on a cluster (needs "
+            "worldsim[ray]); results are the same.",
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ADDR",
+            help="The Ray cluster's address (`ray start --head` prints it; 'auto' finds one on "
+            "this machine). Default: RAY_ADDRESS, else a local Ray for this study.",
+        ),
+    ] = None,
 ) -> None:
     """Run a study: every card × method × forecast date × seed of EXPERIMENT, into DIR.
 
@@ -120,6 +136,9 @@ def batch(
     unless --retry-failed. DIR/predictions.csv and .jsonl hold one row per job;
     DIR/experiment.lock.json the manifest, its hash and every trace's head hash. Score it with
     `worldsim score DIR --labels ...`.
+
+    With --executor ray the jobs run as Ray tasks on a cluster (each trace comes back into
+    DIR); the budget and connection limits stay global to the study.
     """
     import contextlib
 
@@ -127,10 +146,16 @@ def batch(
     from rich.console import Console
     from rich.live import Live
 
+    from worldsim.domain.errors import ConfigError
     from worldsim.study.manifest import load_study
     from worldsim.study.progress import StudyProgress
+    from worldsim.study.ray_executor import RayExecutor
     from worldsim.study.runner import StudyObserver, run_study
 
+    if executor not in ("local", "ray"):
+        raise ConfigError(f"--executor must be local or ray, not '{executor}'", field="executor")
+    if ray_address is not None and executor != "ray":
+        raise ConfigError("--ray-address needs --executor ray", field="ray_address")
     study = load_study(manifest)
     measured: set[str] = set()
     card, card_path = study.cards[0]
@@ -164,6 +189,7 @@ def batch(
                 labels=labels,
                 observer=observer,
                 cache_dir=cache_dir,
+                executor=RayExecutor(ray_address) if executor == "ray" else None,
             )
         )
     wall = time.perf_counter() - started

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import anyio
 
+from worldsim.study.execution import Executor
 from worldsim.study.jobs import Job, expand_jobs
 from worldsim.study.manifest import Study, load_study
 from worldsim.study.outputs import PredictionRow
@@ -56,7 +57,10 @@ class Experiment:
         observer: StudyObserver | None = None,
         fsync: bool = True,
         cache_dir: Path | None = None,
+        executor: Executor | None = None,
     ) -> list[PredictionRow]:
+        """Run what is not done yet into ``out``; ``executor`` decides where the jobs run
+        (default: in this process; `worldsim.study.ray_executor.RayExecutor` on Ray)."""
         result = await run_study(
             self.study,
             out,
@@ -68,6 +72,7 @@ class Experiment:
             environ=self.environ,
             fsync=fsync,
             cache_dir=cache_dir,
+            executor=executor,
         )
         return list(result.rows)
 
@@ -81,6 +86,7 @@ class Experiment:
         labels: Path | None = None,
         fsync: bool = True,
         cache_dir: Path | None = None,
+        executor: Executor | None = None,
     ) -> list[PredictionRow]:
         """:meth:`run` for code that is not async (a script, a notebook without a loop)."""
         return anyio.run(
@@ -92,5 +98,6 @@ class Experiment:
                 labels=labels,
                 fsync=fsync,
                 cache_dir=cache_dir,
+                executor=executor,
             )
         )

@@ -49,6 +49,7 @@ from worldsim.trace.reader import Trace, read_trace
 
 __all__ = ["Action", "StudyObserver", "StudyResult", "plan_jobs", "resolution_dates", "run_study"]
 
+
 class StudyObserver(Protocol):
     """What a progress display is told: a job starts, a job ends. The plain line log and
     ``--json`` implement it; a live display can too."""
