@@ -38,9 +38,10 @@ from worldsim.domain.outputs import (
     WorldOutput,
 )
 from worldsim.gateway.tools import GATEWAY_TOOLS
+from worldsim.models.routes import OFFLINE
 from worldsim.roles.apply import review_from_output, seeds_from_output
 from worldsim.roles.prompts import PromptRole
-from worldsim.world.build import build_world
+from worldsim.world.build import WorldSource, build_world
 from worldsim.world.moves import (
     Claim,
     ClaimRef,
@@ -296,8 +297,10 @@ class WorldPrompt(PromptedRole):
     def __init__(self, prompt: PromptRole, model: Model, *, seed: int = 0) -> None:
         super().__init__(prompt, model, seed=seed)
         self.problems: list[str] = []
+        self.world_source: WorldSource = "model"
 
     async def initialize(self, ctx: InitContext) -> WorldState:
+        own: WorldSource = "seeds" if ctx.card.seeds is not None else "generic"
         try:
             out: WorldOutput = await self.ask(
                 self.site(self.name), ctx, lambda: {"card": _card(ctx), "ticks": ctx.ticks}
@@ -308,7 +311,10 @@ class WorldPrompt(PromptedRole):
             # the failed call is traced; the run goes on from the card's own seeds
             state, more = build_world(ctx.card, ctx.ticks)
             self.problems = [f"initializer failed, world built from the card: {exc.message}", *more]
+            self.world_source = own
             return state
+        # the offline route answers with the card's seeds, or the generic world without them
+        self.world_source = own if self.model.route == OFFLINE else "model"
         seeds, problems = seeds_from_output(out, ctx)
         card = ctx.card.model_copy(update={"seeds": seeds})
         state, more = build_world(card, ctx.ticks)

@@ -226,6 +226,7 @@ def _audit(
         ungrounded_refs=[],
         leakage=leakage,
         leakage_findings=findings,
+        world="none",
     )
 
 

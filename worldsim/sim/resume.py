@@ -24,6 +24,7 @@ from worldsim.sim.scheduler import RestorePoint
 from worldsim.trace.effective import void_lines
 from worldsim.trace.reader import Trace
 from worldsim.trace.replay import replay_steps
+from worldsim.world.build import WorldSource
 from worldsim.world.state import WorldState
 from worldsim.world.timeline import Timeline
 
@@ -109,6 +110,7 @@ def restore_point(cut: Cut, config: RunConfig) -> RestorePoint:
     trace, kept = cut.trace, cut.kept
     point = RestorePoint(ended={}, starts=[])
     rejected = 0
+    source: WorldSource = "seeds"
     view = Trace(path=trace.path, lines=tuple(kept), torn_line=None, end_offset=0)
     cursors: dict[str, Any] = {}
     pending: dict[str, tuple[Any, float]] = {}
@@ -145,6 +147,7 @@ def restore_point(cut: Cut, config: RunConfig) -> RestorePoint:
             point.proposals_seen.add((tl, line.record.tick, line.data.agent))
         elif t == "world_initialized":
             point.init_problems[:] = list(line.data.problems)
+            source = line.data.source
         elif t == "retrieval":
             point.retrievals.append(line.data)
 
@@ -194,4 +197,4 @@ def restore_point(cut: Cut, config: RunConfig) -> RestorePoint:
         d = fork.data
         child = Timeline(child_id, d.parent, fork.record.tick, d.depth, mass, d.slots_child, state)
         starts.append((child, fork.record.tick + 1, True))
-    return replace(point, forks_rejected=rejected)
+    return replace(point, forks_rejected=rejected, world_source=source)

@@ -50,7 +50,7 @@ from worldsim.trace.records import (
     WorldInitializedData,
 )
 from worldsim.trace.writer import TraceWriter
-from worldsim.world.build import tick_dates
+from worldsim.world.build import WorldSource, tick_dates
 from worldsim.world.interventions import apply_interventions
 from worldsim.world.moves import Proposal, Review
 from worldsim.world.state import Actor, WorldState, apply_review, state_digest
@@ -77,6 +77,7 @@ class RestorePoint:
     forks_rejected: int = 0
     proposals_seen: set[tuple[str, int, str]] = field(default_factory=set)
     init_problems: list[str] = field(default_factory=list)
+    world_source: WorldSource = "seeds"
     retrievals: list[RetrievalRecord] = field(default_factory=list)
 
 
@@ -110,6 +111,7 @@ class Engine:
         self.fork_book = ForkBook(self.policy, config.seed, self.ticks, writer, self._notify)
         self.proposals_seen: set[tuple[str, int, str]] = set()
         self.init_problems: list[str] = []
+        self.world_source: WorldSource = "seeds"
         self.gateway: Gateway | None = None
         self._retrievals: list[RetrievalRecord] = []
 
@@ -199,10 +201,14 @@ class Engine:
         for record in applied:
             await self.writer.emit("intervention", InterventionData(**record))
         self.init_problems = [*getattr(initializer, "problems", []), *check_world(state)]
+        self.world_source = getattr(initializer, "world_source", "role")
         await self.writer.emit(
             "world_initialized",
             WorldInitializedData(
-                state=state.to_json(), digest=state_digest(state), problems=self.init_problems
+                state=state.to_json(),
+                digest=state_digest(state),
+                problems=self.init_problems,
+                source=self.world_source,
             ),
             durable=True,
         )
@@ -219,6 +225,7 @@ class Engine:
         self.fork_book.rejected += point.forks_rejected
         self.proposals_seen |= point.proposals_seen
         self.init_problems = list(point.init_problems)
+        self.world_source = point.world_source
         self._retrievals = list(point.retrievals)
         await self._simulate(point.starts)
         return await self._settle(started)
@@ -244,6 +251,7 @@ class Engine:
             forks=self.fork_book.forks,
             forks_rejected=self.fork_book.rejected,
             init_problems=self.init_problems,
+            world_source=self.world_source,
             proposals_seen=self.proposals_seen,
             gateway=self.gateway,
         )

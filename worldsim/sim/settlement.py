@@ -24,6 +24,7 @@ from worldsim.trace.forecast import extract_forecast, record_views
 from worldsim.trace.reader import read_trace
 from worldsim.trace.records import ExtractionData, ForecastGraph, ReportData, RunCompletedData
 from worldsim.trace.writer import TraceWriter
+from worldsim.world.build import WorldSource
 from worldsim.world.extraction import Leaf, extract
 from worldsim.world.moves import Report, TimelineSummary
 from worldsim.world.timeline import Timeline
@@ -85,6 +86,7 @@ class Outcome:
     forks: list[dict[str, Any]]
     forks_rejected: int
     init_problems: list[str]
+    world_source: WorldSource
     proposals_seen: set[tuple[str, int, str]]
     gateway: Gateway | None
 
@@ -136,6 +138,7 @@ async def settle(
     audit = audit_run(
         card=card,
         init_problems=outcome.init_problems,
+        world_source=outcome.world_source,
         timelines=summaries,
         extraction=extraction,
         claims=report.claims,

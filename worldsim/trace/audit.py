@@ -8,6 +8,7 @@ from worldsim.domain.cards import Card
 from worldsim.domain.contracts import lineage
 from worldsim.models.leakage import LeakageGuard
 from worldsim.trace.records import AuditData, ExtractionData
+from worldsim.world.build import WorldSource
 from worldsim.world.moves import Claim, TimelineSummary
 from worldsim.world.state import WorldState
 
@@ -91,6 +92,7 @@ def audit_run(
     *,
     card: Card,
     init_problems: list[str],
+    world_source: WorldSource,
     timelines: Sequence[TimelineSummary],
     extraction: ExtractionData,
     claims: Sequence[Claim],
@@ -122,4 +124,5 @@ def audit_run(
         ungrounded_refs=ungrounded,
         leakage="not-checked" if leakage is None else ("findings" if findings else "clean"),
         leakage_findings=findings,
+        world=world_source,
     )

@@ -53,10 +53,16 @@ _KEEP: dict[str, tuple[str, ...] | None] = {
 }
 
 
+_DROP: dict[str, frozenset[str]] = {"audit": frozenset({"world"})}
+"""Fields derived from what is kept elsewhere (the audit's world source follows from the card
+and the routes), left out so that adding them changed no hash."""
+
+
 def _content(type_: str, data: dict[str, Any]) -> dict[str, Any]:
     keep = _KEEP.get(type_)
     if keep is None:
-        return data
+        drop = _DROP.get(type_)
+        return data if drop is None else {k: v for k, v in data.items() if k not in drop}
     return {k: data[k] for k in keep if k in data}
 
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from worldsim.domain.cards import UtcDatetime
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.models.call import LlmCallData
+from worldsim.world.build import WorldSource
 from worldsim.world.moves import BranchCandidate, Claim, Proposal, Review
 from worldsim.world.outcome import ExtractionData, LeafData
 from worldsim.world.state import Delta
@@ -115,6 +116,7 @@ class WorldInitializedData(_Data):
     state: dict[str, Any]
     digest: str
     problems: list[str] = Field(default_factory=list)
+    source: WorldSource = "seeds"
 
 
 class TimelineStartedData(_Data):
@@ -213,6 +215,9 @@ class AuditData(_Data):
     ungrounded_refs: list[str]
     leakage: Literal["clean", "findings", "not-checked"]
     leakage_findings: list[dict[str, Any]] = Field(default_factory=list)
+    world: WorldSource = "seeds"
+    """Where the initial world came from (`WorldSource`): ``generic`` says the run's world
+    is the documented generic one, not the card's."""
 
 
 class InterventionData(_Data):

@@ -176,6 +176,13 @@ unless a revision below says otherwise.
   what it was, its date and tick, and whether it was applied (as a scheduled event in the
   initial world, `intervention:<id>`, delivered at its tick like the card's events) or why not.
   A run without interventions writes none and is unchanged.
+* **0.2.0 — where the world came from.** `world_initialized` gains `source` and `audit` gains
+  `world`: `seeds` (the card's own), `generic` (the documented generic world: a card without
+  seeds on the offline route, or an initializer call that failed), `model` (an initializer
+  model's reading of the card), `role` (a Python initializer role) or `none` (a direct
+  forecast). Traces written before read as `seeds`. The world source follows from the card and
+  the routes, which the hash already covers, so the canonical hash leaves the audit's `world`
+  out (and keeps only the digest of `world_initialized`): unchanged.
 
 ## Record types
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
+from typing import Literal
 
 from immutables import Map
 
@@ -20,13 +21,27 @@ from worldsim.world.state import (
     WorldState,
 )
 
-__all__ = ["build_world", "generic_seeds", "prior_pressure", "tick_dates", "tick_of"]
+__all__ = [
+    "WorldSource",
+    "build_world",
+    "generic_seeds",
+    "prior_pressure",
+    "tick_dates",
+    "tick_of",
+]
 
 
 def tick_of(card: Card, ticks: int, when: datetime) -> int:
     """The tick whose interval ``[as_of + kΔ, as_of + (k+1)Δ)`` holds ``when`` (may be outside)."""
     span = (card.deadline - card.as_of).total_seconds()
     return math.floor((when - card.as_of).total_seconds() / (span / ticks))
+
+
+WorldSource = Literal["seeds", "generic", "model", "role", "none"]
+"""Where a run's initial world came from: the card's own ``seeds``; the documented ``generic``
+world (a card without seeds on the offline route, or whose initializer call failed); a
+``model``'s reading of the card (the initializer role on a model route); a Python initializer
+``role``; ``none`` for a direct forecast, which has no world."""
 
 
 def tick_dates(card: Card, ticks: int) -> list[datetime]:
