@@ -82,9 +82,7 @@ def test_a_full_disk_is_one_line_and_the_trace_resumes_to_the_same_hash(
     assert verdict.canonical == full.canonical
 
 
-def test_the_resume_itself_may_hit_the_limit_and_resume_again(
-    whole: Path, tmp_path: Path
-) -> None:
+def test_the_resume_itself_may_hit_the_limit_and_resume_again(whole: Path, tmp_path: Path) -> None:
     start, size = _after_init(whole), whole.stat().st_size
     third = (size - start) // 3
     assert cli(*RUN, "--out", str(tmp_path), limit=start + third).returncode == 1

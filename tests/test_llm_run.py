@@ -185,9 +185,7 @@ def test_a_run_stopped_by_its_budget_resumes_to_completion(demo_card: Card, tmp_
             lambda: resume_run(trace, models=models, fsync=False, environ=_env(server))
         )
         calls_after = server.request_count
-        whole = _run(
-            demo_card, server, tmp_path / "whole", ticks=3, cache_dir=tmp_path / "cache"
-        )
+        whole = _run(demo_card, server, tmp_path / "whole", ticks=3, cache_dir=tmp_path / "cache")
         assert server.request_count == calls_after  # everything came from the cache
     verdict = verify_trace(result.trace)
     assert verdict.exit_code == 0 and verdict.complete

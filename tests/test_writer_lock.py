@@ -131,8 +131,8 @@ def test_two_forced_runs_racing_for_one_trace_leave_one_sound_trace(
     results = [(p, *p.communicate(timeout=300)) for p in procs]
     codes = sorted(p.returncode for p, _, _ in results)
     assert codes == [0, 2], [err for _, _, err in results]
-    (winner, stdout, _), = [r for r in results if r[0].returncode == 0]
-    (loser, _, stderr), = [r for r in results if r[0].returncode == 2]
+    ((winner, stdout, _),) = [r for r in results if r[0].returncode == 0]
+    ((loser, _, stderr),) = [r for r in results if r[0].returncode == 2]
     assert stderr.splitlines() == [
         f"error: {trace}: another run is writing this trace (pid {winner.pid})"
     ]

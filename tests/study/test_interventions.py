@@ -21,6 +21,7 @@ from worldsim.domain.policy import load_policy
 from worldsim.sim.session import run_card
 from worldsim.study.effects import paired_effect
 from worldsim.trace.reader import read_trace
+from worldsim.trace.replay import TickStep, replay_steps
 from worldsim.trace.verify import verify_trace
 
 SHOCK = {
@@ -50,6 +51,7 @@ def _config(*interventions: dict[str, Any]) -> RunConfig:
         ({"at": "2026-01-01T00:00:00Z"}, "outside the run"),
         ({"kind": "hypothesis", "hypothesis": "nonesuch"}, "no hypothesis 'nonesuch'"),
         ({"title": None}, "an event needs a title"),
+        ({"kind": "variable", "variable": "tariff_rate"}, "needs `variable` and `value`"),
     ],
 )
 def test_a_bad_intervention_is_refused_before_the_run(change: dict[str, Any], message: str) -> None:
@@ -81,6 +83,32 @@ def test_an_event_intervention_is_recorded_and_reaches_the_world(tmp_path: Path)
     assert verify_trace(result.trace).exit_code == 0
     shown = invoke("replay", result.trace)
     assert shown.code == 0 and "intervention veto (event)" in shown.out
+
+
+def test_a_variable_intervention_sets_the_variable_from_its_tick_on(tmp_path: Path) -> None:
+    setting = {
+        "id": "rate",
+        "kind": "variable",
+        "at": "2027-02-01T00:00:00Z",
+        "variable": "review_phase",
+        "value": "phase 2",
+    }
+    result = anyio.run(lambda: run_card(_config(setting), tmp_path, fsync=False))
+    trace = read_trace(result.trace)
+    (record,) = [line.data for line in trace.of_type("intervention")]
+    assert (record.applied, record.tick, record.variable, record.value) == (
+        True,
+        1,
+        "review_phase",
+        "phase 2",
+    )
+    assert record.title == "review_phase set to phase 2"
+    steps = [s for s in replay_steps(trace) if isinstance(s, TickStep)]
+    seen = {step.tick: step.state.variables.get("review_phase") for step in steps}
+    assert seen == {0: None, 1: "phase 2", 2: "phase 2", 3: "phase 2"}
+    assert verify_trace(result.trace).exit_code == 0
+    shown = invoke("replay", result.trace, "--tick", "1")
+    assert shown.code == 0 and "set    review_phase = 'phase 2'" in shown.out
 
 
 def test_a_study_measures_the_intervention_without_labels(tmp_path: Path) -> None:

@@ -203,6 +203,8 @@ def _print_step(step: "TickStep") -> None:
     )
     for obs in step.observations:
         out_console.print(f"  event  {obs.id}: {obs.title}", highlight=False)
+    for name, value in step.variables_set:
+        out_console.print(f"  set    {name} = {value!r}", highlight=False)
     accepted = {(r.agent, r.index) for r in step.review.accepted} if step.review else set()
     for p in step.proposals:
         mark = "✓" if (p.agent, p.index) in accepted else "✗"

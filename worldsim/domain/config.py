@@ -185,19 +185,23 @@ class ModelConfig(_Frozen):
 
 class Intervention(_Frozen):
     """A change made to a run's world (a study's "what if"): at ``at``, an ``event`` (a
-    scheduled event with a title and a pressure shift, as the card's own events) or a
+    scheduled event with a title and a pressure shift, as the card's own events), a
     ``hypothesis`` forced true (the card's hypothesis ``hypothesis``: its impact on its endpoint
-    as an event). The trace records each as an ``intervention`` record; the event reaches the
-    world like a scheduled one."""
+    as an event) or a ``variable`` set (the world variable ``variable`` takes ``value`` as the
+    tick starts, announced as an event). The trace records each as an ``intervention`` record;
+    the event reaches the world like a scheduled one."""
 
     id: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.:-]+$")
-    kind: Literal["event", "hypothesis"]
+    kind: Literal["event", "hypothesis", "variable"]
     at: UtcDatetime
     title: str | None = Field(None, min_length=1, max_length=bounds.MAX_TITLE_CHARS)
     description: str = Field("", max_length=bounds.MAX_TEXT_CHARS)
     pressure: float | dict[str, float] = 0.0
     """For an event: a shift toward yes (binary cards), or per endpoint."""
     hypothesis: str | None = None
+    variable: str | None = Field(None, min_length=1, max_length=120)
+    value: StrictBool | StrictInt | StrictFloat | str | None = None
+    """For a variable: its new value (a number, a string or a boolean)."""
 
     @model_validator(mode="after")
     def _complete(self) -> Intervention:
@@ -205,6 +209,8 @@ class Intervention(_Frozen):
             raise ValueError(f"intervention '{self.id}': an event needs a title")
         if self.kind == "hypothesis" and self.hypothesis is None:
             raise ValueError(f"intervention '{self.id}': name the hypothesis to force")
+        if self.kind == "variable" and (self.variable is None or self.value is None):
+            raise ValueError(f"intervention '{self.id}': a variable needs `variable` and `value`")
         return self
 
 

@@ -53,7 +53,13 @@ from worldsim.trace.writer import TraceWriter
 from worldsim.world.build import WorldSource, tick_dates
 from worldsim.world.interventions import apply_interventions
 from worldsim.world.moves import Proposal, Review
-from worldsim.world.state import Actor, WorldState, apply_review, state_digest
+from worldsim.world.state import (
+    Actor,
+    WorldState,
+    apply_review,
+    deliver_events,
+    state_digest,
+)
 from worldsim.world.timeline import Timeline
 from worldsim.world.views import InitContext, ReviewContext, TickContext
 
@@ -324,7 +330,7 @@ class Engine:
 
     async def _tick(self, tl: Timeline, k: int, tg: TaskGroup) -> None:
         seed = self.config.seed
-        snapshot = tl.state
+        snapshot = deliver_events(tl.state, k)
         observations = snapshot.events_at(k)
         active = self._active_agents(tl, k)
         await self.writer.emit(

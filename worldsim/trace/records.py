@@ -225,13 +225,15 @@ class InterventionData(_Data):
     scheduled event at ``tick``, or not applied, with the reason."""
 
     id: str
-    kind: Literal["event", "hypothesis"]
+    kind: Literal["event", "hypothesis", "variable"]
     at: str
     tick: int
     applied: bool
     reason: str | None = None
     title: str | None = None
     pressure: list[tuple[str, float]] = Field(default_factory=list)
+    variable: str | None = None
+    value: bool | int | float | str | None = None
 
 
 class RunResumedData(_Data):

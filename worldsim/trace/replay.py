@@ -18,7 +18,13 @@ from worldsim.trace.reader import Trace, TraceLine, read_trace
 from worldsim.trace.records import ExtractionData
 from worldsim.world.extraction import Leaf, extract
 from worldsim.world.outcome import DIRECT_RULE, direct_extraction, direct_options
-from worldsim.world.state import WorldState, apply_deltas, apply_review, state_digest
+from worldsim.world.state import (
+    WorldState,
+    apply_deltas,
+    apply_review,
+    deliver_events,
+    state_digest,
+)
 
 __all__ = ["ReplayResult", "TickStep", "replay", "replay_direct", "replay_steps"]
 
@@ -41,8 +47,15 @@ class TickStep:
     ledger_changes: tuple[tuple[str, str, str], ...]
     observations: tuple[Any, ...]
 
+    @property
+    def variables_set(self) -> tuple[tuple[str, Any], ...]:
+        """The world variables this tick's events set as it started (a variable intervention)."""
+        return tuple((k, v) for ev in self.state.events_at(self.tick) for k, v in ev.variables)
+
     def as_json(self) -> dict[str, Any]:
+        extra = {"variables_set": dict(self.variables_set)} if self.variables_set else {}
         return {
+            **extra,
             "timeline": self.timeline,
             "tick": self.tick,
             "date": self.date,
@@ -179,6 +192,8 @@ def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
                     cursor.date = rec.data.date
                     cursor.observations = tuple(rec.data.observations)
                     cursor.before = cursor.state
+                    if tick is not None:
+                        cursor.state = deliver_events(cursor.state, tick)
                 elif t == "proposal":
                     cursor.proposals.append(rec.data)
                 elif t == "review":

@@ -175,7 +175,11 @@ unless a revision below says otherwise.
   `intervention` record per intervention, after `run_started` and before `world_initialized`:
   what it was, its date and tick, and whether it was applied (as a scheduled event in the
   initial world, `intervention:<id>`, delivered at its tick like the card's events) or why not.
-  A run without interventions writes none and is unchanged.
+  A run without interventions writes none and is unchanged. A `variable` intervention (the
+  record's `variable` and `value`, null for the other kinds) schedules an event that carries
+  `variables`; the event's JSON in the state has that key only then, so worlds without one
+  keep their digests. Its variables are set as its tick starts, before the agents act, and
+  replay sets them at `tick_started`.
 * **0.2.0 — where the world came from.** `world_initialized` gains `source` and `audit` gains
   `world`: `seeds` (the card's own), `generic` (the documented generic world: a card without
   seeds on the offline route, or an initializer call that failed), `model` (an initializer

@@ -2,7 +2,9 @@
 
 An ``event`` intervention is scheduled like one of the card's events (a bare pressure is a
 shift toward the yes endpoint of a binary card); a ``hypothesis`` intervention schedules the
-hypothesis's impact on its endpoint at its date, titled "<hypothesis> (forced)". What was done
+hypothesis's impact on its endpoint at its date, titled "<hypothesis> (forced)"; a ``variable``
+intervention schedules an event (titled "<variable> set to <value>" unless it has a title) that
+sets the world variable as its tick starts (`worldsim.world.state.deliver_events`). What was done
 is returned as records for the trace; one that cannot act on this world (its hypothesis is not
 in it, a bare pressure on a multiple-choice card) is recorded as not applied, with the reason.
 """
@@ -16,7 +18,7 @@ from typing import Any
 from worldsim.domain.cards import Card
 from worldsim.domain.config import Intervention
 from worldsim.world.build import tick_of
-from worldsim.world.state import ScheduledEvent, WorldState
+from worldsim.world.state import Scalar, ScheduledEvent, WorldState
 
 __all__ = ["apply_interventions"]
 
@@ -39,8 +41,11 @@ def apply_interventions(
             "reason": None,
             "title": iv.title,
             "pressure": [],
+            "variable": iv.variable,
+            "value": iv.value,
         }
         shift: tuple[tuple[str, float], ...] = ()
+        variables: tuple[tuple[str, Scalar], ...] = ()
         title = iv.title or ""
         if iv.kind == "hypothesis":
             hypothesis = state.hypotheses.get(iv.hypothesis or "")
@@ -49,6 +54,9 @@ def apply_interventions(
             else:
                 title = f"{hypothesis.title} (forced)"
                 shift = ((hypothesis.endpoint, float(hypothesis.impact)),)
+        elif iv.kind == "variable" and iv.variable is not None and iv.value is not None:
+            title = iv.title or f"{iv.variable} set to {iv.value}"
+            variables = ((iv.variable, iv.value),)
         elif isinstance(iv.pressure, dict):
             unknown = sorted(set(iv.pressure) - {ep.id for ep in state.endpoints})
             if unknown:
@@ -64,7 +72,9 @@ def apply_interventions(
         if record["reason"] is None:
             record.update(applied=True, title=title, pressure=[list(p) for p in shift])
             added.append(
-                ScheduledEvent(f"intervention:{iv.id}", title, tick, iv.description, shift)
+                ScheduledEvent(
+                    f"intervention:{iv.id}", title, tick, iv.description, shift, variables
+                )
             )
         records.append(record)
     if not added:

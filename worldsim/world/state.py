@@ -46,6 +46,7 @@ __all__ = [
     "WorldState",
     "apply_review",
     "canonical_json",
+    "deliver_events",
     "state_digest",
 ]
 
@@ -85,11 +86,15 @@ class Edge:
 
 @dataclass(frozen=True, slots=True)
 class ScheduledEvent:
+    """An event delivered at ``tick``: its agents observe it, the reviewer applies its pressure,
+    and its ``variables`` are set in the world as the tick starts (`deliver_events`)."""
+
     id: str
     title: str
     tick: int
     description: str
     pressure: tuple[tuple[str, float], ...]
+    variables: tuple[tuple[str, Scalar], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,6 +388,7 @@ class WorldState:
                     ev["tick"],
                     ev["description"],
                     tuple((str(k), float(v)) for k, v in ev["pressure"]),
+                    tuple((str(k), v) for k, v in ev.get("variables", ())),
                 )
                 for ev in data["events"]
             ),
@@ -425,16 +431,30 @@ def _edges_json(edges: Iterable[Edge]) -> list[dict[str, Any]]:
 
 
 def _events_json(events: Iterable[ScheduledEvent]) -> list[dict[str, Any]]:
-    return [
-        {
+    out: list[dict[str, Any]] = []
+    for ev in events:
+        data: dict[str, Any] = {
             "id": ev.id,
             "title": ev.title,
             "tick": ev.tick,
             "description": ev.description,
             "pressure": [[k, v] for k, v in ev.pressure],
         }
-        for ev in events
+        if ev.variables:  # only then: a world without them keeps its digest
+            data["variables"] = [[k, v] for k, v in ev.variables]
+        out.append(data)
+    return out
+
+
+def deliver_events(state: WorldState, tick: int) -> WorldState:
+    """``state`` with the variables its events of ``tick`` set, in event order (the engine
+    calls it as a tick starts, replay likewise); the same object when they set none."""
+    deltas = [
+        SetVariable(name=name, value=value)
+        for ev in state.events_at(tick)
+        for name, value in ev.variables
     ]
+    return apply_deltas(state, deltas) if deltas else state
 
 
 def state_digest(state: WorldState) -> str:
