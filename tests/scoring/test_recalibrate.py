@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -79,3 +80,42 @@ def test_an_unknown_method_is_refused(run: Runner, tmp_path: Path) -> None:
     preds, labels = _inputs(tmp_path)
     done = run("score", preds, "--labels", labels, "--recalibrate", "nope")
     assert done.code == 2 and "nope" in done.err
+
+
+def _prereg(tmp_path: Path, **changes: object) -> Path:
+    data: dict[str, object] = {
+        "methods": ["m"],
+        "baseline": "m",
+        "comparisons": ["m:m+platt"],
+        "recalibrate": ["m"],
+        "bootstrap": {"n_resamples": 200, "seed": 1},
+        **changes,
+    }
+    path = tmp_path / "prereg.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def test_a_preregistered_recalibration_is_confirmatory(run: Runner, tmp_path: Path) -> None:
+    preds, labels = _inputs(tmp_path)
+    lock = tmp_path / "prereg.lock.json"
+    locked = run("prereg", "lock", _prereg(tmp_path), "--predictions", preds, "-o", lock)
+    assert locked.code == 0, locked.err
+    out = tmp_path / "score.json"
+    done = run("score", preds, "--labels", labels, "--prereg", lock, "--json", out)
+    assert done.code == 0, done.err
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    registered = doc["prereg"]["statistics"]
+    assert {"brier:m+platt", "delta_brier:m:m+platt", "bootstrap:m:m+platt"} <= set(registered)
+    assert not any(
+        name.endswith(":m+platt") and name.startswith("brier") for name in doc["exploratory"]
+    )
+    assert "m+platt" in doc["methods"]
+
+
+def test_a_prereg_may_only_recalibrate_a_listed_method(run: Runner, tmp_path: Path) -> None:
+    preds, _ = _inputs(tmp_path)
+    bad = _prereg(tmp_path, recalibrate=["other"], comparisons=["m:other+platt"])
+    done = run("prereg", "lock", bad, "--predictions", preds, "-o", tmp_path / "lock.json")
+    assert done.code == 2 and "recalibrate names 'other'" in done.err
+    assert not (tmp_path / "lock.json").exists()

@@ -209,7 +209,8 @@ def score_command(
             "--recalibrate",
             metavar="METHOD",
             help="Add METHOD+platt: METHOD's binary forecasts after a Platt recalibration "
-            "fitted on the other cards (5-fold, by card); exploratory (repeatable).",
+            "fitted on the other cards (5-fold, by card); exploratory unless the prereg lists it "
+            "under recalibrate: (repeatable).",
         ),
     ] = None,
     uniform: Annotated[

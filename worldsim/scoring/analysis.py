@@ -139,6 +139,7 @@ def score(options: ScoreOptions) -> ScoreResult:
         metric: Metric = prereg.primary_metric
         pairs = _unique([*prereg.pairs(), *options.compare])
         blends = _unique_blends([*prereg.blend_objects(), *options.blends])
+        recalibrate = list(dict.fromkeys([*prereg.recalibrate, *options.recalibrate]))
     else:
         tie_eps = options.tie_eps if options.tie_eps is not None else DEFAULT_TIE_EPS
         n_resamples = options.n_resamples if options.n_resamples is not None else DEFAULT_RESAMPLES
@@ -147,6 +148,7 @@ def score(options: ScoreOptions) -> ScoreResult:
         metric = "brier"
         pairs = _unique(list(options.compare))
         blends = _unique_blends(list(options.blends))
+        recalibrate = list(dict.fromkeys(options.recalibrate))
     _check_settings(tie_eps, n_resamples, level)
     window = options.date_window_days
     if window is not None and not (math.isfinite(window) and window >= 0):
@@ -170,7 +172,7 @@ def score(options: ScoreOptions) -> ScoreResult:
             # The filter may remove a method entirely; what it leaves is compared where possible.
             usable = [b for b in blends if all(m in table.methods for m, _ in b.weights)]
         table = add_blends(table, usable)
-        recalibrated = options.recalibrate
+        recalibrated = tuple(recalibrate)
         if filtered:
             recalibrated = tuple(m for m in recalibrated if m in table.methods)
         table = add_recalibrated(table, recalibrated)

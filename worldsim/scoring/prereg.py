@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.domain.files import first_error, load_mapping, sha256_file
+from worldsim.scoring.recalibrate import SUFFIX as RECALIBRATED
 from worldsim.scoring.table import Blend
 from worldsim.trace.reader import looks_like_trace, trace_head
 
@@ -63,6 +64,8 @@ class Prereg(_Model):
     tie_eps: tuple[float, ...] = Field((0.0,), min_length=1)
     bootstrap: BootstrapSettings = BootstrapSettings()
     blends: dict[str, dict[str, float]] = Field(default_factory=dict)
+    recalibrate: tuple[str, ...] = ()
+    """Methods whose cross-validated Platt recalibration (``METHOD+platt``) is registered."""
     extraction_rule: str | None = None
 
     @field_validator("tie_eps")
@@ -83,7 +86,10 @@ class Prereg(_Model):
 
     @model_validator(mode="after")
     def _known_names(self) -> Prereg:
-        names = {*self.methods, self.baseline, *self.blends}
+        for method in self.recalibrate:
+            if method not in self.methods and method != self.baseline:
+                raise ValueError(f"recalibrate names '{method}', not a listed method")
+        names = {*self.methods, self.baseline, *self.blends, *self.recalibrated()}
         for pair in self.comparisons:
             for name in pair.split(":"):
                 if name not in names:
@@ -99,6 +105,10 @@ class Prereg(_Model):
             Blend.of(name, list(weights.items()), field=f"blends.{name}")
             for name, weights in self.blends.items()
         ]
+
+    def recalibrated(self) -> list[str]:
+        """The registered recalibrations' method names (``METHOD+platt``)."""
+        return [f"{method}{RECALIBRATED}" for method in self.recalibrate]
 
     def pairs(self) -> list[tuple[str, str]]:
         return [(p.split(":")[0], p.split(":")[1]) for p in self.comparisons]

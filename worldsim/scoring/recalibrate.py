@@ -5,8 +5,8 @@ are fitted by maximum likelihood (Newton's method, with a small ridge that keeps
 when the training outcomes are separable) on the *other* cards' units only: the cards, sorted,
 are dealt round-robin into ``min(5, n)`` folds and each fold is predicted by a fit on the rest,
 so no unit's own outcome shapes its recalibrated forecast. ``p`` is clipped to
-[0.001, 0.999] before the logit. Multiple-choice units are left out. The row is exploratory:
-the pre-registration format has no place for a recalibration.
+[0.001, 0.999] before the logit. Multiple-choice units are left out. The row is exploratory
+unless a locked prereg names the method under ``recalibrate:``.
 """
 
 from __future__ import annotations

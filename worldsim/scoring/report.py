@@ -59,7 +59,7 @@ def statistic_names(result: ScoreResult) -> tuple[list[str], list[str]]:
     if result.prereg is not None:
         p = result.prereg
         metric = p.primary_metric
-        for method in {*p.methods, p.baseline, *p.blends}:
+        for method in {*p.methods, p.baseline, *p.blends, *p.recalibrated()}:
             covered.add(f"{metric}:{method}")
         for a, b in p.pairs():
             covered.add(f"delta_{metric}:{a}:{b}")
