@@ -1,6 +1,7 @@
 """`worldsim batch --executor ray --ray-address ADDR` on an existing cluster: a Ray head the
-test starts with `ray start --head` (2 CPUs, loopback only), then stops; the study's traces
-are the ones `worldsim batch` writes without Ray."""
+test starts with `ray start --head` (2 CPUs, loopback only), then stops; a study of the
+imported ForecastBench-shaped question set writes there the traces `worldsim batch` writes
+without Ray."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ from pathlib import Path
 import pytest
 
 from tests.study.conftest import write_manifest
+from tests.support import ROOT
 
 pytest.importorskip("ray")
 WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]
 HEAD = ["--node-ip-address", "127.0.0.1", "--include-dashboard", "false", "--disable-usage-stats"]
+QUESTION_SET = ROOT / "scenarios" / "forecastbench" / "question_set.json"
 RAY = shutil.which("ray", path=str(Path(sys.executable).parent))
 
 
@@ -81,11 +84,21 @@ def test_batch_runs_a_study_on_an_existing_cluster_with_the_local_hashes(
     tmp_path: Path, cluster: tuple[str, dict[str, str]]
 ) -> None:
     address, env = cluster
-    manifest = write_manifest(tmp_path, forecast_dates=["card"])
     env = {**env, "WORLDSIM_CACHE_DIR": str(tmp_path / "cache")}
+    # the shipped ForecastBench-shaped question set, imported, is the study's cards
+    imported = subprocess.run(
+        [*WORLDSIM, "cards", "import", str(QUESTION_SET), "-o", str(tmp_path / "cards")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert imported.returncode == 0, imported.stderr
+    manifest = write_manifest(
+        tmp_path, cards=[str(tmp_path / "cards" / "*.yaml")], forecast_dates=["card"]
+    )
     on_ray = _batch(manifest, tmp_path / "ray", env, "--executor", "ray", "--ray-address", address)
     local = _batch(manifest, tmp_path / "local", env)
-    assert len(on_ray) == 8
+    assert len(on_ray) == 16  # 4 imported cards × 2 methods × 2 seeds
     assert on_ray == local
     first = tmp_path / "ray" / next(iter(on_ray))
     verify = subprocess.run(
