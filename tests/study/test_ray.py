@@ -33,6 +33,7 @@ FAST = RetrySettings(
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
     ray.init(
+        address="local",  # a new Ray for the tests, whatever else runs on the machine
         num_cpus=2,
         include_dashboard=False,
         _node_ip_address="127.0.0.1",

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,8 +42,12 @@ def cluster() -> Iterator[tuple[str, dict[str, str]]]:
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["RAY_AUTH_MODE"] = "disabled"
     port = _free_port()
+    # its own temporary folder (short: Ray's socket paths must fit), so that the head leaves no
+    # "current cluster" behind in /tmp/ray for a later ray.init() to find
+    temp = tempfile.mkdtemp(prefix="wsray")
+    options = [*HEAD, "--temp-dir", temp]
     head = subprocess.Popen(
-        [RAY, "start", "--head", "--block", "--num-cpus", "2", "--port", str(port), *HEAD],
+        [RAY, "start", "--head", "--block", "--num-cpus", "2", "--port", str(port), *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -65,6 +70,7 @@ def cluster() -> Iterator[tuple[str, dict[str, str]]]:
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
             head.wait(10)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def _batch(manifest: Path, out: Path, env: dict[str, str], *args: str) -> dict[str, str]:

@@ -122,7 +122,8 @@ def batch(
         typer.Option(
             metavar="ADDR",
             help="The Ray cluster's address (`ray start --head` prints it; 'auto' finds one on "
-            "this machine). Default: RAY_ADDRESS, else a local Ray for this study.",
+            "this machine; 'local' starts a new one). Default: RAY_ADDRESS, else a cluster "
+            "`ray start` started here, else a new local Ray for this study.",
         ),
     ] = None,
 ) -> None:

@@ -270,8 +270,9 @@ class RayExecutor:
     """Every job as a Ray task; see the module's doc.
 
     ``address`` is the cluster's (``ray start --head`` prints it; ``auto`` finds one started
-    on this machine); without it, an existing ``RAY_ADDRESS`` is used, else a local Ray is
-    started for this invocation and stopped after it. A Ray already initialised in this
+    on this machine; ``local`` starts a new one for this invocation); without it, Ray's own
+    rule applies: ``RAY_ADDRESS``, else a cluster ``ray start`` started on this machine, else a
+    new local Ray for this invocation, stopped after it. A Ray already initialised in this
     process (a notebook's) is used as it is.
     """
 
@@ -293,9 +294,14 @@ class RayExecutor:
                     configure_logging=True,
                 )
             except ConnectionError as exc:
+                where = (
+                    f"at {self.address}"
+                    if self.address
+                    else "named by RAY_ADDRESS or last started on this machine by `ray start` "
+                    "(`ray stop` clears a stale one; --ray-address local starts a new one)"
+                )
                 raise ConfigError(
-                    f"cannot reach the Ray cluster at {self.address or 'RAY_ADDRESS'}: {exc}",
-                    field="ray_address",
+                    f"cannot reach the Ray cluster {where}: {exc}", field="ray_address"
                 ) from None
             started = True
         max_usd = budget.max_usd if budget is not None else None
