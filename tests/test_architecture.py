@@ -226,7 +226,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("roles",),
     ("sim",),
     ("scoring",),
-    ("view", "study", "interop"),
+    ("view", "study", "interop", "build"),
     ("testing",),
     ("cli",),
 )

@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "models",
     "cache",
     "interop",
+    "build",
 )
 for _name in COMMAND_MODULES:
     importlib.import_module(f"worldsim.cli.{_name}")

@@ -9,7 +9,9 @@ Each schema has one way its result is applied (docs/roles.md): ``ActorOutput`` a
 ``CohortOutput`` become proposals that the governance reviews, ``GovernanceOutput`` becomes the
 tick's review (ledger updates, pressure shifts, fork candidates), ``WorldOutput`` becomes the
 initial world, ``ReportOutput`` the grounded report, ``ForecastOutput`` a direct forecast of a
-binary card and ``ChoiceForecastOutput`` one of a multiple-choice card.
+binary card and ``ChoiceForecastOutput`` one of a multiple-choice card. The benchmark builder's
+roles (phase ``build``) return ``HindsightOutput`` (a causal explanation) and
+``GraphEditsOutput`` (edits of a hindsight graph).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ __all__ = [
     "EndpointProbability",
     "ForecastOutput",
     "GovernanceOutput",
+    "GraphEdit",
+    "GraphEditsOutput",
+    "HindsightOutput",
     "InitActor",
     "InitCohort",
     "InitEvent",
@@ -245,6 +250,46 @@ class ChoiceForecastOutput(_Out):
     )
 
 
+class HindsightOutput(_Out):
+    """The hindsight role's causal explanation of how the question resolved."""
+
+    explanation: str = Field(max_length=4000)
+    sources: list[str] = Field(
+        default_factory=list, max_length=60, description="ids of the documents relied on"
+    )
+
+
+class GraphEdit(_Out):
+    """One edit of a hindsight graph: ``propose_event`` (id, title, date, description,
+    source_ids), ``add_edge`` (source, target, relation, strength, confidence),
+    ``record_impact`` (event, direction, magnitude, confidence), ``delete_event`` (id) or
+    ``delete_edge`` (source, target). Fields another op uses are ignored."""
+
+    op: Literal["propose_event", "add_edge", "record_impact", "delete_event", "delete_edge"]
+    id: str = Field("", max_length=80)
+    title: str = Field("", max_length=300)
+    date: str = Field("", max_length=40, description="ISO date of the event")
+    description: str = Field("", max_length=1000)
+    source_ids: list[str] = Field(default_factory=list, max_length=20)
+    source: str = Field("", max_length=80)
+    target: str = Field("", max_length=80)
+    relation: Literal[
+        "causes", "enables", "prevents", "inhibits", "amplifies", "triggers", "correlates"
+    ] = "causes"
+    strength: float = Field(0.5, ge=0.0, le=1.0)
+    confidence: float = Field(0.5, ge=0.0, le=1.0)
+    event: str = Field("", max_length=80)
+    direction: Literal["positive", "negative", "neutral", "mixed"] = "neutral"
+    magnitude: float = Field(0.0, ge=0.0, le=1.0)
+
+
+class GraphEditsOutput(_Out):
+    """The graph builder's edits of the working graph, applied in order."""
+
+    edits: list[GraphEdit] = Field(default_factory=list, max_length=120)
+    note: str = Field("", max_length=1000)
+
+
 OUTPUTS: dict[str, type[BaseModel]] = {
     "ActorOutput": ActorOutput,
     "CohortOutput": CohortOutput,
@@ -253,6 +298,8 @@ OUTPUTS: dict[str, type[BaseModel]] = {
     "ReportOutput": ReportOutput,
     "ForecastOutput": ForecastOutput,
     "ChoiceForecastOutput": ChoiceForecastOutput,
+    "HindsightOutput": HindsightOutput,
+    "GraphEditsOutput": GraphEditsOutput,
 }
 """The documented output schemas a prompt role may name in its ``output:`` field."""
 
@@ -262,5 +309,6 @@ PHASE_OUTPUTS: dict[str, tuple[str, ...]] = {
     "review": ("GovernanceOutput",),
     "report": ("ReportOutput",),
     "direct": ("ForecastOutput", "ChoiceForecastOutput"),
+    "build": ("HindsightOutput", "GraphEditsOutput"),
 }
 """Which outputs each phase can apply."""

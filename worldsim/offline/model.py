@@ -30,6 +30,8 @@ from worldsim.domain.outputs import (
     EndpointProbability,
     ForecastOutput,
     GovernanceOutput,
+    GraphEditsOutput,
+    HindsightOutput,
     InitActor,
     InitCohort,
     InitEvent,
@@ -45,6 +47,7 @@ from worldsim.domain.outputs import (
     WorldOutput,
 )
 from worldsim.offline.agents import OfflineActor, OfflineCohort
+from worldsim.offline.build import offline_graph_edits, offline_hindsight
 from worldsim.offline.governance import OfflineGovernance
 from worldsim.offline.reporter import OfflineReporter
 from worldsim.world.build import generic_seeds
@@ -77,6 +80,8 @@ class OfflineModel:
             ReportOutput: _report,
             ForecastOutput: _forecast,
             ChoiceForecastOutput: _choice_forecast,
+            HindsightOutput: offline_hindsight,
+            GraphEditsOutput: offline_graph_edits,
         }
 
     async def request(self, request: ModelRequest) -> ModelResponse:

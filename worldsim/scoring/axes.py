@@ -153,28 +153,37 @@ class Axes:
     date_window_days: float | None
     graphs: tuple[GraphFile, ...]
     cards_without_graph: tuple[str, ...]
+    graphs_not_built: tuple[tuple[str, tuple[str, ...]], ...]
+    """Cards whose graph says ``graph_built: false``, with the gates it failed: left out."""
     forecasts_without_trace: tuple[tuple[str, str], ...]
     cards: tuple[CardAxes, ...]
     methods: Mapping[str, MethodAxes]
 
 
-def load_graphs(folder: Path, card_ids: Iterable[str]) -> tuple[dict[str, GraphFile], list[str]]:
+def load_graphs(
+    folder: Path, card_ids: Iterable[str]
+) -> tuple[dict[str, GraphFile], list[str], list[tuple[str, tuple[str, ...]]]]:
     """The hindsight graphs ``folder/<card_id>.json`` of the cards that have one.
 
     A graph that does not parse, has a structural error or names another card is an error
-    naming its file; quality-threshold findings are kept as warnings. Returns the graphs by
-    card id and the card ids without a graph.
+    naming its file; quality-threshold findings are kept as warnings. A graph its builder
+    marked ``graph_built: false`` is left out. Returns the graphs by card id, the card ids
+    without a graph, and the left-out graphs' card ids with the gates they failed.
     """
     if not folder.is_dir():
         raise ConfigError("--hindsight must be a folder of <card-id>.json graphs", file=folder)
     graphs: dict[str, GraphFile] = {}
     missing: list[str] = []
+    not_built: list[tuple[str, tuple[str, ...]]] = []
     for card_id in sorted(set(card_ids)):
         path = folder / f"{card_id}.json"
         if not path.is_file():
             missing.append(card_id)
             continue
         graph = load_hindsight(path)
+        if not graph.graph_built:
+            not_built.append((card_id, graph.failed_gates))
+            continue
         report = validate_graph(graph)
         if report.errors:
             raise CardError(report.errors[0], file=path)
@@ -189,7 +198,7 @@ def load_graphs(folder: Path, card_ids: Iterable[str]) -> tuple[dict[str, GraphF
             graph=graph,
             warnings=report.warnings,
         )
-    return graphs, missing
+    return graphs, missing, not_built
 
 
 def _trace_axes(row: PredictionRow, graph: HindsightGraph, window: float | None) -> TraceAxes:
@@ -227,7 +236,7 @@ def compute_axes(
     ``rows`` are the prediction rows read (the traces among them are scored); only forecasts in
     ``table`` (labelled and scored) take part.
     """
-    graphs, missing = load_graphs(folder, table.card_ids)
+    graphs, missing, not_built = load_graphs(folder, table.card_ids)
     trace_rows = {row.source: row for row in rows if row.trace}
 
     cards: list[CardAxes] = []
@@ -279,6 +288,7 @@ def compute_axes(
         date_window_days=date_window_days,
         graphs=tuple(graphs[c] for c in sorted(graphs)),
         cards_without_graph=tuple(missing),
+        graphs_not_built=tuple(not_built),
         forecasts_without_trace=tuple(sorted(without_trace)),
         cards=tuple(cards),
         methods=methods,

@@ -162,6 +162,10 @@ def axes_json(axes: Axes) -> dict[str, Any]:
         "coverage": {
             "cards_with_graph": sorted(with_graph),
             "cards_without_graph": list(axes.cards_without_graph),
+            "graphs_not_built": [
+                {"card_id": card, "failed_gates": list(gates)}
+                for card, gates in axes.graphs_not_built
+            ],
             "forecasts_without_trace": [
                 {"card_id": card, "method": method} for card, method in axes.forecasts_without_trace
             ],
@@ -392,7 +396,8 @@ def _fmt_n(x: float | None, n: int, digits: int = 3) -> str:
 
 def _print_axes(axes: Mapping[str, Any], console: Console) -> None:
     cov = axes["coverage"]
-    n_cards = len(cov["cards_with_graph"]) + len(cov["cards_without_graph"])
+    not_built = cov.get("graphs_not_built", [])
+    n_cards = len(cov["cards_with_graph"]) + len(cov["cards_without_graph"]) + len(not_built)
     window = axes["date_window_days"]
     line = (
         f"hindsight: graphs for {len(cov['cards_with_graph'])} of {n_cards} card(s) in "
@@ -402,6 +407,8 @@ def _print_axes(axes: Mapping[str, Any], console: Console) -> None:
     )
     if cov["cards_without_graph"]:
         line += f"; without a graph: {','.join(cov['cards_without_graph'])}"
+    if not_built:
+        line += "; left out (graph_built false): " + ",".join(g["card_id"] for g in not_built)
     if cov["forecasts_without_trace"]:
         line += "; forecasts without a trace: " + ",".join(
             f"{f['card_id']}/{f['method']}" for f in cov["forecasts_without_trace"]

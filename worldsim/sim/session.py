@@ -72,6 +72,7 @@ __all__ = [
     "check_trace_target",
     "forecast",
     "guarded",
+    "open_models",
     "open_session",
     "resume_run",
     "run_card",
@@ -180,30 +181,28 @@ class Session:
 
 
 @contextlib.asynccontextmanager
-async def open_session(
-    config: RunConfig,
-    out: str | Path,
+async def open_models(
+    models: ModelConfig,
     *,
+    guard: LeakageGuard | None = None,
     model_source: ModelSource | None = None,
     environ: Mapping[str, str] | None = None,
     offline: OfflineFactory = OfflineModel,
     shared: Shared | None = None,
-) -> AsyncIterator[Session]:
-    """Open the run's response cache and model pool, and close them on the way out.
+) -> AsyncIterator[ModelSource]:
+    """Open the response cache and the model pool of ``models``, and close them on the way out.
 
     With ``model_source`` (a test's doubles), its models replace the routes' and no pool is
     built; when every route is offline, ``offline()`` answers them all and no cache is opened.
-    ``shared`` is what the run shares with others (see `build_pool`).
+    ``shared`` is what the models share with other runs (see `build_pool`).
     """
-    models = config.models
-    guard = _guard(models)
     async with contextlib.AsyncExitStack() as stack:
         if model_source is not None:
-            yield Session(config, GuardedSource(model_source, guard), guard)
+            yield GuardedSource(model_source, guard)
             return
         remote = [route for route in route_table(models).routes() if not route.is_offline]
         if not remote:
-            yield Session(config, GuardedSource(OfflineSource(offline()), guard), guard)
+            yield GuardedSource(OfflineSource(offline()), guard)
             return
         for route in remote:  # a missing base URL or key fails before any file is made
             resolve_settings(route, environ=environ)
@@ -220,7 +219,30 @@ async def open_session(
             build_pool, models, cache, guard, environ, offline, shared
         )
         stack.push_async_callback(pool.aclose)
-        yield Session(config, pool, guard)
+        yield pool
+
+
+@contextlib.asynccontextmanager
+async def open_session(
+    config: RunConfig,
+    out: str | Path,
+    *,
+    model_source: ModelSource | None = None,
+    environ: Mapping[str, str] | None = None,
+    offline: OfflineFactory = OfflineModel,
+    shared: Shared | None = None,
+) -> AsyncIterator[Session]:
+    """Open the run's models (`open_models`), and close them on the way out."""
+    guard = _guard(config.models)
+    async with open_models(
+        config.models,
+        guard=guard,
+        model_source=model_source,
+        environ=environ,
+        offline=offline,
+        shared=shared,
+    ) as source:
+        yield Session(config, source, guard)
 
 
 def unwrap_error(exc: BaseException) -> BaseException:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from worldsim.domain.cards import Card
 
 __all__ = [
+    "BuildContext",
     "ForecastContext",
     "InitContext",
     "ReportContext",
@@ -93,8 +94,18 @@ class ForecastContext:
 
 
 @dataclass(frozen=True, slots=True)
+class BuildContext:
+    """A benchmark-building role's view: the card it works on; its prompt's variables hold the
+    rest (the documents, the graph so far, the quality gates' feedback)."""
+
+    card: Card
+
+
+@dataclass(frozen=True, slots=True)
 class RoleView:
     """A prompt role's request as structure: its context and the variables its prompt shows."""
 
-    context: InitContext | TickContext | ReviewContext | ReportContext | ForecastContext
+    context: (
+        InitContext | TickContext | ReviewContext | ReportContext | ForecastContext | BuildContext
+    )
     variables: Mapping[str, Any] = field(default_factory=dict)

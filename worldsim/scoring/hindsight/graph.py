@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -80,6 +80,16 @@ class HindsightGraph(_Model):
     events: tuple[HindsightEvent, ...]
     edges: tuple[HindsightEdge, ...] = ()
     impacts: tuple[HindsightImpact, ...] = ()
+    graph_built: bool = True
+    """False when its builder could not meet the quality gates (``worldsim build hindsight``):
+    the graph is kept for reading and left out of scoring."""
+    failed_gates: tuple[str, ...] = ()
+    construction: dict[str, Any] | None = None
+    """How it was built: roles and their prompt versions, route, rounds, whether by the
+    offline rules (``worldsim build hindsight``); absent for a hand-written graph."""
+    annotations: tuple[dict[str, Any], ...] = ()
+    """The events people rejected on the annotation sheet, with their reasons
+    (``worldsim build apply-annotations``), and how many rows were checked."""
 
     @property
     def sources(self) -> frozenset[str]:
