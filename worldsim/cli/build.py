@@ -123,3 +123,60 @@ def hindsight(
         )
         for failed in graph.failed_gates:
             out_console.print(f"  failed gate: {escape(failed)}", highlight=False)
+
+
+@build_app.command("annotate")
+def annotate(
+    graph_path: Annotated[Path, typer.Argument(metavar="GRAPH", help="A hindsight graph JSON.")],
+    out: Annotated[Path, typer.Option("-o", "--out", metavar="CSV", help="The sheet to write.")],
+    force: Annotated[bool, typer.Option(help="Replace an existing sheet.")] = False,
+) -> None:
+    """Write GRAPH's annotation sheet: one row per event with the five checks of the protocol
+    (factual, date_ok, source_support, causal_relevance, not_duplicate) for a person to fill
+    with yes or no, and notes. Apply it with `worldsim build apply-annotations`."""
+    from worldsim.build.annotate import annotation_sheet
+    from worldsim.domain.files import write_files
+    from worldsim.scoring.hindsight.graph import load_hindsight
+
+    if out.exists() and not force:
+        raise ConfigError(f"{out} exists; use --force to replace it", file=out)
+    graph = load_hindsight(graph_path)
+    write_files({out: annotation_sheet(graph).encode()})
+    rows = sum(not e.is_outcome for e in graph.events)
+    out_console.print(f"wrote {escape(str(out))}: {rows} event(s) to check", highlight=False)
+
+
+@build_app.command("apply-annotations")
+def apply_annotations_command(
+    graph_path: Annotated[Path, typer.Argument(metavar="GRAPH", help="A hindsight graph JSON.")],
+    sheet: Annotated[Path, typer.Argument(metavar="SHEET", help="Its filled annotation sheet.")],
+    out: Annotated[Path, typer.Option("-o", "--out", metavar="FILE", help="The graph to write.")],
+    gates: GatesOption = None,
+) -> None:
+    """Drop the events SHEET rejects (any check answered no), with their edges and impacts;
+    record in the graph's annotation why, and how many events were checked on all five points.
+    A graph `build hindsight` made is checked against the quality gates again."""
+    from worldsim.build.annotate import apply_annotations
+    from worldsim.build.policy import load_quality_policy
+    from worldsim.domain.files import write_files
+    from worldsim.scoring.hindsight.graph import load_hindsight
+
+    graph = load_hindsight(graph_path)
+    policy, _ = load_quality_policy(gates)
+    result = apply_annotations(graph, sheet, policy.graph)
+    text = json.dumps(result.model_dump(mode="json", exclude_none=True), indent=2) + "\n"
+    write_files({out: text.encode()})
+    note = result.annotation
+    assert note is not None
+    out_console.print(
+        f"wrote {escape(str(out))}: {note.checked} of {note.events} event(s) checked, "
+        f"{len(note.rejected)} dropped"
+        + ("" if result.graph_built else "; graph_built false: " + "; ".join(result.failed_gates)),
+        highlight=False,
+    )
+    for r in note.rejected:
+        out_console.print(
+            f"  dropped {escape(r.event)}: failed {', '.join(r.failed)}"
+            + (f" — {escape(r.notes)}" if r.notes else ""),
+            highlight=False,
+        )

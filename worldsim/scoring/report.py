@@ -156,6 +156,15 @@ def axes_json(axes: Axes) -> dict[str, Any]:
                 "path": str(g.path),
                 "sha256": g.sha256,
                 "warnings": list(g.warnings),
+                "annotation": (
+                    {
+                        "events": g.graph.annotation.events,
+                        "checked": g.graph.annotation.checked,
+                        "rejected": len(g.graph.annotation.rejected),
+                    }
+                    if g.graph.annotation is not None
+                    else None
+                ),
             }
             for g in axes.graphs
         ],
@@ -409,6 +418,14 @@ def _print_axes(axes: Mapping[str, Any], console: Console) -> None:
         line += f"; without a graph: {','.join(cov['cards_without_graph'])}"
     if not_built:
         line += "; left out (graph_built false): " + ",".join(g["card_id"] for g in not_built)
+    annotated = [g["annotation"] for g in axes["graphs"] if g.get("annotation")]
+    if annotated:
+        checked = sum(a["checked"] for a in annotated)
+        total = sum(a["events"] for a in annotated)
+        line += (
+            f"; annotation: {checked} of {total} event(s) checked by people in "
+            f"{len(annotated)} of {len(axes['graphs'])} graph(s)"
+        )
     if cov["forecasts_without_trace"]:
         line += "; forecasts without a trace: " + ",".join(
             f"{f['card_id']}/{f['method']}" for f in cov["forecasts_without_trace"]

@@ -22,11 +22,13 @@ from worldsim.domain.errors import CardError
 from worldsim.domain.files import first_error, load_document
 
 __all__ = [
+    "Annotation",
     "Direction",
     "HindsightEdge",
     "HindsightEvent",
     "HindsightGraph",
     "HindsightImpact",
+    "RejectedEvent",
     "Relation",
     "Thresholds",
     "ValidationReport",
@@ -74,6 +76,25 @@ class HindsightImpact(_Model):
     confidence: float = Field(ge=0.0, le=1.0)
 
 
+class RejectedEvent(_Model):
+    """An event people rejected on the annotation sheet, and which checks it failed."""
+
+    event: str
+    title: str
+    failed: tuple[str, ...]
+    notes: str = ""
+
+
+class Annotation(_Model):
+    """The annotation sheet applied to a graph: its hash, how many events it listed and how
+    many were checked on all five points, and the events dropped."""
+
+    sheet_sha256: str
+    events: int
+    checked: int
+    rejected: tuple[RejectedEvent, ...] = ()
+
+
 class HindsightGraph(_Model):
     card_id: str | None = None
     question: str | None = None
@@ -87,9 +108,9 @@ class HindsightGraph(_Model):
     construction: dict[str, Any] | None = None
     """How it was built: roles and their prompt versions, route, rounds, whether by the
     offline rules (``worldsim build hindsight``); absent for a hand-written graph."""
-    annotations: tuple[dict[str, Any], ...] = ()
-    """The events people rejected on the annotation sheet, with their reasons
-    (``worldsim build apply-annotations``), and how many rows were checked."""
+    annotation: Annotation | None = None
+    """What people checked on the graph's annotation sheet (``worldsim build
+    apply-annotations``): how many events were checked, and those rejected, with why."""
 
     @property
     def sources(self) -> frozenset[str]:
