@@ -180,3 +180,112 @@ def apply_annotations_command(
             + (f" — {escape(r.notes)}" if r.notes else ""),
             highlight=False,
         )
+
+
+@build_app.command("questions")
+def questions(
+    articles: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="[ARTICLES]", help="Dated articles, JSON Lines (as `gateway ingest` reads)."
+        ),
+    ] = None,
+    out: Annotated[
+        Path, typer.Option("-o", "--out", metavar="DIR", help="Folder for the cards.")
+    ] = Path("cards"),
+    db: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="DB", help="Read the articles from this evidence database; cards name it."
+        ),
+    ] = None,
+    markets: Annotated[
+        Path | None,
+        typer.Option(metavar="JSONL", help="Prediction markets (docs/construction.md)."),
+    ] = None,
+    model: Annotated[
+        str, typer.Option(metavar="ROUTE", help="Route of both roles (default: offline rules).")
+    ] = "offline",
+    gates: GatesOption = None,
+    cache_dir: CacheDirOption = None,
+    force: Annotated[bool, typer.Option(help="Write into a folder that holds cards.")] = False,
+) -> None:
+    """Propose forecasting questions from dated articles (clustered by topic) and markets,
+    score each for clarity, measurability and answerability, check its temporal validity, merge
+    near-duplicates, and write one card per question kept into DIR, with DIR/rejects.jsonl (every
+    question refused, with its reasons) and DIR/build.jsonl (every call and decision).
+
+    On the offline route the roles are rules: a question from each sentence that schedules
+    something for a later date, scored from its form; the cards say so in their provenance.
+    """
+    import anyio
+
+    from worldsim.build.calls import BuildLog
+    from worldsim.build.policy import load_quality_policy
+    from worldsim.build.questions import Article, build_questions, read_markets, rejects_jsonl
+    from worldsim.domain.config import ModelConfig
+    from worldsim.domain.files import write_files
+    from worldsim.gateway.store import open_store, read_articles
+    from worldsim.interop.questions import card_yaml
+    from worldsim.sim.session import open_models
+
+    if (articles is None) == (db is None) and markets is None:
+        raise ConfigError("give ARTICLES or --db (and/or --markets)", field="articles")
+    if articles is not None and db is not None:
+        raise ConfigError("give ARTICLES or --db, not both", field="db")
+    if out.exists() and any(out.glob("*.yaml")) and not force:
+        raise ConfigError(f"{out} holds cards already; use --force to add to it", file=out)
+    policy, _ = load_quality_policy(gates)
+    found = read_markets(markets) if markets is not None else []
+
+    async def read_db(path: Path) -> "list[Article]":
+        async with open_store(path) as store:
+            return [
+                Article(d.id, d.published_at, d.title, d.text, d.stance)
+                for d in await store.documents()
+            ]
+
+    if articles is not None:
+        docs = [
+            Article(d.id, d.published_at, d.title, d.text, d.stance)
+            for d in read_articles(articles)
+        ]
+    elif db is not None:
+        docs = anyio.run(read_db, db)
+    else:
+        docs = []
+    source_file = (articles or db or markets or Path("-")).name
+    evidence = None
+    if db is not None:  # the cards name the database as a path from their own folder
+        import os
+
+        evidence = os.path.relpath(db.resolve(), out.resolve())
+    log = BuildLog(out / "build.jsonl")
+    models = ModelConfig(model=model, cache_dir=cache_dir)
+
+    async def go() -> "object":
+        async with open_models(models) as source:
+            roles = {n: source.for_role(n) for n in ("question_generator", "question_qa")}
+            try:
+                return await build_questions(
+                    docs, found, roles, policy, log, source_file=source_file, evidence_db=evidence
+                )
+            finally:
+                out.mkdir(parents=True, exist_ok=True)
+                log.write()
+
+    from worldsim.build.questions import Built
+
+    built = anyio.run(go)
+    assert isinstance(built, Built)
+    files = {out / f"{card.id}.yaml": card_yaml(card) for card in built.cards}
+    files[out / "rejects.jsonl"] = rejects_jsonl(built)
+    for card_id, prices in built.prices.items():
+        rows = "date,price\n" + "".join(f"{d},{p}\n" for d, p in prices)
+        files[out / f"{card_id}.prices.csv"] = rows.encode()
+    write_files(files)
+    out_console.print(
+        f"{len(built.cards)} card(s), {len(built.rejects)} rejected, {len(built.merged)} merged "
+        f"→ {escape(str(out))} (rejects.jsonl, build.jsonl)",
+        highlight=False,
+    )

@@ -214,12 +214,16 @@ class EvidenceDatabase(_Model):
 
 
 class Provenance(_Model):
-    """Where an imported card came from (`worldsim cards import`)."""
+    """Where an imported or built card came from (`worldsim cards import`, `worldsim build
+    questions`)."""
 
     source_file: Title = Field(min_length=1, description="the imported file's name")
     question_id: Title = Field(min_length=1)
     source: Title | None = Field(None, description="the question's own source, e.g. a market")
     url: Text | None = None
+    articles: tuple[Title, ...] = Field(
+        (), max_length=200, description="ids of the articles a built question came from"
+    )
 
 
 class Card(_Model):

@@ -11,7 +11,8 @@ tick's review (ledger updates, pressure shifts, fork candidates), ``WorldOutput`
 initial world, ``ReportOutput`` the grounded report, ``ForecastOutput`` a direct forecast of a
 binary card and ``ChoiceForecastOutput`` one of a multiple-choice card. The benchmark builder's
 roles (phase ``build``) return ``HindsightOutput`` (a causal explanation) and
-``GraphEditsOutput`` (edits of a hindsight graph).
+``GraphEditsOutput`` (edits of a hindsight graph), ``QuestionsOutput`` (proposed questions)
+and ``QuestionReviewOutput`` (a proposed question's quality scores).
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ __all__ = [
     "InitVariable",
     "LedgerMove",
     "PressureShift",
+    "QuestionProposal",
+    "QuestionReviewOutput",
+    "QuestionsOutput",
     "RejectedMove",
     "ReportClaim",
     "ReportOutput",
@@ -290,6 +294,42 @@ class GraphEditsOutput(_Out):
     note: str = Field("", max_length=1000)
 
 
+class QuestionProposal(_Out):
+    """A forecasting question the question generator proposes from a cluster of articles."""
+
+    question: str = Field(max_length=400)
+    kind: Literal["binary", "multiple_choice"] = "binary"
+    outcomes: list[str] = Field(
+        default_factory=list, max_length=12, description="for multiple choice: the options"
+    )
+    domain: str = Field("", max_length=80)
+    resolution_criteria: str = Field("", max_length=1000)
+    opens: str = Field(max_length=40, description="ISO date: the earliest forecastable date")
+    deadline: str = Field(max_length=40, description="ISO date by which it resolves")
+    provenance: list[str] = Field(
+        default_factory=list, max_length=20, description="ids of the articles it comes from"
+    )
+
+
+class QuestionsOutput(_Out):
+    """The question generator's proposals for one cluster of articles."""
+
+    questions: list[QuestionProposal] = Field(default_factory=list, max_length=10)
+
+
+class QuestionReviewOutput(_Out):
+    """The quality role's scores of one proposed question, each in [0, 1], and its flags."""
+
+    clarity: float = Field(ge=0.0, le=1.0)
+    measurability: float = Field(ge=0.0, le=1.0)
+    answerability: float = Field(ge=0.0, le=1.0)
+    answer_in_question: bool = Field(description="true if the question gives its answer away")
+    resolved_at_opens: bool = Field(
+        description="true if the articles up to opens already say how it resolves"
+    )
+    notes: str = Field("", max_length=600)
+
+
 OUTPUTS: dict[str, type[BaseModel]] = {
     "ActorOutput": ActorOutput,
     "CohortOutput": CohortOutput,
@@ -300,6 +340,8 @@ OUTPUTS: dict[str, type[BaseModel]] = {
     "ChoiceForecastOutput": ChoiceForecastOutput,
     "HindsightOutput": HindsightOutput,
     "GraphEditsOutput": GraphEditsOutput,
+    "QuestionsOutput": QuestionsOutput,
+    "QuestionReviewOutput": QuestionReviewOutput,
 }
 """The documented output schemas a prompt role may name in its ``output:`` field."""
 
@@ -309,6 +351,6 @@ PHASE_OUTPUTS: dict[str, tuple[str, ...]] = {
     "review": ("GovernanceOutput",),
     "report": ("ReportOutput",),
     "direct": ("ForecastOutput", "ChoiceForecastOutput"),
-    "build": ("HindsightOutput", "GraphEditsOutput"),
+    "build": ("HindsightOutput", "GraphEditsOutput", "QuestionsOutput", "QuestionReviewOutput"),
 }
 """Which outputs each phase can apply."""

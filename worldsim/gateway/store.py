@@ -313,6 +313,15 @@ class EvidenceStore:
             row = await cursor.fetchone()
         return None if row is None else _row_to_document(tuple(row))
 
+    async def documents(self) -> list[StoredDocument]:
+        """Every document, by date then id (for building questions from a whole store)."""
+        async with self._db.execute(
+            "SELECT id, published_at, title, text, url, source, stance FROM documents "
+            "ORDER BY published_us, id"
+        ) as cursor:
+            rows = await cursor.fetchall()
+        return [_row_to_document(tuple(row)) for row in rows]
+
     async def count(self) -> int:
         """How many documents the store holds."""
         async with self._db.execute("SELECT count(*) FROM documents") as cursor:

@@ -40,7 +40,16 @@ from worldsim.domain.cards import Card, parse_utc
 from worldsim.domain.errors import CardError
 from worldsim.domain.files import first_error, load_document, read_jsonl, write_files
 
-__all__ = ["Imported", "Reject", "card_id_for", "import_questions", "write_imported"]
+__all__ = [
+    "Imported",
+    "Reject",
+    "binary_endpoints",
+    "card_id_for",
+    "card_yaml",
+    "import_questions",
+    "slug",
+    "write_imported",
+]
 
 REJECTS = "rejects.jsonl"
 _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -101,15 +110,18 @@ def import_questions(path: str | Path) -> Imported:
     return Imported(tuple(cards[k] for k in sorted(cards)), tuple(rejects))
 
 
+def card_yaml(card: Card) -> bytes:
+    """A card as the YAML file a user would write: id and question first, defaults left out."""
+    data = card.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+    data = {"id": card.id, "question": card.question, **data}
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode("utf-8")
+
+
 def write_imported(imported: Imported, out: Path) -> list[Path]:
     """One YAML card per question in ``out`` and ``out/rejects.jsonl``, each written whole."""
     files: dict[Path, bytes] = {}
     for card in imported.cards:
-        data = card.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
-        data = {"id": card.id, "question": card.question, **data}
-        files[out / f"{card.id}.yaml"] = yaml.safe_dump(
-            data, sort_keys=False, allow_unicode=True
-        ).encode("utf-8")
+        files[out / f"{card.id}.yaml"] = card_yaml(card)
     lines = [json.dumps({"where": r.where, "reason": r.reason}) + "\n" for r in imported.rejects]
     files[out / REJECTS] = "".join(lines).encode("utf-8")
     write_files(files)
@@ -119,10 +131,11 @@ def write_imported(imported: Imported, out: Path) -> list[Path]:
 def card_id_for(source: str, question_id: str, resolution_date: str | None) -> str:
     """The card id an imported question gets: ``<source>-<id>``, and ``-<date>`` for each
     resolution date of a data-set question (labels are matched to cards by it)."""
-    return _slug(source, question_id, resolution_date or "")
+    return slug(source, question_id, resolution_date or "")
 
 
-def _slug(*parts: str) -> str:
+def slug(*parts: str) -> str:
+    """Parts joined into an id: letters, digits, ``_``, ``.``, ``-``; at most 120 characters."""
     return _SLUG.sub("-", "-".join(p for p in parts if p)).strip("-.")[:120]
 
 
@@ -140,7 +153,7 @@ def _date(value: object) -> str | None:
         return None
 
 
-def _binary(question: str) -> list[dict[str, Any]]:
+def binary_endpoints(question: str) -> list[dict[str, Any]]:
     return [
         {"id": "yes", "title": f"Yes: {question}"[:1000], "kind": "scored", "polarity": "yes"},
         {"id": "no", "title": f"No: {question}"[:1000], "kind": "scored", "polarity": "no"},
@@ -198,7 +211,7 @@ def _forecastbench(doc: Mapping[str, Any], name: str) -> Iterator[tuple[str, dic
                     "question": filled,
                     "as_of": as_of,
                     "deadline": deadline,
-                    "endpoints": _binary(filled),
+                    "endpoints": binary_endpoints(filled),
                     "context": context,
                     "provenance": {
                         "source_file": name,
@@ -241,23 +254,23 @@ def _plain(
         if as_of is None or deadline is None:
             yield where, "as_of and deadline must be ISO dates"
             continue
-        qid = _text(str(row.get("id") or "")) or _slug(text.lower())[:60]
+        qid = _text(str(row.get("id") or "")) or slug(text.lower())[:60]
         outcomes = [o.strip() for o in _text(row.get("outcomes")).split("|") if o.strip()]
         if len(outcomes) == 1:
             yield where, "outcomes needs two or more, separated by |"
             continue
         endpoints = (
             [
-                {"id": _slug(o.lower()) or f"o{i}", "title": o, "kind": "scored"}
+                {"id": slug(o.lower()) or f"o{i}", "title": o, "kind": "scored"}
                 for i, o in enumerate(outcomes)
             ]
             if outcomes
-            else _binary(text)
+            else binary_endpoints(text)
         )
         yield (
             where,
             {
-                "id": _slug(qid),
+                "id": slug(qid),
                 "question": text,
                 "kind": "multiple_choice" if outcomes else "binary",
                 "as_of": as_of,

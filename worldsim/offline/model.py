@@ -40,6 +40,8 @@ from worldsim.domain.outputs import (
     InitVariable,
     LedgerMove,
     PressureShift,
+    QuestionReviewOutput,
+    QuestionsOutput,
     RejectedMove,
     ReportClaim,
     ReportOutput,
@@ -47,7 +49,12 @@ from worldsim.domain.outputs import (
     WorldOutput,
 )
 from worldsim.offline.agents import OfflineActor, OfflineCohort
-from worldsim.offline.build import offline_graph_edits, offline_hindsight
+from worldsim.offline.build import (
+    offline_graph_edits,
+    offline_hindsight,
+    offline_question_review,
+    offline_questions,
+)
 from worldsim.offline.governance import OfflineGovernance
 from worldsim.offline.reporter import OfflineReporter
 from worldsim.world.build import generic_seeds
@@ -82,6 +89,8 @@ class OfflineModel:
             ChoiceForecastOutput: _choice_forecast,
             HindsightOutput: offline_hindsight,
             GraphEditsOutput: offline_graph_edits,
+            QuestionsOutput: offline_questions,
+            QuestionReviewOutput: offline_question_review,
         }
 
     async def request(self, request: ModelRequest) -> ModelResponse:
