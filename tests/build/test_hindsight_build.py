@@ -1,0 +1,212 @@
+"""The backward pipeline: a scripted builder whose first graph is too shallow is told which gates
+fail and fixes it; the offline rules' graph that cannot pass is written as graph_built: false
+and left out of scoring; edits that cannot apply are refused with their reason."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.support import DEMO_CARD, ROOT, invoke
+from worldsim.build.calls import BuildLog
+from worldsim.build.graph import OUTCOME_ID, WorkingGraph, gate_failures, hops_to_outcome
+from worldsim.build.hindsight import build_hindsight
+from worldsim.build.policy import GraphGates, QualityPolicy
+from worldsim.domain.cards import Card, EvidenceDoc, Label, load_card
+from worldsim.domain.contracts import ModelRequest
+from worldsim.domain.outputs import GraphEdit, GraphEditsOutput, HindsightOutput
+from worldsim.scoring.hindsight.graph import HindsightEvent, load_hindsight
+from worldsim.testing import ScriptedModel
+
+START = datetime(2027, 1, 20, tzinfo=UTC)
+
+
+def _card(n_docs: int) -> Card:
+    card = load_card(DEMO_CARD)
+    docs = tuple(
+        EvidenceDoc(
+            id=f"d{i:02d}",
+            published_at=START + timedelta(days=i),
+            title=f"Regulator step {i} on the merger review",
+            text=f"Report {i} on the merger of Company A and Company B.",
+            stance=0.5,
+        )
+        for i in range(n_docs)
+    )
+    return card.model_copy(update={"evidence": docs})
+
+
+LABEL = Label(card_id="merger-review", outcome="yes", resolved_at=datetime(2027, 3, 24, tzinfo=UTC))
+
+
+def _events(n: int) -> list[GraphEdit]:
+    return [
+        GraphEdit(
+            op="propose_event",
+            id=f"e{i}",
+            title=f"Step {i}",
+            date=(START + timedelta(days=2 * i)).isoformat(),
+            source_ids=[f"d{2 * i:02d}", f"d{2 * i + 1:02d}"],
+        )
+        for i in range(n)
+    ]
+
+
+def _edge(source: str, target: str, confidence: float = 0.8) -> GraphEdit:
+    return GraphEdit(
+        op="add_edge", source=source, target=target, strength=0.6, confidence=confidence
+    )
+
+
+def _script(request: ModelRequest) -> dict[str, Any]:
+    if request.output_type is HindsightOutput:
+        return {"explanation": "The steps led to the clearance.", "sources": ["d00"]}
+    assert request.output_type is GraphEditsOutput
+    if request.site.index == 1:  # too shallow: every event straight into the outcome
+        edits = [*_events(11), *(_edge(f"e{i}", OUTCOME_ID) for i in range(11))]
+        edits.append(_edge("e0", "e1", confidence=0.2))  # too weak: left out
+        edits.append(GraphEdit(op="propose_event", id="ghost", title="x", source_ids=["zz"]))
+    else:  # told what failed: chain the causes
+        text = request.chat()[1].content
+        assert "depth" in text and "would close a cycle" not in text
+        assert "cites documents it was not shown: zz" in text
+        edits = [_edge("e0", "e1"), _edge("e1", "e2"), _edge("e2", "e3")]
+    return GraphEditsOutput(edits=edits).model_dump(mode="json")
+
+
+def _build(card: Card, models: dict[str, Any], tmp_path: Path, **gates: Any) -> Any:
+    policy = QualityPolicy(graph=GraphGates(**gates))
+    log = BuildLog(tmp_path / "g.build.jsonl")
+    graph = anyio.run(lambda: build_hindsight(card, LABEL, models, policy, log))
+    log.write()
+    return graph, log
+
+
+def test_a_too_shallow_graph_is_fed_back_and_fixed(tmp_path: Path) -> None:
+    model = ScriptedModel(_script)
+    graph, log = _build(_card(22), {"hindsight": model, "graph_builder": model}, tmp_path)
+    assert graph.graph_built and graph.failed_gates == ()
+    assert hops_to_outcome(graph) == 4  # e0 → e1 → e2 → e3 → outcome
+    assert len(graph.sources) == 22 and len(graph.events) == 12
+    assert all(e.confidence >= 0.6 for e in graph.edges)  # the weak edge is not included
+    assert graph.construction["rounds"] == 2 and not graph.construction["offline_rules"]
+    rounds = [line for line in log.lines if line["type"] == "round"]
+    assert rounds[0]["failed_gates"] and "depth" in rounds[0]["failed_gates"][0]
+    assert rounds[0]["weak_edges_left_out"] and rounds[1]["failed_gates"] == []
+    calls = [line for line in log.lines if line["type"] == "llm_call"]
+    assert [c["round"] for c in calls] == [0, 1, 2]
+
+
+def test_a_graph_that_cannot_pass_is_written_not_built_and_left_out_of_scoring(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "hindsight" / "merger-review.json"
+    out.parent.mkdir()
+    labels = ROOT / "scenarios" / "labels"
+    built = invoke("build", "hindsight", DEMO_CARD, "--label", labels, "-o", out)
+    assert built.code == 0, built.err
+    assert "graph_built false" in built.out and "failed gate: sources" in built.out
+    graph = load_hindsight(out)
+    assert not graph.graph_built
+    assert any(g.startswith("sources") for g in graph.failed_gates)
+    assert graph.construction is not None and graph.construction["offline_rules"]
+    log = [json.loads(line) for line in out.with_name("merger-review.build.jsonl").open()]
+    assert log[0]["type"] == "build_started" and log[-1]["type"] == "build_completed"
+    # scoring a run of the card against this folder leaves the graph out, and says why
+    run = invoke("run", DEMO_CARD, "--out", tmp_path / "runs", "--ticks", "2")
+    assert run.code == 0, run.err
+    traces = sorted((tmp_path / "runs").glob("*.jsonl"))
+    report = tmp_path / "score.json"
+    scored = invoke(
+        "score", *traces, "--labels", labels, "--hindsight", out.parent, "--json", report
+    )
+    assert scored.code == 0, scored.err
+    coverage = json.loads(report.read_text(encoding="utf-8"))["axes"]["coverage"]
+    assert coverage["cards_with_graph"] == []
+    assert coverage["graphs_not_built"][0]["card_id"] == "merger-review"
+    assert "left out (graph_built false): merger-review" in scored.out
+    again = invoke("build", "hindsight", DEMO_CARD, "--label", labels, "-o", out)
+    assert again.code == 2 and "--force" in again.err
+
+
+def _working(n: int) -> WorkingGraph:
+    outcome = HindsightEvent(id=OUTCOME_ID, title="Resolved", is_outcome=True)
+    graph = WorkingGraph(outcome=outcome, sources=frozenset(f"d{i:02d}" for i in range(2 * n)))
+    assert graph.apply_all(_events(n)) == []
+    return graph
+
+
+def test_edits_that_cannot_apply_are_refused_with_their_reason() -> None:
+    graph = _working(3)
+    refused = graph.apply_all(
+        [
+            _edge("e0", "e1"),
+            _edge("e1", "e0"),
+            _edge("e2", "e2"),
+            _edge("outcome", "e0"),
+            _edge("e0", "nowhere"),
+            GraphEdit(op="delete_event", id=OUTCOME_ID),
+            GraphEdit(op="record_impact", event="nowhere"),
+            GraphEdit(op="delete_edge", source="e2", target="e0"),
+        ]
+    )
+    assert [r.split(": ", 1)[1] for r in refused] == [
+        "e1 -> e0 would close a cycle",
+        "an event cannot cause itself",
+        "the outcome causes nothing in its own graph",
+        "no event 'nowhere'",
+        "the outcome event stays",
+        "no event 'nowhere' to record an impact for",
+        "no edge e2 -> e0",
+    ]
+    assert graph.apply(GraphEdit(op="delete_event", id="e0")) is None
+    assert list(graph.edges) == [] and "e0" not in graph.events
+
+
+@given(st.integers(1, 12))
+def test_a_chain_into_the_outcome_has_one_hop_per_edge(n: int) -> None:
+    graph = _working(n)
+    chain = [f"e{i}" for i in range(n)] + [OUTCOME_ID]
+    assert graph.apply_all([_edge(a, b) for a, b in itertools.pairwise(chain)]) == []
+    built, _ = graph.graph(GraphGates(), card_id="c", question="q")
+    assert hops_to_outcome(built) == n
+    failed = gate_failures(
+        built, GraphGates(min_hops_to_outcome=n, min_events=n, min_sources=2 * n)
+    )
+    assert failed == []
+    assert gate_failures(built, GraphGates(min_hops_to_outcome=n + 1, min_events=n, min_sources=0))
+
+
+def test_a_bad_gates_file_is_refused_naming_the_field(tmp_path: Path) -> None:
+    bad = tmp_path / "gates.yaml"
+    bad.write_text("graph:\n  min_events: -1\n", encoding="utf-8")
+    done = invoke(
+        "build",
+        "hindsight",
+        DEMO_CARD,
+        "--label",
+        ROOT / "scenarios" / "labels",
+        "-o",
+        tmp_path / "g.json",
+        "--gates",
+        bad,
+    )
+    assert done.code == 2 and "graph.min_events" in done.err
+    assert not (tmp_path / "g.json").exists()
+
+
+@pytest.mark.parametrize("missing", ["label"])
+def test_a_card_without_a_label_is_refused(tmp_path: Path, missing: str) -> None:
+    labels = tmp_path / "labels"
+    labels.mkdir()
+    (labels / "other.yaml").write_text("card_id: other\noutcome: yes\n", encoding="utf-8")
+    done = invoke("build", "hindsight", DEMO_CARD, "--label", labels, "-o", tmp_path / "g.json")
+    assert done.code == 2 and "no label for card 'merger-review'" in done.err

@@ -1,0 +1,110 @@
+"""The builder's model calls: a prompt role of phase ``build`` asked once, and the build log
+that records every call and decision.
+
+A build log is JSON Lines beside its output (``graph.json`` → ``graph.build.jsonl``): a
+``build_started`` line (worldsim version, what is built, the roles with their prompt versions
+and routes, the gates), one ``llm_call`` line per model call (the call record a model route
+keeps — prompt, reply, usage, cost, redacted like a trace's — or, for the offline model, the
+role, route, prompt version and the output), one line per decision, and ``build_completed``.
+It is written whole when the build ends (or fails), through a temporary file, so it is never
+half-written. Calls go through the response cache like a run's, so a build run again asks nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from worldsim.domain.cards import Card
+from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest
+from worldsim.domain.errors import ConfigError
+from worldsim.domain.files import write_files
+from worldsim.domain.version import __version__, git_revision
+from worldsim.roles.prompts import load_prompt_role
+from worldsim.world.views import BuildContext, RoleView
+
+__all__ = ["BuildLog", "ask"]
+
+Out = TypeVar("Out", bound=BaseModel)
+
+
+@dataclass
+class BuildLog:
+    """Every call and decision of one build, written as JSON Lines at the end."""
+
+    path: Path
+    lines: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, type_: str, **data: Any) -> None:
+        self.lines.append({"type": type_, **data})
+
+    def start(self, what: str, roles: Mapping[str, tuple[str, str]], **data: Any) -> None:
+        self.add(
+            "build_started",
+            what=what,
+            worldsim_version=__version__,
+            git_revision=git_revision(),
+            roles={name: {"prompt_version": v, "route": r} for name, (v, r) in roles.items()},
+            **data,
+        )
+
+    def write(self) -> None:
+        text = "".join(json.dumps(line, sort_keys=True, default=str) + "\n" for line in self.lines)
+        write_files({self.path: text.encode()})
+
+
+def role_version(name: str) -> str:
+    return load_prompt_role(name).version
+
+
+async def ask(
+    model: Model,
+    role_name: str,
+    output: type[Out],
+    card: Card,
+    variables: Mapping[str, Any],
+    log: BuildLog,
+    *,
+    seed: int = 0,
+    index: int = 0,
+) -> Out:
+    """Ask the prompt role ``role_name`` (phase ``build``, output ``output``) once; the call
+    goes into ``log``. ``index`` tells rounds apart (it is part of the cache key)."""
+    role = load_prompt_role(role_name)
+    if role.meta.phase != "build" or role.meta.output != output.__name__:
+        raise ConfigError(
+            f"role '{role_name}' is a {role.meta.phase} role answering {role.meta.output}; "
+            f"this step needs a build role answering {output.__name__}",
+            file=role.path,
+            field="role",
+        )
+    system, user = role.render(**variables)
+    request = ModelRequest(
+        messages=(ChatMessage("system", system), ChatMessage("user", user)),
+        view=RoleView(context=BuildContext(card=card), variables=variables),
+        output_type=output,
+        site=CallSite(role=role_name, agent=role_name, index=index),
+        prompt_version=role.version,
+        temperature=role.meta.temperature,
+        seed=seed,
+        max_tokens=role.meta.max_tokens,
+    )
+    response = await model.request(request)
+    call = dict(response.call) or {
+        "role": role_name,
+        "route": model.route,
+        "prompt_version": role.version,
+        "output": response.output.model_dump(mode="json"),
+    }
+    log.add("llm_call", **{**call, "round": index})
+    if not isinstance(response.output, output):
+        raise ConfigError(
+            f"{model.route}: role '{role_name}' answered {type(response.output).__name__}",
+            field="route",
+        )
+    return response.output

@@ -1,0 +1,225 @@
+"""A hindsight graph under construction: the builder's edits applied one by one, and the
+quality gates checked on the result.
+
+The outcome event (``outcome``, ``is_outcome``) is placed first and cannot be deleted. An edit
+that cannot apply — an unknown event, an edge that would close a cycle, a source the builder
+was never shown — is refused with the reason and changes nothing; the reasons go back to the
+builder with the gates it failed. When the graph is written, edges weaker than the gates'
+``min_edge_confidence`` or ``min_edge_strength`` are not included (they are named in the build
+log), so every included edge meets them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from worldsim.build.policy import GraphGates
+from worldsim.domain.outputs import GraphEdit
+from worldsim.scoring.hindsight.graph import (
+    HindsightEdge,
+    HindsightEvent,
+    HindsightGraph,
+    HindsightImpact,
+)
+
+__all__ = ["OUTCOME_ID", "WorkingGraph", "gate_failures", "hops_to_outcome"]
+
+OUTCOME_ID = "outcome"
+
+
+def _date(text: str) -> datetime | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+@dataclass
+class WorkingGraph:
+    """The graph so far, keyed for editing."""
+
+    outcome: HindsightEvent
+    sources: frozenset[str]
+    """The ids of the documents the builder was shown: the only sources an event may cite."""
+    events: dict[str, HindsightEvent] = field(default_factory=dict)
+    edges: dict[tuple[str, str], HindsightEdge] = field(default_factory=dict)
+    impacts: dict[str, HindsightImpact] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.events = {OUTCOME_ID: self.outcome, **self.events}
+
+    def apply_all(self, edits: Iterable[GraphEdit]) -> list[str]:
+        """Apply the edits in order; the reasons of those refused."""
+        return [
+            f"edit {i} ({edit.op}): {problem}"
+            for i, edit in enumerate(edits)
+            if (problem := self.apply(edit)) is not None
+        ]
+
+    def apply(self, edit: GraphEdit) -> str | None:
+        """Apply one edit, or say why not (and change nothing)."""
+        if edit.op == "propose_event":
+            return self._propose(edit)
+        if edit.op == "add_edge":
+            return self._add_edge(edit)
+        if edit.op == "record_impact":
+            if edit.event not in self.events or edit.event == OUTCOME_ID:
+                return f"no event '{edit.event}' to record an impact for"
+            self.impacts[edit.event] = HindsightImpact(
+                event=edit.event,
+                direction=edit.direction,
+                magnitude=edit.magnitude,
+                confidence=edit.confidence,
+            )
+            return None
+        if edit.op == "delete_event":
+            if edit.id == OUTCOME_ID:
+                return "the outcome event stays"
+            if self.events.pop(edit.id, None) is None:
+                return f"no event '{edit.id}'"
+            self.impacts.pop(edit.id, None)
+            self.edges = {k: e for k, e in self.edges.items() if edit.id not in k}
+            return None
+        if self.edges.pop((edit.source, edit.target), None) is None:  # delete_edge
+            return f"no edge {edit.source} -> {edit.target}"
+        return None
+
+    def _propose(self, edit: GraphEdit) -> str | None:
+        if not edit.id or edit.id == OUTCOME_ID:
+            return f"an event needs an id other than '{OUTCOME_ID}'"
+        if not edit.title:
+            return f"event '{edit.id}' needs a title"
+        unknown = [s for s in edit.source_ids if s not in self.sources]
+        if unknown:
+            return f"event '{edit.id}' cites documents it was not shown: {', '.join(unknown)}"
+        self.events[edit.id] = HindsightEvent(
+            id=edit.id,
+            title=edit.title,
+            description=edit.description,
+            date=_date(edit.date),
+            source_ids=tuple(dict.fromkeys(edit.source_ids)),
+        )
+        return None
+
+    def _add_edge(self, edit: GraphEdit) -> str | None:
+        for end in (edit.source, edit.target):
+            if end not in self.events:
+                return f"no event '{end}'"
+        if edit.source == edit.target:
+            return "an event cannot cause itself"
+        if edit.source == OUTCOME_ID:
+            return "the outcome causes nothing in its own graph"
+        if self._reaches(edit.target, edit.source):
+            return f"{edit.source} -> {edit.target} would close a cycle"
+        self.edges[(edit.source, edit.target)] = HindsightEdge(
+            source=edit.source,
+            target=edit.target,
+            relation=edit.relation,
+            strength=edit.strength,
+            confidence=edit.confidence,
+        )
+        return None
+
+    def _reaches(self, start: str, goal: str) -> bool:
+        children: dict[str, list[str]] = {}
+        for source, target in self.edges:
+            children.setdefault(source, []).append(target)
+        stack, seen = [start], {start}
+        while stack:
+            node = stack.pop()
+            if node == goal:
+                return True
+            for kid in children.get(node, ()):
+                if kid not in seen:
+                    seen.add(kid)
+                    stack.append(kid)
+        return False
+
+    def graph(
+        self, gates: GraphGates, *, card_id: str, question: str, **extra: Any
+    ) -> tuple[HindsightGraph, list[str]]:
+        """The graph as written, and the edges left out for being weaker than the gates."""
+        kept: list[HindsightEdge] = []
+        weak: list[str] = []
+        for (source, target), edge in self.edges.items():
+            if (
+                edge.confidence < gates.min_edge_confidence
+                or edge.strength < gates.min_edge_strength
+            ):
+                weak.append(
+                    f"{source} -> {target} (confidence {edge.confidence}, strength {edge.strength})"
+                )
+            else:
+                kept.append(edge)
+        graph = HindsightGraph(
+            card_id=card_id,
+            question=question,
+            events=tuple(self.events.values()),
+            edges=tuple(kept),
+            impacts=tuple(self.impacts.values()),
+            **extra,
+        )
+        return graph, weak
+
+    def summary(self) -> Mapping[str, Any]:
+        """What the builder is shown of the graph so far."""
+        return {
+            "graph_events": [
+                {"id": e.id, "title": e.title, "date": e.date.isoformat() if e.date else None}
+                for e in self.events.values()
+            ],
+            "graph_edges": [f"{s} -> {t}" for s, t in self.edges],
+        }
+
+
+def hops_to_outcome(graph: HindsightGraph) -> int:
+    """Edges on the longest directed path that ends at an outcome event (0: none reaches it)."""
+    parents: dict[str, list[str]] = {}
+    for edge in graph.edges:
+        parents.setdefault(edge.target, []).append(edge.source)
+    memo: dict[str, int] = {}
+
+    def depth(node: str, path: frozenset[str]) -> int:
+        if node in memo:
+            return memo[node]
+        best = 0
+        for parent in parents.get(node, ()):
+            if parent not in path:  # a cycle is refused when edges are added; guard anyway
+                best = max(best, 1 + depth(parent, path | {parent}))
+        memo[node] = best
+        return best
+
+    outcomes = [e.id for e in graph.events if e.is_outcome]
+    return max((depth(o, frozenset({o})) for o in outcomes), default=0)
+
+
+def gate_failures(graph: HindsightGraph, gates: GraphGates) -> list[str]:
+    """Each gate the graph fails, said so that a builder can act on it."""
+    failed: list[str] = []
+    hops = hops_to_outcome(graph)
+    if hops < gates.min_hops_to_outcome:
+        failed.append(
+            f"depth: the longest causal path to the outcome has {hops} hop(s); at least "
+            f"{gates.min_hops_to_outcome} are needed (add causes of the causes)"
+        )
+    events = sum(not e.is_outcome for e in graph.events)
+    if events < gates.min_events:
+        failed.append(f"events: {events} event(s) besides the outcome; at least {gates.min_events}")
+    sources = len(graph.sources)
+    if sources < gates.min_sources:
+        failed.append(
+            f"sources: {sources} distinct supporting document(s); at least {gates.min_sources}"
+        )
+    if len(graph.edges) < gates.min_edges:
+        failed.append(
+            f"edges: {len(graph.edges)} edge(s) meeting confidence ≥ "
+            f"{gates.min_edge_confidence} and strength ≥ {gates.min_edge_strength}; at least "
+            f"{gates.min_edges}"
+        )
+    return failed
