@@ -24,7 +24,7 @@ from worldsim.domain.cards import Card, EvidenceDoc, Label, load_card
 from worldsim.domain.contracts import ModelRequest
 from worldsim.domain.outputs import GraphEdit, GraphEditsOutput, HindsightOutput
 from worldsim.scoring.hindsight.graph import HindsightEvent, load_hindsight
-from worldsim.testing import ScriptedModel
+from worldsim.testing import ScriptedModel, StubServer
 
 START = datetime(2027, 1, 20, tzinfo=UTC)
 
@@ -210,3 +210,39 @@ def test_a_card_without_a_label_is_refused(tmp_path: Path, missing: str) -> None
     (labels / "other.yaml").write_text("card_id: other\noutcome: yes\n", encoding="utf-8")
     done = invoke("build", "hindsight", DEMO_CARD, "--label", labels, "-o", tmp_path / "g.json")
     assert done.code == 2 and "no label for card 'merger-review'" in done.err
+
+
+def test_a_build_on_a_model_route_is_cached_like_a_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with StubServer(seed=4) as server:
+        monkeypatch.setenv("STUB_BASE_URL", server.base_url)
+        monkeypatch.setenv("STUB_API_KEY", "stub-key")
+        args = [
+            "build",
+            "hindsight",
+            DEMO_CARD,
+            "--label",
+            ROOT / "scenarios" / "labels",
+            "--model",
+            "stub/test-model",
+            "--cache-dir",
+            tmp_path / "cache",
+        ]
+        first = invoke(*args, "-o", tmp_path / "a.json")
+        assert first.code == 0, first.err
+        asked = server.request_count
+        assert asked >= 2  # the explanation and at least one round of the builder
+        again = invoke(*args, "-o", tmp_path / "b.json")
+        assert again.code == 0, again.err
+        assert server.request_count == asked  # every call came from the cache
+    a, b = load_hindsight(tmp_path / "a.json"), load_hindsight(tmp_path / "b.json")
+    assert a == b
+    assert (
+        a.construction is not None
+        and a.construction["routes"]["graph_builder"] == "stub/test-model"
+    )
+    log = [json.loads(line) for line in (tmp_path / "a.build.jsonl").open()]
+    calls = [e for e in log if e["type"] == "llm_call"]
+    assert calls and all("stub-key" not in json.dumps(c) for c in calls)
+    assert all(c.get("messages") for c in calls)  # the prompts are recorded
