@@ -21,12 +21,12 @@ from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
 
 PINNED = {
-    "award-best-picture": "6bde05508d3ce07877fad6bf4df49b27f6f0753d27e51a1f07b39f20e7c0f898",
-    "central-bank-march": "5753ad5aae9482f30cd57d3f35c8425fad63db19a615aa0a0409331aff97c7f0",
-    "election-runoff": "ff7ed76565932cf6d069e1a4cf521413af59bcc005633d464e220546430fa435",
-    "merger-review": "f2c467abac1c3adbeadef796f7edb46996525041250e1436b89967c8ce09cf0c",
-    "product-launch": "caeed084d05d3db34939fe8cc3bcec4674ffda0f41ca002a36d4fe619c309596",
-    "space-launch": "16d446cfc9dcc75ca9caeb36f312f8a4cd2e5d1e693fa48a54cd0b9ba58c12a7",
+    "award-best-picture": "bb14fdf1283793e583909ca0043b186debcaea22cbe686873bb49c0d240de6b9",
+    "central-bank-march": "dbf7d6595b09146a0708ed91eb5edf834df7f2f6f913e3f249b8307d43e4bd50",
+    "election-runoff": "41cac58b6ea83798d5cdf33a4b41b1cc327baab466fbaf8e750750d8226d089e",
+    "merger-review": "20a5132573a2c2e18f9fd2a599ca2aa56d5a7995a7186875f28d372ae51109bb",
+    "product-launch": "df5459fd50289972944565f1af5bc7f44b385eb20d9d1073288e2dfef3b59440",
+    "space-launch": "5029408e12fc3c749d8e74b19fb23d48daa116afa97c968959609dbe68fd1459",
 }
 
 

@@ -180,6 +180,12 @@ unless a revision below says otherwise.
   `variables`; the event's JSON in the state has that key only then, so worlds without one
   keep their digests. Its variables are set as its tick starts, before the agents act, and
   replay sets them at `tick_started`.
+* **0.2.0 — demo cards with distractors.** Each demo card gained two dated documents that look
+  relevant but are no source of its hindsight graph (a company's earnings, an unrelated fine, a
+  banknote redesign, ...), so that source precision can tell good retrieval from bad (it was
+  1.000 on every demo card by construction). The cards changed, so their runs and canonical
+  hashes did: `tests/test_canonical_pins.py` pins the new ones. The engine is unchanged: the
+  same card gives the same trace as before.
 * **0.2.0 — where the world came from.** `world_initialized` gains `source` and `audit` gains
   `world`: `seeds` (the card's own), `generic` (the documented generic world: a card without
   seeds on the offline route, or an initializer call that failed), `model` (an initializer
