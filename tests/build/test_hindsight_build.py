@@ -246,3 +246,20 @@ def test_a_build_on_a_model_route_is_cached_like_a_run(
     calls = [e for e in log if e["type"] == "llm_call"]
     assert calls and all("stub-key" not in json.dumps(c) for c in calls)
     assert all(c.get("messages") for c in calls)  # the prompts are recorded
+
+
+def test_a_missing_database_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    out = tmp_path / "g.json"
+    done = invoke(
+        "build",
+        "hindsight",
+        DEMO_CARD,
+        "--label",
+        ROOT / "scenarios" / "labels",
+        "--db",
+        tmp_path / "nowhere.sqlite",
+        "-o",
+        out,
+    )
+    assert done.code == 2 and "evidence database not found" in done.err
+    assert list(tmp_path.iterdir()) == []

@@ -53,6 +53,12 @@ class BuildLog:
             **data,
         )
 
+    @property
+    def worth_keeping(self) -> bool:
+        """Whether the build got as far as a model call (a build refused before any, on bad
+        input, leaves no log)."""
+        return any(line["type"] in ("llm_call", "build_completed") for line in self.lines)
+
     def write(self) -> None:
         text = "".join(json.dumps(line, sort_keys=True, default=str) + "\n" for line in self.lines)
         write_files({self.path: text.encode()})

@@ -99,7 +99,8 @@ def hindsight(
                     card_path=card_path,
                 )
             finally:
-                log.write()
+                if log.worth_keeping:
+                    log.write()
 
     graph = anyio.run(go)
     from worldsim.scoring.hindsight.graph import HindsightGraph
@@ -271,8 +272,8 @@ def questions(
                     docs, found, roles, policy, log, source_file=source_file, evidence_db=evidence
                 )
             finally:
-                out.mkdir(parents=True, exist_ok=True)
-                log.write()
+                if log.worth_keeping:
+                    log.write()
 
     from worldsim.build.questions import Built
 
