@@ -27,7 +27,7 @@ def test_the_trace_holds_each_prompt_the_server_received(tmp_path: Path) -> None
         ),
     )
     with StubServer(seed=4) as server:
-        env = {"STUB_API_KEY": "sk-prompt-record-0123456789", "STUB_BASE_URL": server.base_url}
+        env = {"STUB_API_KEY": "sk-9f3a1c7e5b2d8406a9e1c3", "STUB_BASE_URL": server.base_url}
         result = anyio.run(lambda: run_card(config, tmp_path, fsync=False, environ=env))
         sent = [
             tuple((m["role"], m["content"]) for m in r.body["messages"]) for r in server.requests

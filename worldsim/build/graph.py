@@ -4,28 +4,45 @@ quality gates checked on the result.
 The outcome event (``outcome``, ``is_outcome``) is placed first and cannot be deleted. An edit
 that cannot apply — an unknown event, an edge that would close a cycle, a source the builder
 was never shown — is refused with the reason and changes nothing; the reasons go back to the
-builder with the gates it failed. When the graph is written, edges weaker than the gates'
+builder with the gates it failed. On a model route the builder may also make the same edits as
+tool calls (`GRAPH_TOOLS`), each applied at once and answered with whether it was. When the graph
+is written, edges weaker than the gates'
 ``min_edge_confidence`` or ``min_edge_strength`` are not included (they are named in the build
 log), so every included edge meets them.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from worldsim.build.policy import GraphGates
+from worldsim.domain.contracts import ToolHandler
+from worldsim.domain.files import first_error
 from worldsim.domain.outputs import GraphEdit
+from worldsim.gateway.tools import ToolSpec
 from worldsim.scoring.hindsight.graph import (
+    Direction,
     HindsightEdge,
     HindsightEvent,
     HindsightGraph,
     HindsightImpact,
+    Relation,
 )
 
-__all__ = ["OUTCOME_ID", "WorkingGraph", "gate_failures", "hops_to_outcome"]
+__all__ = [
+    "GRAPH_TOOLS",
+    "OUTCOME_ID",
+    "WorkingGraph",
+    "gate_failures",
+    "hops_to_outcome",
+    "tool_handler",
+]
 
 OUTCOME_ID = "outcome"
 
@@ -223,3 +240,84 @@ def gate_failures(graph: HindsightGraph, gates: GraphGates) -> list[str]:
             f"{gates.min_edges}"
         )
     return failed
+
+
+# -- the builder's tools: the same edits, one call each, answered at once
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ProposeEventArgs(_Args):
+    id: str = Field(min_length=1, max_length=80)
+    title: str = Field(min_length=1, max_length=300)
+    date: str = Field("", max_length=40, description="ISO date of the event")
+    description: str = Field("", max_length=1000)
+    source_ids: list[str] = Field(min_length=1, max_length=20, description="supporting documents")
+
+
+class AddEdgeArgs(_Args):
+    source: str = Field(min_length=1, max_length=80)
+    target: str = Field(min_length=1, max_length=80)
+    relation: Relation = "causes"
+    strength: float = Field(ge=0.0, le=1.0)
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+class RecordImpactArgs(_Args):
+    event: str = Field(min_length=1, max_length=80)
+    direction: Direction
+    magnitude: float = Field(ge=0.0, le=1.0)
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+class DeleteEventArgs(_Args):
+    id: str = Field(min_length=1, max_length=80)
+
+
+class DeleteEdgeArgs(_Args):
+    source: str = Field(min_length=1, max_length=80)
+    target: str = Field(min_length=1, max_length=80)
+
+
+GRAPH_TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "propose_event", "Add (or replace) a dated event, citing its documents.", ProposeEventArgs
+    ),
+    ToolSpec(
+        "add_edge", "Add a causal edge between two events (or into the outcome).", AddEdgeArgs
+    ),
+    ToolSpec(
+        "record_impact", "Record how an event moved the question toward yes.", RecordImpactArgs
+    ),
+    ToolSpec("delete_event", "Delete an event with its edges and impact.", DeleteEventArgs),
+    ToolSpec("delete_edge", "Delete the edge from source to target.", DeleteEdgeArgs),
+)
+"""The graph builder's tools (OpenAI function format via `ToolSpec.openai`)."""
+
+
+def tool_handler(graph: WorkingGraph, calls: list[dict[str, Any]]) -> ToolHandler:
+    """A handler that applies each tool call to ``graph`` at once and answers whether it was
+    applied or why not; every call is appended to ``calls``."""
+    specs = {spec.name: spec for spec in GRAPH_TOOLS}
+
+    async def handle(name: str, arguments: str) -> str:
+        answer: dict[str, Any]
+        spec = specs.get(name)
+        if spec is None:
+            answer = {"refused": f"no tool '{name}' (known: {', '.join(specs)})"}
+        else:
+            try:
+                args = spec.arguments.model_validate_json(arguments or "{}")
+            except ValidationError as exc:
+                field_name, message = first_error(exc)
+                answer = {"refused": f"{field_name}: {message}"}
+            else:
+                edit = GraphEdit.model_validate({"op": name, **args.model_dump()})
+                problem = graph.apply(edit)
+                answer = {"applied": True} if problem is None else {"refused": problem}
+        calls.append({"tool": name, "arguments": arguments[:2000], **answer})
+        return json.dumps(answer)
+
+    return handle

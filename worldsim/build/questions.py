@@ -63,7 +63,6 @@ MAX_CLUSTER_ARTICLES = 12
 TEXT_CHARS = 600
 
 
-
 @dataclass(frozen=True, slots=True)
 class Article:
     id: str
