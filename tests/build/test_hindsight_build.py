@@ -17,7 +17,14 @@ from hypothesis import strategies as st
 
 from tests.support import DEMO_CARD, ROOT, invoke
 from worldsim.build.calls import BuildLog
-from worldsim.build.graph import OUTCOME_ID, WorkingGraph, gate_failures, hops_to_outcome
+from worldsim.build.graph import (
+    GRAPH_TOOLS,
+    OUTCOME_ID,
+    WorkingGraph,
+    gate_failures,
+    hops_to_outcome,
+    tool_handler,
+)
 from worldsim.build.hindsight import build_hindsight
 from worldsim.build.policy import GraphGates, QualityPolicy
 from worldsim.domain.cards import Card, EvidenceDoc, Label, load_card
@@ -263,3 +270,39 @@ def test_a_missing_database_is_refused_and_nothing_is_written(tmp_path: Path) ->
     )
     assert done.code == 2 and "evidence database not found" in done.err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_builder_tools_apply_each_edit_at_once_and_say_why_not() -> None:
+    graph = _working(2)
+    calls: list[dict[str, Any]] = []
+    handle = tool_handler(graph, calls)
+
+    async def use() -> list[dict[str, Any]]:
+        answers = [
+            await handle(
+                "add_edge",
+                json.dumps({"source": "e0", "target": "e1", "strength": 0.5, "confidence": 0.9}),
+            ),
+            await handle(
+                "add_edge",
+                json.dumps({"source": "e1", "target": "e0", "strength": 0.5, "confidence": 0.9}),
+            ),
+            await handle("propose_event", json.dumps({"id": "e9", "title": "x", "source_ids": []})),
+            await handle("rename_event", "{}"),
+        ]
+        return [json.loads(a) for a in answers]
+
+    answers = anyio.run(use)
+    assert answers[0] == {"applied": True} and ("e0", "e1") in graph.edges
+    assert answers[1] == {"refused": "e1 -> e0 would close a cycle"}
+    assert "source_ids" in answers[2]["refused"]
+    assert answers[3]["refused"].startswith("no tool 'rename_event'")
+    assert [c["tool"] for c in calls] == ["add_edge", "add_edge", "propose_event", "rename_event"]
+    assert {spec.name for spec in GRAPH_TOOLS} == {
+        "propose_event",
+        "add_edge",
+        "record_impact",
+        "delete_event",
+        "delete_edge",
+    }
+    assert all(spec.openai()["function"]["parameters"]["type"] == "object" for spec in GRAPH_TOOLS)

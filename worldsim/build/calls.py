@@ -13,7 +13,7 @@ half-written. Calls go through the response cache like a run's, so a build run a
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,16 +21,19 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from worldsim.domain.cards import Card
-from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest
+from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest, ToolHandler
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.files import write_files
 from worldsim.domain.version import __version__, git_revision
+from worldsim.gateway.tools import ToolSpec
 from worldsim.roles.prompts import load_prompt_role
 from worldsim.world.views import BuildContext, RoleView
 
 __all__ = ["BuildLog", "ask"]
 
 Out = TypeVar("Out", bound=BaseModel)
+MAX_TOOL_ROUNDS = 8
+"""Rounds of tool calls a build role may make before it answers."""
 
 
 @dataclass
@@ -78,9 +81,12 @@ async def ask(
     *,
     seed: int = 0,
     index: int = 0,
+    tools: Sequence[ToolSpec] = (),
+    tool_handler: ToolHandler | None = None,
 ) -> Out:
     """Ask the prompt role ``role_name`` (phase ``build``, output ``output``) once; the call
-    goes into ``log``. ``index`` tells rounds apart (it is part of the cache key)."""
+    goes into ``log``. ``index`` tells rounds apart (it is part of the cache key); ``tools``
+    with their ``tool_handler`` are offered to a model route (the offline rules ignore them)."""
     role = load_prompt_role(role_name)
     if role.meta.phase != "build" or role.meta.output != output.__name__:
         raise ConfigError(
@@ -99,6 +105,9 @@ async def ask(
         temperature=role.meta.temperature,
         seed=seed,
         max_tokens=role.meta.max_tokens,
+        tools=tuple(spec.openai() for spec in tools),
+        tool_handler=tool_handler,
+        max_tool_rounds=MAX_TOOL_ROUNDS,
     )
     response = await model.request(request)
     call = dict(response.call) or {

@@ -10,7 +10,8 @@ quality gates (``worldsim build hindsight``).
    question resolved, from those documents.
 3. **Graph-builder role** (``graph_builder``, ``GraphEditsOutput``): edits of a graph that
    starts with the outcome event alone (propose event, add edge, record impact, delete event or
-   edge; `worldsim.build.graph.WorkingGraph`). After each round the gates are checked; what
+   edge; `worldsim.build.graph.WorkingGraph`), made as tool calls answered at once (on a model
+   route) or listed in the answer. After each round the gates are checked; what
    failed, and the edits that could not apply, are the next round's feedback, up to the
    policy's ``iterations``.
 4. **Result.** The graph with ``graph_built: true``, or, if the gates still fail, with
@@ -28,7 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from worldsim.build.calls import BuildLog, ask, role_version
-from worldsim.build.graph import OUTCOME_ID, WorkingGraph, gate_failures
+from worldsim.build.graph import (
+    GRAPH_TOOLS,
+    OUTCOME_ID,
+    WorkingGraph,
+    gate_failures,
+    tool_handler,
+)
 from worldsim.build.policy import QualityPolicy
 from worldsim.build.text import content_words
 from worldsim.domain.cards import Card, EvidenceDatabase, Label
@@ -167,6 +174,7 @@ async def build_hindsight(
                 "feedback": feedback,
                 **working.summary(),
             }
+            tool_calls: list[dict[str, Any]] = []
             edits = await ask(
                 models["graph_builder"],
                 "graph_builder",
@@ -176,13 +184,18 @@ async def build_hindsight(
                 log,
                 seed=seed,
                 index=rounds,
+                tools=GRAPH_TOOLS,
+                tool_handler=tool_handler(working, tool_calls),
             )
-            refused = working.apply_all(edits.edits)
+            refused = [
+                f"tool {c['tool']}: {c['refused']}" for c in tool_calls if "refused" in c
+            ] + working.apply_all(edits.edits)
             draft, weak = working.graph(gates, card_id=card.id, question=card.question)
             failed = gate_failures(draft, gates)
             log.add(
                 "round",
                 index=rounds,
+                tool_calls=tool_calls,
                 edits=len(edits.edits),
                 refused=refused,
                 weak_edges_left_out=weak,
