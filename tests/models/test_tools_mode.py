@@ -17,7 +17,7 @@ from worldsim.domain.cards import load_card
 from worldsim.domain.config import ModelConfig, RetrySettings, RouteOptions, RunConfig
 from worldsim.domain.policy import load_policy
 from worldsim.models import OpenAIModel
-from worldsim.models.openai_model import ANSWER_TOOL
+from worldsim.models.messages import ANSWER_TOOL
 from worldsim.sim.session import run_card
 from worldsim.testing import Faults, StubServer
 from worldsim.trace.reader import read_trace

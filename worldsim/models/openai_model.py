@@ -26,7 +26,6 @@ elapsed time and the chunks streamed so far.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -44,7 +43,24 @@ from worldsim.domain.errors import BudgetExhausted, ModelError
 from worldsim.models.call import CallErrorEntry, LlmCallData, OutputMode, ToolCallEntry, Usage
 from worldsim.models.inflight import waiting
 from worldsim.models.limits import AdaptiveLimiter
+from worldsim.models.messages import (
+    ANSWER_TOOL,
+    answer_of,
+    describe_invalid,
+    initial_messages,
+    repair_prompt,
+    streamed,
+)
 from worldsim.models.pricing import Budget, PriceTable, input_token_bound
+from worldsim.models.refusals import (
+    CallFailed,
+    CutStreams,
+    FormatRejected,
+    ParamRejected,
+    ToolsRejected,
+    read_refusal,
+    rejected_param,
+)
 from worldsim.models.retry import (
     Attempt,
     DeadlineReached,
@@ -58,7 +74,6 @@ from worldsim.models.schema import (
     DEFAULT_MAX_STRING_LENGTH,
     extract_json,
     response_schema,
-    schema_instructions,
     schema_name,
 )
 from worldsim.models.secrets import Redactor
@@ -70,51 +85,6 @@ logger = structlog.get_logger(__name__)
 
 _MODE_ORDER: Final[tuple[OutputMode, ...]] = ("json_schema", "json_object", "text")
 _MODES: Final[tuple[OutputMode, ...]] = (*_MODE_ORDER, "tools")
-ANSWER_TOOL: Final = "answer"
-"""The function a ``tools``-mode reply is given as: its arguments are the output."""
-_REJECTION_MARKERS: Final = (
-    "response_format",
-    "response format",
-    "json_schema",
-    "input should be 'text' or 'json_object'",
-)
-
-
-class _ToolsRejected(Exception):
-    """The server refused the request's function tools."""
-
-    def __init__(self, entry: CallErrorEntry) -> None:
-        super().__init__(entry.message)
-        self.entry = entry
-
-
-class _FormatRejected(Exception):
-    def __init__(self, entry: CallErrorEntry) -> None:
-        super().__init__(entry.message)
-        self.entry = entry
-
-
-class _ParamRejected(Exception):
-    def __init__(self, entry: CallErrorEntry, param: str) -> None:
-        super().__init__(entry.message)
-        self.entry = entry
-        self.param = param
-
-
-class _CutStreams(Exception):
-    """A round trip failed after streams it charged for were cut: ``usd`` and the failure."""
-
-    def __init__(self, usd: float, error: Exception) -> None:
-        super().__init__(str(error))
-        self.usd = usd
-        self.error = error
-
-
-class _Failed(Exception):
-    def __init__(self, message: str, entry: CallErrorEntry | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.entry = entry
 
 
 class OpenAIModel:
@@ -224,7 +194,7 @@ class OpenAIModel:
         attempts = 0
         last: Reply | None = None
         mode = self._mode
-        messages: list[dict[str, Any]] = list(_initial_messages(request, mode, schema))
+        messages: list[dict[str, Any]] = list(initial_messages(request, mode, schema))
         repaired = False
         tool_rounds = 0
         tool_log: list[ToolCallEntry] = []
@@ -248,44 +218,44 @@ class OpenAIModel:
                         request, payload, mode, errors.append, attempts + 1
                     )
                     extra_usd += cut_usd
-                except _CutStreams as cut:
+                except CutStreams as cut:
                     extra_usd += cut.usd
                     raise cut.error from None
-                except _ParamRejected as exc:
+                except ParamRejected as exc:
                     attempts = exc.entry.attempt
                     errors.append(exc.entry)
                     self._adapt(exc)
                     continue
-                except _ToolsRejected as exc:
+                except ToolsRejected as exc:
                     # a server without function calling: answer from the prompt alone
                     attempts = exc.entry.attempt
                     errors.append(exc.entry)
                     self._send_tools = False
                     logger.info("tools dropped for this route", route=self.route)
                     continue
-                except _FormatRejected as exc:
+                except FormatRejected as exc:
                     attempts = exc.entry.attempt
                     errors.append(exc.entry)
                     mode = self._downgrade(mode, exc.entry)
-                    messages = _initial_messages(request, mode, schema)
+                    messages = initial_messages(request, mode, schema)
                     repaired = False
                     continue
                 except TransientError as exc:
                     attempts = exc.entry.attempt
-                    raise _Failed(
+                    raise CallFailed(
                         f"gave up after {attempts} attempts; last error {exc.entry.kind}: "
                         f"{exc.entry.message}" + self._hint(exc.entry)
                     ) from None
                 except DeadlineReached as exc:
                     attempts = exc.entry.attempt
-                    raise _Failed(
+                    raise CallFailed(
                         f"{exc.entry.message} (after {attempts} attempts)" + self._hint(exc.entry),
                         exc.entry,
                     ) from None
                 attempts = reply.attempt
                 usage = usage + reply.usage
                 last = reply
-                answer = _answer_of(reply) if mode == "tools" else None
+                answer = answer_of(reply) if mode == "tools" else None
                 if answer is None and reply.tool_calls and offer_tools and request.tool_handler:
                     tool_rounds += 1
                     messages.append(
@@ -311,17 +281,17 @@ class OpenAIModel:
                 try:
                     output = request.output_type.model_validate_json(extract_json(text))
                 except ValidationError as exc:
-                    problem = _describe(exc, reply.finish_reason)
+                    problem = describe_invalid(exc, reply.finish_reason)
                     errors.append(
                         CallErrorEntry(attempt=attempts, kind="invalid_output", message=problem)
                     )
                     if repaired:
-                        raise _Failed(f"invalid output after one repair: {problem}") from None
+                        raise CallFailed(f"invalid output after one repair: {problem}") from None
                     repaired = True
                     messages = [
                         *messages,
                         {"role": "assistant", "content": text},
-                        {"role": "user", "content": _repair_prompt(problem, schema)},
+                        {"role": "user", "content": repair_prompt(problem, schema)},
                     ]
                     continue
                 record = self._record(
@@ -340,7 +310,7 @@ class OpenAIModel:
                 record.error = exc.message
                 exc.call = record.model_dump(mode="json")
             raise
-        except _Failed as failure:
+        except CallFailed as failure:
             if failure.entry is not None:
                 errors.append(failure.entry)
                 attempts = failure.entry.attempt
@@ -433,7 +403,7 @@ class OpenAIModel:
             )
         except Exception as exc:
             if sum(cut):
-                raise _CutStreams(sum(cut), exc) from None
+                raise CutStreams(sum(cut), exc) from None
             raise
         return reply, sum(cut)
 
@@ -502,7 +472,7 @@ class OpenAIModel:
         try:
             reply: Reply | None
             if self._stream:
-                body = _streamed(payload)
+                body = streamed(payload)
                 chunks = await self._client.post(
                     "/chat/completions",
                     cast_to=ChatCompletion,
@@ -521,12 +491,12 @@ class OpenAIModel:
                 )
                 reply = reply_from_completion(completion, number, self._redact)
         except openai.APIStatusError as exc:
-            raise self._status_failure(exc, payload, mode, number) from exc
+            raise self._refusal(exc, payload, mode, number) from exc
         except (openai.APIError, ValueError) as exc:
             entry, retryable, retry_after = classify(exc, number, self._redact)
             if retryable:
                 raise TransientError(entry, retry_after) from exc
-            raise _Failed(f"{entry.kind}: {entry.message}", entry) from exc
+            raise CallFailed(f"{entry.kind}: {entry.message}", entry) from exc
         if reply is None:
             entry = CallErrorEntry(
                 attempt=number, kind="bad_response", message="reply has no choices"
@@ -534,26 +504,22 @@ class OpenAIModel:
             raise TransientError(entry)
         return reply
 
-    def _status_failure(
+    def _refusal(
         self, exc: openai.APIStatusError, payload: dict[str, Any], mode: OutputMode, number: int
     ) -> Exception:
-        entry, retryable, retry_after = classify(exc, number, self._redact)
-        if mode == "tools" and _is_tools_rejection(exc):  # no function calling: the next mode
-            entry.kind = "format_rejected"
-            return _FormatRejected(entry)
-        if "tools" in payload and _is_tools_rejection(exc):
-            entry.kind = "tools_rejected"
-            return _ToolsRejected(entry)
-        if _is_format_rejection(exc, mode):
-            entry.kind = "format_rejected"
-            return _FormatRejected(entry)
-        param = self._rejected_param(exc)
-        if param is not None:
-            entry.kind = "param_rejected"
-            return _ParamRejected(entry, param)
-        if retryable:
-            return TransientError(entry, retry_after)
-        return _Failed(f"HTTP {entry.status}: {entry.message}", entry)
+        return read_refusal(
+            exc,
+            offered_tools="tools" in payload,
+            mode=mode,
+            number=number,
+            redact=self._redact,
+            adaptable=lambda e: rejected_param(
+                e,
+                stream=self._stream,
+                token_param=self._token_param,
+                send_temperature=self._send_temperature,
+            ),
+        )
 
     def _hint(self, entry: CallErrorEntry) -> str:
         """What to change when attempts ran out on timeouts or the deadline."""
@@ -566,20 +532,7 @@ class OpenAIModel:
             f"`worldsim models check {self.route}` measures it"
         )
 
-    def _rejected_param(self, exc: openai.APIStatusError) -> str | None:
-        """The parameter a 400 refuses that this route can adapt, if any."""
-        if exc.status_code != 400:
-            return None
-        text = f"{exc.message} {exc.body}".lower()
-        if self._stream and "stream" in text:
-            return "stream"
-        if self._token_param == "max_tokens" and "max_completion_tokens" in text:
-            return "max_tokens"
-        if self._send_temperature and "temperature" in text and "unsupported" in text:
-            return "temperature"
-        return None
-
-    def _adapt(self, exc: _ParamRejected) -> None:
+    def _adapt(self, exc: ParamRejected) -> None:
         if exc.param == "max_tokens":
             self._token_param = "max_completion_tokens"
         elif exc.param == "temperature":
@@ -587,14 +540,14 @@ class OpenAIModel:
         elif exc.param == "stream":
             self._stream = False
         else:  # pragma: no cover - _rejected_param names only these
-            raise _Failed(f"server rejected parameter {exc.param}", exc.entry)
+            raise CallFailed(f"server rejected parameter {exc.param}", exc.entry)
         logger.info("request parameter adapted", route=self.route, param=exc.param)
 
     def _downgrade(self, mode: OutputMode, entry: CallErrorEntry) -> OutputMode:
         order = self._modes
         place = order.index(mode) if mode in order else len(order)
         if place + 1 >= len(order):
-            raise _Failed(f"server rejected the request format: {entry.message}")
+            raise CallFailed(f"server rejected the request format: {entry.message}")
         lower = order[place + 1]
         if order.index(self._mode) < order.index(lower):
             logger.info("output mode downgraded", route=self.route, from_mode=mode, to_mode=lower)
@@ -606,7 +559,7 @@ class OpenAIModel:
         the body as it is sent (with the stream fields when it streams)."""
         if self._price is None:
             return 0.0
-        body = _streamed(payload) if self._stream else payload
+        body = streamed(payload) if self._stream else payload
         return self._price.worst_case(input_token_bound(body), int(payload[self._token_param]))
 
     def _cost(self, usage: Usage, resolved_model: str | None) -> float | None:
@@ -648,70 +601,3 @@ class OpenAIModel:
         cost = self._cost(usage, record.resolved_model)
         record.cost_usd = cost + extra_usd if cost is not None else None
         return record
-
-
-def _initial_messages(
-    request: ModelRequest, mode: OutputMode, schema: dict[str, Any]
-) -> list[dict[str, str]]:
-    messages = [{"role": m.role, "content": m.content} for m in request.chat()]
-    if mode in ("json_schema", "tools"):  # the schema travels with the request
-        return messages
-    instructions = schema_instructions(schema)
-    if messages and messages[0]["role"] == "system":
-        messages[0] = {"role": "system", "content": messages[0]["content"] + "\n\n" + instructions}
-    else:
-        messages.insert(0, {"role": "system", "content": instructions})
-    return messages
-
-
-def _streamed(payload: dict[str, Any]) -> dict[str, Any]:
-    """The body of a streamed request: the payload, and usage asked for at the end."""
-    return {**payload, "stream": True, "stream_options": {"include_usage": True}}
-
-
-def _answer_of(reply: Reply) -> str | None:
-    """A ``tools``-mode reply's answer: the arguments of its call of `ANSWER_TOOL`."""
-    for _, name, arguments in reply.tool_calls:
-        if name == ANSWER_TOOL:
-            return arguments
-    return None
-
-
-def _is_tools_rejection(exc: openai.APIStatusError) -> bool:
-    """A 400/422 that names the ``tools`` parameter: the server has no function calling.
-
-    Anything else (a 5xx while parsing a tool call, say) is an ordinary error, retried as such.
-    """
-    if exc.status_code not in (400, 422):
-        return False
-    body = exc.body if isinstance(exc.body, str) else json.dumps(exc.body, default=str)
-    text = f"{exc.message} {body}".lower()
-    markers = ('"tools"', "'tools'", "tools ", "tool_choice", "tool choice")
-    return any(marker in text for marker in markers)
-
-
-def _is_format_rejection(exc: openai.APIStatusError, mode: OutputMode) -> bool:
-    if mode == "text" or exc.status_code in (401, 403, 404, 408, 429):
-        return False
-    body = exc.body if isinstance(exc.body, str) else json.dumps(exc.body, default=str)
-    text = f"{exc.message} {body}".lower()
-    markers = (*_REJECTION_MARKERS, "json_object") if mode == "json_object" else _REJECTION_MARKERS
-    return any(marker in text for marker in markers)
-
-
-def _describe(exc: ValidationError, finish_reason: object) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        where = ".".join(str(p) for p in err["loc"]) or "(root)"
-        parts.append(f"{where}: {err['msg']}")
-    text = "; ".join(parts)
-    if finish_reason == "length":
-        text += " (the reply was cut off at the token limit; answer more briefly)"
-    return text
-
-
-def _repair_prompt(problem: str, schema: dict[str, Any]) -> str:
-    return (
-        f"Your reply was not valid: {problem}. Reply again with only the corrected JSON object. "
-        "It must validate against this JSON schema:\n" + json.dumps(schema)
-    )
