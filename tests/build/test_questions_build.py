@@ -184,3 +184,15 @@ def test_the_shipped_corpus_builds_cards_offline(tmp_path: Path) -> None:
     assert ran.code == 0, ran.err
     again = invoke("build", "questions", "--db", db, "-o", out)
     assert again.code == 2 and "--force" in again.err
+
+
+def test_a_question_that_makes_no_valid_card_is_rejected_not_raised(tmp_path: Path) -> None:
+    twins = _proposal(
+        "Which option will the harbour authority choose by 2027-04-15?",
+        kind="multiple_choice",
+        outcomes=["Toll", "toll", "No toll"],
+    )
+    built = _run([twins], {}, tmp_path)
+    assert built.cards == []
+    (reject,) = built.rejects
+    assert reject["reasons"][0].startswith("does not make a valid card: field 'endpoints'")

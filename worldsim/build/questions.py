@@ -55,6 +55,7 @@ __all__ = [
     "build_questions",
     "cluster_articles",
     "read_markets",
+    "rejects_jsonl",
 ]
 
 CLUSTER_SIMILARITY = 0.15
@@ -405,15 +406,24 @@ async def build_questions(
         raise
     ids: set[str] = set()
     for proposal, source, market, _ in kept:
-        card = _card(
-            proposal,
-            by_id,
-            source_file=source_file,
-            source=source,
-            evidence_db=evidence_db if market is None else None,
-            url=market.url if market else None,
-            question_id=slug(market.source or "market", market.id) if market else None,
-        )
+        try:
+            card = _card(
+                proposal,
+                by_id,
+                source_file=source_file,
+                source=source,
+                evidence_db=evidence_db if market is None else None,
+                url=market.url if market else None,
+                question_id=slug(market.source or "market", market.id) if market else None,
+            )
+        except ValidationError as exc:
+            name, message = first_error(exc)
+            reason = f"does not make a valid card: field '{name}': {message}"
+            built.rejects.append(
+                {"question": proposal.question, "source": source, "reasons": [reason]}
+            )
+            log.add("rejected", question=proposal.question, reasons=[reason])
+            continue
         if card.id in ids:
             card = card.model_copy(update={"id": slug(card.id[:110], str(len(ids)))})
         ids.add(card.id)
@@ -445,4 +455,5 @@ def _placeholder(cluster: Sequence[Article]) -> Card:
 
 
 def rejects_jsonl(built: Built) -> bytes:
+    """``rejects.jsonl``: one object per refused question (question, source, reasons, scores)."""
     return "".join(json.dumps(r, sort_keys=True) + "\n" for r in built.rejects).encode()
