@@ -12,9 +12,8 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal
 
-import anyio
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,7 +23,6 @@ from worldsim.gateway.access import AccessLog, RetrievalRecord
 from worldsim.gateway.store import (
     EvidenceStore,
     SearchHit,
-    StoredDocument,
     memory_store,
     open_store,
     to_epoch_us,
@@ -40,9 +38,6 @@ __all__ = [
     "retrieved_by",
     "unretrieved_citations",
 ]
-
-K = TypeVar("K")
-V = TypeVar("V")
 
 log = structlog.get_logger(__name__)
 
@@ -91,23 +86,8 @@ def _result(hit: SearchHit) -> SearchResult:
     )
 
 
-MEMO_SIZE = 4096
-"""Searches (and, apart, document reads) a gateway remembers; the oldest goes first."""
-
-
-def _remember(memo: dict[K, V], key: K, value: V) -> None:
-    memo[key] = value
-    if len(memo) > MEMO_SIZE:
-        del memo[next(iter(memo))]
-
-
 class Gateway:
     """Evidence access bound to a fixed cutoff; every call is appended to the access log.
-
-    The store is read-only while a run uses it, so each distinct search (query and ``k``) and
-    each document read is asked of it once and then answered from memory (up to `MEMO_SIZE`
-    of each): the answers, and the access log, are the same; an agent step no longer waits on
-    the store's thread for what another agent already read.
 
     Args:
         store: an open evidence store.
@@ -122,9 +102,6 @@ class Gateway:
         self._cutoff_us = to_epoch_us(self._cutoff)
         self._log = AccessLog()
         self._drained = 0
-        # the store does not change during a run: each search and read is asked of it once
-        self._searched: dict[tuple[str, int], list[SearchHit]] = {}
-        self._opened: dict[str, StoredDocument | None] = {}
 
     @property
     def cutoff(self) -> datetime:
@@ -156,12 +133,7 @@ class Gateway:
         tick: int | None = None,
     ) -> list[SearchResult]:
         """The ``k`` best BM25 matches for ``query`` published strictly before the cutoff."""
-        hits = self._searched.get((query, k))
-        if hits is None:
-            hits = await self._store.search(query, before=self._cutoff, k=k)
-            _remember(self._searched, (query, k), hits)
-        else:
-            await anyio.lowlevel.checkpoint()  # let other agents run, as a store read would
+        hits = await self._store.search(query, before=self._cutoff, k=k)
         # The store already filters; this guard keeps the invariant if the store ever changes.
         visible = [h for h in hits if to_epoch_us(h.published_at) < self._cutoff_us]
         self._log.append(
@@ -192,12 +164,7 @@ class Gateway:
         (same message, same reason, the same lookup), so a refusal tells the caller nothing
         about the future; only the access log records which of the two it was.
         """
-        if doc_id in self._opened:
-            doc = self._opened[doc_id]
-            await anyio.lowlevel.checkpoint()
-        else:
-            doc = await self._store.get(doc_id)
-            _remember(self._opened, doc_id, doc)
+        doc = await self._store.get(doc_id)
         reason: Literal["unknown", "after_cutoff"] | None = None
         if doc is None:
             reason = "unknown"
