@@ -51,6 +51,11 @@ def _card(n_docs: int) -> Card:
     return card.model_copy(update={"evidence": docs})
 
 
+def _build_demo(*args: str | Path) -> Any:
+    """``worldsim build hindsight`` of the demo card with its shipped label."""
+    return invoke("build", "hindsight", DEMO_CARD, "--label", ROOT / "scenarios" / "labels", *args)
+
+
 LABEL = Label(card_id="merger-review", outcome="yes", resolved_at=datetime(2027, 3, 24, tzinfo=UTC))
 
 
@@ -118,7 +123,7 @@ def test_a_graph_that_cannot_pass_is_written_not_built_and_left_out_of_scoring(
     out = tmp_path / "hindsight" / "merger-review.json"
     out.parent.mkdir()
     labels = ROOT / "scenarios" / "labels"
-    built = invoke("build", "hindsight", DEMO_CARD, "--label", labels, "-o", out)
+    built = _build_demo("-o", out)
     assert built.code == 0, built.err
     assert "graph_built false" in built.out and "failed gate: sources" in built.out
     graph = load_hindsight(out)
@@ -140,7 +145,7 @@ def test_a_graph_that_cannot_pass_is_written_not_built_and_left_out_of_scoring(
     assert coverage["cards_with_graph"] == []
     assert coverage["graphs_not_built"][0]["card_id"] == "merger-review"
     assert "left out (graph_built false): merger-review" in scored.out
-    again = invoke("build", "hindsight", DEMO_CARD, "--label", labels, "-o", out)
+    again = _build_demo("-o", out)
     assert again.code == 2 and "--force" in again.err
 
 
@@ -195,17 +200,7 @@ def test_a_chain_into_the_outcome_has_one_hop_per_edge(n: int) -> None:
 def test_a_bad_gates_file_is_refused_naming_the_field(tmp_path: Path) -> None:
     bad = tmp_path / "gates.yaml"
     bad.write_text("graph:\n  min_events: -1\n", encoding="utf-8")
-    done = invoke(
-        "build",
-        "hindsight",
-        DEMO_CARD,
-        "--label",
-        ROOT / "scenarios" / "labels",
-        "-o",
-        tmp_path / "g.json",
-        "--gates",
-        bad,
-    )
+    done = _build_demo("-o", tmp_path / "g.json", "--gates", bad)
     assert done.code == 2 and "graph.min_events" in done.err
     assert not (tmp_path / "g.json").exists()
 
@@ -257,17 +252,7 @@ def test_a_build_on_a_model_route_is_cached_like_a_run(
 
 def test_a_missing_database_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
     out = tmp_path / "g.json"
-    done = invoke(
-        "build",
-        "hindsight",
-        DEMO_CARD,
-        "--label",
-        ROOT / "scenarios" / "labels",
-        "--db",
-        tmp_path / "nowhere.sqlite",
-        "-o",
-        out,
-    )
+    done = _build_demo("--db", tmp_path / "nowhere.sqlite", "-o", out)
     assert done.code == 2 and "evidence database not found" in done.err
     assert list(tmp_path.iterdir()) == []
 

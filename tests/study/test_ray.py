@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.study.conftest import CARDS, write_manifest
+from tests.study.conftest import CARDS, priced_manifest, stub_manifest, write_manifest
 from worldsim.domain.config import RetrySettings
 from worldsim.domain.errors import ConfigError
 from worldsim.study.experiment import Experiment
@@ -84,67 +84,26 @@ def test_a_torn_job_is_resumed_on_ray_to_the_same_trace(tmp_path: Path, local_ra
     assert read_trace(file).first("run_resumed") is not None
 
 
-def _stub_study(tmp_path: Path, **changes: Any) -> Path:
-    return write_manifest(
-        tmp_path,
-        cards=CARDS,
-        seeds=[0, 1],
-        forecast_dates=["card"],
-        methods=[
-            {
-                "label": "stub",
-                "run": {
-                    "policy": "no_branch",
-                    "model": "stub/test-model",
-                    "ticks": 2,
-                    "retry": FAST.model_dump(),
-                },
-            }
-        ],
-        max_parallel_jobs=4,
-        **changes,
-    )
-
-
 def test_ray_workers_share_the_study_connection_limit(tmp_path: Path, local_ray: None) -> None:
     with StubServer(seed=2, latency_s=0.02) as server:
         env = {"STUB_BASE_URL": server.base_url, "STUB_API_KEY": "k"}
-        experiment = Experiment.from_yaml(_stub_study(tmp_path, max_connections=2), environ=env)
+        experiment = Experiment.from_yaml(stub_manifest(tmp_path, max_connections=2), environ=env)
         rows = experiment.run_sync(
             tmp_path / "study", fsync=False, cache_dir=tmp_path / "cache", executor=RayExecutor()
         )
         assert all(r.status == "complete" for r in rows)
         # two workers, each running jobs with several agents: only the governor holds them to 2
         assert server.max_concurrency == 2
-    local = Experiment.from_yaml(_stub_study(tmp_path, max_connections=2), environ=env)
+    local = Experiment.from_yaml(stub_manifest(tmp_path, max_connections=2), environ=env)
     again = local.run_sync(tmp_path / "local", fsync=False, cache_dir=tmp_path / "cache")
     assert [r.canonical_hash for r in again] == [r.canonical_hash for r in rows]
 
 
 def test_ray_workers_share_the_study_budget(tmp_path: Path, local_ray: None) -> None:
-    prices = tmp_path / "prices.yaml"
-    prices.write_text("models:\n  test-model: {input: 100.0, output: 100.0}\n")
     cap = 0.5
     with StubServer(seed=3) as server:
         env = {"STUB_BASE_URL": server.base_url, "STUB_API_KEY": "stub-key"}
-        path = write_manifest(
-            tmp_path,
-            cards=[CARDS[0]],
-            seeds=list(range(12)),
-            forecast_dates=["card"],
-            methods=[
-                {
-                    "label": "d",
-                    "forecast": {
-                        "model": "stub/test-model",
-                        "prices": str(prices),
-                        "retry": FAST.model_dump(),
-                    },
-                }
-            ],
-            max_cost_usd=cap,
-            max_parallel_jobs=3,
-        )
+        path = priced_manifest(tmp_path, cap, FAST.model_dump())
         experiment = Experiment.from_yaml(path, environ=env)
         rows = experiment.run_sync(
             tmp_path / "study", fsync=False, cache_dir=tmp_path / "cache", executor=RayExecutor()

@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.study.conftest import CARDS, write_manifest
+from tests.study.conftest import CARDS, priced_manifest, write_manifest
 from worldsim.domain.config import RetrySettings
 from worldsim.sim.session import run_card
 from worldsim.study.experiment import Experiment
@@ -211,29 +211,10 @@ def test_score_reads_a_study_folder_and_prints_its_tables(manifest: Path, tmp_pa
 
 
 def test_one_budget_is_shared_by_every_job_and_continued_on_a_rerun(tmp_path: Path) -> None:
-    prices = tmp_path / "prices.yaml"
-    prices.write_text("models:\n  test-model: {input: 100.0, output: 100.0}\n")
     cap = 0.5
     with StubServer(seed=3) as server:
         env = {"STUB_BASE_URL": server.base_url, "STUB_API_KEY": "stub-key"}
-        path = write_manifest(
-            tmp_path,
-            cards=[CARDS[0]],
-            seeds=list(range(12)),
-            forecast_dates=["card"],
-            methods=[
-                {
-                    "label": "d",
-                    "forecast": {
-                        "model": "stub/test-model",
-                        "prices": str(prices),
-                        "retry": FAST.model_dump(),
-                    },
-                }
-            ],
-            max_cost_usd=cap,
-            max_parallel_jobs=3,
-        )
+        path = priced_manifest(tmp_path, cap, FAST.model_dump())
         experiment = Experiment.from_yaml(path, environ=env)
         rows = experiment.run_sync(tmp_path / "study", fsync=False)
         complete = [r for r in rows if r.status == "complete"]

@@ -5,49 +5,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-from tests.study.conftest import CARDS, write_manifest
+from tests.study.conftest import stub_manifest
 from worldsim.study.experiment import Experiment
 from worldsim.testing import Faults, StubServer
-
-FAST = {
-    "max_attempts": 40,
-    "timeout_s": 5,
-    "backoff_initial_s": 0.001,
-    "backoff_max_s": 0.01,
-    "jitter_s": 0.001,
-    "retry_after_cap_s": 0.02,
-}
-
-
-def _manifest(folder: Path, **changes: Any) -> Path:
-    return write_manifest(
-        folder,
-        cards=CARDS,
-        seeds=[0, 1],
-        forecast_dates=["card"],
-        methods=[
-            {
-                "label": "stub",
-                "run": {
-                    "policy": "no_branch",
-                    "model": "stub/test-model",
-                    "ticks": 2,
-                    "retry": FAST,
-                },
-            },
-            {"label": "stub-direct", "forecast": {"model": "stub/test-model", "retry": FAST}},
-        ],
-        max_parallel_jobs=4,
-        **changes,
-    )
 
 
 def test_the_jobs_of_a_study_share_one_limit_per_route(tmp_path: Path) -> None:
     with StubServer(seed=2, latency_s=0.02) as server:
         env = {"STUB_BASE_URL": server.base_url, "STUB_API_KEY": "k"}
-        experiment = Experiment.from_yaml(_manifest(tmp_path, max_connections=2), environ=env)
+        experiment = Experiment.from_yaml(stub_manifest(tmp_path, max_connections=2), environ=env)
         rows = experiment.run_sync(tmp_path / "study", fsync=False)
         assert all(r.status == "complete" for r in rows)
         # four jobs at once, each with several agents: only the study's limit holds them to 2
@@ -55,7 +22,7 @@ def test_the_jobs_of_a_study_share_one_limit_per_route(tmp_path: Path) -> None:
 
 
 def test_a_throttled_study_slows_down_and_predicts_the_same(tmp_path: Path) -> None:
-    path = _manifest(tmp_path, max_connections=12)
+    path = stub_manifest(tmp_path, max_connections=12)
     with StubServer(seed=2, latency_s=0.01, content_by_request=True) as server:
         env = {"STUB_BASE_URL": server.base_url, "STUB_API_KEY": "k"}
         calm = Experiment.from_yaml(path, environ=env).run_sync(

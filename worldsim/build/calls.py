@@ -13,7 +13,7 @@ half-written. Calls go through the response cache like a run's, so a build run a
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,17 +21,20 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from worldsim.domain.cards import Card
+from worldsim.domain.config import ModelConfig
 from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest, ToolHandler
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.files import write_files
 from worldsim.domain.version import __version__, git_revision
 from worldsim.gateway.tools import ToolSpec
 from worldsim.roles.prompts import load_prompt_role
+from worldsim.sim.session import open_models
 from worldsim.world.views import BuildContext, RoleView
 
-__all__ = ["BuildLog", "ask"]
+__all__ = ["BuildLog", "ask", "run_build"]
 
 Out = TypeVar("Out", bound=BaseModel)
+T = TypeVar("T")
 MAX_TOOL_ROUNDS = 8
 """Rounds of tool calls a build role may make before it answers."""
 
@@ -67,6 +70,22 @@ class BuildLog:
         write_files({self.path: text.encode()})
 
 
+async def run_build(
+    models: ModelConfig,
+    roles: Sequence[str],
+    log: BuildLog,
+    body: Callable[[Mapping[str, Model]], Awaitable[T]],
+) -> T:
+    """Open the models of ``models`` (cache and pool, as a run does), run ``body`` with each of
+    ``roles``' model, and write ``log`` if the build got as far as a model call."""
+    async with open_models(models) as source:
+        try:
+            return await body({name: source.for_role(name) for name in roles})
+        finally:
+            if log.worth_keeping:
+                log.write()
+
+
 def role_version(name: str) -> str:
     return load_prompt_role(name).version
 
@@ -75,7 +94,7 @@ async def ask(
     model: Model,
     role_name: str,
     output: type[Out],
-    card: Card,
+    card: Card | None,
     variables: Mapping[str, Any],
     log: BuildLog,
     *,

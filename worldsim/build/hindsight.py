@@ -48,6 +48,7 @@ from worldsim.scoring.hindsight.graph import HindsightEvent, HindsightGraph
 
 __all__ = ["MAX_DOCUMENTS", "build_hindsight", "resolution_cutoff"]
 
+ROLES = ("hindsight", "graph_builder")
 MAX_DOCUMENTS = 60
 MIN_SHARED_WORDS = 2
 SNIPPET_CHARS = 400
@@ -128,10 +129,11 @@ async def build_hindsight(
     outcome_title = outcome_ep.title if outcome_ep is not None else label.outcome
     cutoff = resolution_cutoff(card, label)
     routes = {name: model.route for name, model in models.items()}
+    versions = {name: role_version(name) for name in ROLES}
     offline = all(route == "offline" for route in routes.values())
     log.start(
         "hindsight",
-        {name: (role_version(name), routes[name]) for name in ("hindsight", "graph_builder")},
+        {name: (versions[name], routes[name]) for name in ROLES},
         card_id=card.id,
         label_outcome=label.outcome,
         cutoff=cutoff.isoformat(),
@@ -211,7 +213,7 @@ async def build_hindsight(
         log.add("build_failed", error=str(exc)[:2000])
         raise
     construction = {
-        "roles": {name: role_version(name) for name in ("hindsight", "graph_builder")},
+        "roles": versions,
         "routes": routes,
         "rounds": rounds,
         "offline_rules": offline,

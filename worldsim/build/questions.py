@@ -40,11 +40,12 @@ from pydantic import ValidationError
 from worldsim.build.calls import BuildLog, ask, role_version
 from worldsim.build.policy import QualityPolicy
 from worldsim.build.text import content_words, jaccard
-from worldsim.domain.cards import Card, parse_utc
+from worldsim.domain.cards import Card, EvidenceDoc, parse_utc
 from worldsim.domain.contracts import Model
 from worldsim.domain.errors import CardError, ModelError
 from worldsim.domain.files import first_error, read_jsonl
 from worldsim.domain.outputs import QuestionProposal, QuestionReviewOutput, QuestionsOutput
+from worldsim.gateway.store import StoredDocument
 from worldsim.interop.questions import binary_endpoints, slug
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "rejects_jsonl",
 ]
 
+ROLES = ("question_generator", "question_qa")
 CLUSTER_SIMILARITY = 0.15
 _FAR = datetime(9999, 1, 1, tzinfo=UTC)
 MAX_CLUSTER_ARTICLES = 12
@@ -71,6 +73,11 @@ class Article:
     title: str
     text: str = ""
     stance: float | None = None
+
+    @classmethod
+    def of(cls, doc: EvidenceDoc | StoredDocument) -> Article:
+        """An ingested or stored document as an article."""
+        return cls(doc.id, doc.published_at, doc.title, doc.text, doc.stance)
 
     def as_variable(self) -> dict[str, Any]:
         return {
@@ -292,10 +299,7 @@ async def build_questions(
     offline = routes["question_generator"] == "offline"
     log.start(
         "questions",
-        {
-            name: (role_version(name), routes[name])
-            for name in ("question_generator", "question_qa")
-        },
+        {name: (role_version(name), routes[name]) for name in ROLES},
         source_file=source_file,
         articles=len(articles),
         markets=len(markets),
@@ -320,7 +324,7 @@ async def build_questions(
                 models["question_generator"],
                 "question_generator",
                 QuestionsOutput,
-                _placeholder(cluster),
+                None,
                 variables,
                 log,
                 seed=seed,
@@ -346,7 +350,7 @@ async def build_questions(
                 models["question_qa"],
                 "question_qa",
                 QuestionReviewOutput,
-                _placeholder([by_id[a] for a in proposal.provenance if a in by_id]),
+                None,
                 {
                     "proposal": proposal.model_dump(mode="json"),
                     "documents": docs,
@@ -437,21 +441,6 @@ async def build_questions(
         merged=len(built.merged),
     )
     return built
-
-
-def _placeholder(cluster: Sequence[Article]) -> Card:
-    """The card a build role's view names while no card exists yet: the cluster's dates."""
-    first = min((a.published_at for a in cluster), default=datetime(2000, 1, 1).astimezone())
-    last = max((a.published_at for a in cluster), default=first)
-    return Card.model_validate(
-        {
-            "id": "building",
-            "question": "(question under construction)",
-            "as_of": first.isoformat(),
-            "deadline": (last if last > first else first.replace(year=first.year + 1)).isoformat(),
-            "endpoints": binary_endpoints("(question under construction)"),
-        }
-    )
 
 
 def rejects_jsonl(built: Built) -> bytes:

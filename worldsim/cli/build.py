@@ -5,7 +5,6 @@ gates, and annotation sheets for people to check them (docs/construction.md)."""
 # start-up, even for --help, and string annotations would be parsed again each time
 # (about half its work). Names imported only for type checking are quoted.
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -22,6 +21,9 @@ build_app = command_group(
     "Build benchmark tasks: hindsight graphs under quality gates, and their annotation sheets.",
 )
 
+ModelOption = Annotated[
+    str, typer.Option(metavar="ROUTE", help="Route of both roles (default: offline rules).")
+]
 GatesOption = Annotated[
     Path | None,
     typer.Option(
@@ -48,9 +50,7 @@ def hindsight(
         Path | None,
         typer.Option(metavar="DB", help="Evidence database (default: the card's evidence)."),
     ] = None,
-    model: Annotated[
-        str, typer.Option(metavar="ROUTE", help="Route of both roles (default: offline rules).")
-    ] = "offline",
+    model: ModelOption = "offline",
     gates: GatesOption = None,
     cache_dir: CacheDirOption = None,
     force: Annotated[bool, typer.Option(help="Replace an existing graph file.")] = False,
@@ -66,14 +66,15 @@ def hindsight(
     """
     import anyio
 
-    from worldsim.build.calls import BuildLog
+    from worldsim.build.calls import BuildLog, run_build
+    from worldsim.build.hindsight import ROLES as HINDSIGHT_ROLES
     from worldsim.build.hindsight import build_hindsight
     from worldsim.build.policy import load_quality_policy
     from worldsim.domain.cards import load_card
     from worldsim.domain.config import ModelConfig
     from worldsim.domain.files import write_files
+    from worldsim.scoring.hindsight.graph import graph_json
     from worldsim.scoring.labels import load_labels
-    from worldsim.sim.session import open_models
 
     if out.exists() and not force:
         raise ConfigError(f"{out} exists; use --force to replace it", file=out)
@@ -85,29 +86,16 @@ def hindsight(
     models = ModelConfig(model=model, cache_dir=cache_dir)
     log = BuildLog(_log_path(out))
 
-    async def go() -> "object":
-        async with open_models(models) as source:
-            roles = {name: source.for_role(name) for name in ("hindsight", "graph_builder")}
-            try:
-                return await build_hindsight(
-                    card,
-                    entries[card.id].label,
-                    roles,
-                    policy,
-                    log,
-                    db=db,
-                    card_path=card_path,
-                )
-            finally:
-                if log.worth_keeping:
-                    log.write()
-
-    graph = anyio.run(go)
-    from worldsim.scoring.hindsight.graph import HindsightGraph
-
-    assert isinstance(graph, HindsightGraph)
-    text = json.dumps(graph.model_dump(mode="json", exclude_none=True), indent=2) + "\n"
-    write_files({out: text.encode()})
+    graph = anyio.run(
+        run_build,
+        models,
+        HINDSIGHT_ROLES,
+        log,
+        lambda roles: build_hindsight(
+            card, entries[card.id].label, roles, policy, log, db=db, card_path=card_path
+        ),
+    )
+    write_files({out: graph_json(graph)})
     events = sum(not e.is_outcome for e in graph.events)
     summary = (
         f"{len(graph.edges)} edge(s), {len(graph.sources)} source(s) · log {escape(str(log.path))}"
@@ -160,13 +148,12 @@ def apply_annotations_command(
     from worldsim.build.annotate import apply_annotations
     from worldsim.build.policy import load_quality_policy
     from worldsim.domain.files import write_files
-    from worldsim.scoring.hindsight.graph import load_hindsight
+    from worldsim.scoring.hindsight.graph import graph_json, load_hindsight
 
     graph = load_hindsight(graph_path)
     policy, _ = load_quality_policy(gates)
     result = apply_annotations(graph, sheet, policy.graph)
-    text = json.dumps(result.model_dump(mode="json", exclude_none=True), indent=2) + "\n"
-    write_files({out: text.encode()})
+    write_files({out: graph_json(result)})
     note = result.annotation
     assert note is not None
     out_console.print(
@@ -204,9 +191,7 @@ def questions(
         Path | None,
         typer.Option(metavar="JSONL", help="Prediction markets (docs/construction.md)."),
     ] = None,
-    model: Annotated[
-        str, typer.Option(metavar="ROUTE", help="Route of both roles (default: offline rules).")
-    ] = "offline",
+    model: ModelOption = "offline",
     gates: GatesOption = None,
     cache_dir: CacheDirOption = None,
     force: Annotated[bool, typer.Option(help="Write into a folder that holds cards.")] = False,
@@ -221,14 +206,14 @@ def questions(
     """
     import anyio
 
-    from worldsim.build.calls import BuildLog
+    from worldsim.build.calls import BuildLog, run_build
     from worldsim.build.policy import load_quality_policy
+    from worldsim.build.questions import ROLES as QUESTION_ROLES
     from worldsim.build.questions import Article, build_questions, read_markets, rejects_jsonl
     from worldsim.domain.config import ModelConfig
     from worldsim.domain.files import write_files
     from worldsim.gateway.store import open_store, read_articles
     from worldsim.interop.questions import card_yaml
-    from worldsim.sim.session import open_models
 
     if (articles is None) == (db is None) and markets is None:
         raise ConfigError("give ARTICLES or --db (and/or --markets)", field="articles")
@@ -241,16 +226,10 @@ def questions(
 
     async def read_db(path: Path) -> "list[Article]":
         async with open_store(path) as store:
-            return [
-                Article(d.id, d.published_at, d.title, d.text, d.stance)
-                for d in await store.documents()
-            ]
+            return [Article.of(d) for d in await store.documents()]
 
     if articles is not None:
-        docs = [
-            Article(d.id, d.published_at, d.title, d.text, d.stance)
-            for d in read_articles(articles)
-        ]
+        docs = [Article.of(d) for d in read_articles(articles)]
     elif db is not None:
         docs = anyio.run(read_db, db)
     else:
@@ -264,21 +243,15 @@ def questions(
     log = BuildLog(out / "build.jsonl")
     models = ModelConfig(model=model, cache_dir=cache_dir)
 
-    async def go() -> "object":
-        async with open_models(models) as source:
-            roles = {n: source.for_role(n) for n in ("question_generator", "question_qa")}
-            try:
-                return await build_questions(
-                    docs, found, roles, policy, log, source_file=source_file, evidence_db=evidence
-                )
-            finally:
-                if log.worth_keeping:
-                    log.write()
-
-    from worldsim.build.questions import Built
-
-    built = anyio.run(go)
-    assert isinstance(built, Built)
+    built = anyio.run(
+        run_build,
+        models,
+        QUESTION_ROLES,
+        log,
+        lambda roles: build_questions(
+            docs, found, roles, policy, log, source_file=source_file, evidence_db=evidence
+        ),
+    )
     files = {out / f"{card.id}.yaml": card_yaml(card) for card in built.cards}
     files[out / "rejects.jsonl"] = rejects_jsonl(built)
     for card_id, prices in built.prices.items():

@@ -27,7 +27,7 @@ from worldsim.domain.outputs import (
     QuestionReviewOutput,
     QuestionsOutput,
 )
-from worldsim.world.views import BuildContext, RoleView
+from worldsim.world.views import RoleView
 
 __all__ = [
     "OFFLINE_NOTE",
@@ -59,8 +59,6 @@ def _event_id(doc_id: str) -> str:
 
 
 async def offline_graph_edits(view: RoleView) -> GraphEditsOutput:
-    ctx = view.context
-    assert isinstance(ctx, BuildContext)
     outcome = str(view.variables.get("outcome_event", "outcome"))
     if any(e.get("id") != outcome for e in view.variables.get("graph_events", ())):
         # a later round: the rules have nothing to add

@@ -62,6 +62,7 @@ from worldsim.world.moves import Proposal
 from worldsim.world.state import SetCohort, SetHypothesis, SetPressure, ShiftPressure
 from worldsim.world.views import (
     ForecastContext,
+    InitContext,
     ReportContext,
     ReviewContext,
     RoleView,
@@ -205,7 +206,9 @@ async def _governance(view: RoleView) -> GovernanceOutput:
 
 async def _world(view: RoleView) -> WorldOutput:
     """The card's own seeds, or the documented generic world for a card without any."""
-    card: Card = view.context.card
+    ctx = view.context
+    assert isinstance(ctx, InitContext)
+    card = ctx.card
     return world_output(card.seeds or generic_seeds(card), card)
 
 

@@ -69,28 +69,13 @@ async def execute_job(
         models = config.models.model_copy(update={"cache_dir": settings.cache_dir})
         config = config.model_copy(update={"models": models})
     fsync, environ = settings.fsync, settings.environ
-    if config.kind == "direct":
-        await forecast(
-            config,
-            out,
-            overwrite=True,
-            trace_path=path,
-            fsync=fsync,
-            environ=environ,
-            shared=shared,
-        )
-    elif action == "resume":
+    if config.kind != "direct" and action == "resume":
         await resume_run(path, models=config.models, fsync=fsync, environ=environ, shared=shared)
-    else:
-        await run_card(
-            config,
-            out,
-            overwrite=True,
-            trace_path=path,
-            fsync=fsync,
-            environ=environ,
-            shared=shared,
-        )
+        return
+    start = forecast if config.kind == "direct" else run_card
+    await start(
+        config, out, overwrite=True, trace_path=path, fsync=fsync, environ=environ, shared=shared
+    )
 
 
 @dataclass(frozen=True, slots=True)

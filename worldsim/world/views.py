@@ -95,10 +95,11 @@ class ForecastContext:
 
 @dataclass(frozen=True, slots=True)
 class BuildContext:
-    """A benchmark-building role's view: the card it works on; its prompt's variables hold the
-    rest (the documents, the graph so far, the quality gates' feedback)."""
+    """A benchmark-building role's view: the card it works on (none while questions are being
+    made); its prompt's variables hold the rest (the documents, the graph so far, the quality
+    gates' feedback)."""
 
-    card: Card
+    card: Card | None = None
 
 
 @dataclass(frozen=True, slots=True)

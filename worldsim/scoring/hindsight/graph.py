@@ -10,6 +10,7 @@ chain A → B → C has depth 3).
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ __all__ = [
     "Thresholds",
     "ValidationReport",
     "graph_depth",
+    "graph_json",
     "load_hindsight",
     "validate_graph",
 ]
@@ -232,6 +234,11 @@ def validate_graph(
     if strict:
         return ValidationReport(errors=(*errors, *quality), depth=depth)
     return ValidationReport(errors=tuple(errors), warnings=tuple(quality), depth=depth)
+
+
+def graph_json(graph: HindsightGraph) -> bytes:
+    """The graph as the JSON file `load_hindsight` reads (unset fields left out)."""
+    return (json.dumps(graph.model_dump(mode="json", exclude_none=True), indent=2) + "\n").encode()
 
 
 def load_hindsight(path: str | Path) -> HindsightGraph:
