@@ -3,7 +3,9 @@
 Every document carries a timezone-aware ``published_at``. It is kept twice: as ISO text for
 display and as integer microseconds since the Unix epoch (UTC) for comparison, so that the
 cutoff test ``published_at < before`` is exact integer arithmetic and never depends on string
-formats or offsets. All SQLite work goes through aiosqlite, never on the event loop.
+formats or offsets. A database in a file is worked through aiosqlite, off the event loop; a
+private in-memory one (a card's inline evidence) through :class:`~worldsim.gateway.loopdb.
+LoopConnection`, on the loop, with the same SQL.
 
 A search before a cutoff ranks an index of the documents before that cutoff only: BM25 takes its
 statistics (how many documents there are, their average length, how many hold a term) from the
@@ -29,6 +31,7 @@ from pydantic import ValidationError
 from worldsim.domain.cards import EvidenceDoc
 from worldsim.domain.errors import CardError, ConfigError
 from worldsim.domain.files import first_error, read_jsonl
+from worldsim.gateway.loopdb import LoopConnection
 
 if TYPE_CHECKING:
     import aiosqlite
@@ -193,7 +196,7 @@ def _row_to_document(row: Sequence[Any]) -> StoredDocument:
 class EvidenceStore:
     """An open evidence database. Create one with :func:`open_store` or :func:`memory_store`."""
 
-    def __init__(self, connection: aiosqlite.Connection, *, location: str) -> None:
+    def __init__(self, connection: aiosqlite.Connection | LoopConnection, *, location: str) -> None:
         self._db = connection
         self.location = location
         self._visible: dict[int, str] = {}  # cutoff (epoch µs) -> its temporary FTS5 table
@@ -329,7 +332,9 @@ class EvidenceStore:
         return 0 if row is None else int(row[0])
 
 
-async def _prepare(db: aiosqlite.Connection, *, create: bool, location: str) -> None:
+async def _prepare(
+    db: aiosqlite.Connection | LoopConnection, *, create: bool, location: str
+) -> None:
     async with db.execute(
         "SELECT name FROM sqlite_master WHERE name IN ('documents', 'documents_fts')"
     ) as cursor:
@@ -385,10 +390,12 @@ async def open_store(path: str | Path, *, create: bool = False) -> AsyncIterator
 
 @asynccontextmanager
 async def memory_store(docs: Iterable[EvidenceDoc] = ()) -> AsyncIterator[EvidenceStore]:
-    """A private in-memory store holding ``docs`` (a card's inline evidence), gone on exit."""
-    import aiosqlite
+    """A private in-memory store holding ``docs`` (a card's inline evidence), gone on exit.
 
-    db = await aiosqlite.connect(":memory:")
+    Its statements run on the event loop (:class:`~worldsim.gateway.loopdb.LoopConnection`):
+    searching and reading a few documents costs less than a hop to a thread would.
+    """
+    db = LoopConnection(":memory:")
     try:
         await _prepare(db, create=True, location=":memory:")
         store = EvidenceStore(db, location=":memory:")
