@@ -22,9 +22,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 import structlog
 from pydantic import ValidationError
 
@@ -201,6 +202,9 @@ class EvidenceStore:
         self.location = location
         self._visible: dict[int, str] = {}  # cutoff (epoch µs) -> its temporary FTS5 table
         self._visible_lock = anyio.Lock()
+        # Answers already given, until documents are added: agents ask the same few things.
+        self._found: dict[tuple[str, int, int], tuple[SearchHit, ...]] = {}
+        self._read: dict[str, StoredDocument | None] = {}
 
     async def add(self, docs: Iterable[EvidenceDoc]) -> IngestReport:
         """Insert documents in one transaction; an id already present (or repeated) is skipped."""
@@ -247,7 +251,8 @@ class EvidenceStore:
         """The ``k`` best BM25 matches published strictly before ``before`` (aware datetime),
         scored among those documents only, so later documents change neither scores nor order.
 
-        Ties in score are broken by publication time (newest first), then by id.
+        Ties in score are broken by publication time (newest first), then by id. An answer
+        given once is given again from memory (still a checkpoint) until documents are added.
         """
         limit = to_epoch_us(before)
         if k < 1:
@@ -255,6 +260,15 @@ class EvidenceStore:
         expression = fts_query(query)
         if expression is None:
             return []
+        key = (expression, limit, k)
+        found = self._found.get(key)
+        if found is None:
+            found = self._found[key] = _remember(self._found, await self._search(*key))
+        else:
+            await anyio.lowlevel.checkpoint()
+        return list(found)
+
+    async def _search(self, expression: str, limit: int, k: int) -> tuple[SearchHit, ...]:
         index = await self._visible_index(limit)
         sql = (
             "SELECT d.id, d.published_at, d.title, d.source, d.url, "
@@ -266,7 +280,7 @@ class EvidenceStore:
         )
         async with self._db.execute(sql, (expression, limit, k)) as cursor:
             rows = await cursor.fetchall()
-        return [
+        return tuple(
             SearchHit(
                 id=r[0],
                 published_at=_from_iso(r[1]),
@@ -277,7 +291,7 @@ class EvidenceStore:
                 snippet=r[6],
             )
             for r in rows
-        ]
+        )
 
     async def _visible_index(self, limit: int) -> str:
         """The temporary FTS5 table of the documents published before ``limit`` (epoch µs),
@@ -306,15 +320,23 @@ class EvidenceStore:
                 await self._db.execute(f"DROP TABLE temp.{name}")
             await self._db.commit()
             self._visible.clear()
+            self._found.clear()
+            self._read.clear()
 
     async def get(self, doc_id: str) -> StoredDocument | None:
-        """The document with this id, whatever its date; ``None`` when unknown."""
+        """The document with this id, whatever its date; ``None`` when unknown (from memory, with
+        a checkpoint, when asked before)."""
+        if doc_id in self._read:
+            await anyio.lowlevel.checkpoint()
+            return self._read[doc_id]
         async with self._db.execute(
             "SELECT id, published_at, title, text, url, source, stance FROM documents WHERE id = ?",
             (doc_id,),
         ) as cursor:
             row = await cursor.fetchone()
-        return None if row is None else _row_to_document(tuple(row))
+        doc = None if row is None else _row_to_document(tuple(row))
+        self._read[doc_id] = _remember(self._read, doc)
+        return doc
 
     async def documents(self) -> list[StoredDocument]:
         """Every document, by date then id (for building questions from a whole store)."""
@@ -330,6 +352,17 @@ class EvidenceStore:
         async with self._db.execute("SELECT count(*) FROM documents") as cursor:
             row = await cursor.fetchone()
         return 0 if row is None else int(row[0])
+
+
+_MEMORY = 1 << 16  # answers kept per kind; the oldest is forgotten first
+_T = TypeVar("_T")
+
+
+def _remember(memory: dict[Any, Any], value: _T) -> _T:
+    """``value``, after making room for it in ``memory``."""
+    if len(memory) >= _MEMORY:
+        del memory[next(iter(memory))]
+    return value
 
 
 async def _prepare(
