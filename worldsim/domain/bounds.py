@@ -30,6 +30,7 @@ __all__ = [
     "MAX_EVIDENCE_DOCS",
     "MAX_HYPOTHESES",
     "MAX_INPUT_BYTES",
+    "MAX_MEMBERS",
     "MAX_NAME_CHARS",
     "MAX_NESTING",
     "MAX_PRESSURE",
@@ -65,6 +66,8 @@ MAX_ENDPOINTS = 100
 MAX_ACTORS = 10_000
 MAX_COHORTS = 10_000
 MAX_COHORT_SIZE = 10_000_000_000
+MAX_MEMBERS = 10_000_000
+"""Cohort members simulated as arrays, in all of a card's cohorts (32 bytes each per state)."""
 MAX_RELATIONS = 100_000
 MAX_EVENTS = 1_000
 MAX_HYPOTHESES = 1_000

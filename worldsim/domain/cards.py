@@ -18,9 +18,11 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     StrictInt,
     ValidationError,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -148,6 +150,20 @@ class CohortSeed(_Model):
     attention: Real = Field(0.5, ge=0.0, le=1.0)
     trust: Real = Field(0.5, ge=0.0, le=1.0)
     sentiment: Real = Field(0.0, ge=-1.0, le=1.0)
+    members: StrictInt = Field(
+        0,
+        ge=0,
+        le=bounds.MAX_MEMBERS,
+        description="members simulated one by one, as arrays (docs/offline-model.md); 0: none",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_no_members(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A cohort without members is written as before members existed (same card hash)."""
+        data: dict[str, Any] = handler(self)
+        if not self.members:
+            data.pop("members", None)
+        return data
 
 
 class RelationSeed(_Model):
@@ -195,6 +211,15 @@ class Seeds(_Model):
         default_factory=dict, max_length=bounds.MAX_VARIABLES
     )
     constraints: tuple[Text, ...] = Field((), max_length=bounds.MAX_CONSTRAINTS)
+
+    @model_validator(mode="after")
+    def _members_fit(self) -> Seeds:
+        total = sum(c.members for c in self.cohorts)
+        if total > bounds.MAX_MEMBERS:
+            raise ValueError(
+                f"the cohorts hold {total:,} members in all; at most {bounds.MAX_MEMBERS:,}"
+            )
+        return self
 
 
 class EvidenceDoc(_Model):

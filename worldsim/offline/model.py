@@ -136,6 +136,39 @@ async def _cohort(view: RoleView) -> CohortOutput:
     assert isinstance(ctx, TickContext)
     (p,) = await OfflineCohort().act(ctx)
     row = next(d for d in p.deltas if isinstance(d, SetCohort))
+    table = ctx.state.cohorts
+    i = table.index(ctx.agent)
+    if table.members and table.members[i] is not None:
+        # simulated members: most follow the drift, the rest hold or turn against it
+        held = float(table.sentiment[i])
+        endpoint = p.endpoint or ""
+        return CohortOutput(
+            actions=[
+                CohortAction(
+                    label="follow",
+                    endpoint=endpoint,
+                    direction=p.direction,
+                    magnitude=p.magnitude,
+                    probability=row.trust,
+                ),
+                CohortAction(
+                    label="hold",
+                    endpoint=endpoint,
+                    direction=held,
+                    magnitude=0.5 * p.magnitude,
+                    probability=0.75 * (1 - row.trust),
+                ),
+                CohortAction(
+                    label="counter",
+                    endpoint=endpoint,
+                    direction=-p.direction,
+                    magnitude=p.magnitude,
+                    probability=0.25 * (1 - row.trust),
+                ),
+            ],
+            attention=row.attention,
+            trust=row.trust,
+        )
     return CohortOutput(
         actions=[
             CohortAction(
@@ -222,7 +255,7 @@ def world_output(seeds: Seeds, card: Card) -> WorldOutput:
         else [EndpointProbability(endpoint=k, p=v) for k, v in seeds.base_rates.items()],
         hazard=seeds.hazard,
         actors=[InitActor(**a.model_dump()) for a in seeds.actors],
-        cohorts=[InitCohort(**c.model_dump()) for c in seeds.cohorts],
+        cohorts=[InitCohort(**c.model_dump(exclude={"members"})) for c in seeds.cohorts],
         relations=[InitRelation(**r.model_dump()) for r in seeds.relations],
         events=[
             InitEvent(

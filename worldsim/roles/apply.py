@@ -190,7 +190,14 @@ def seeds_from_output(out: WorldOutput, ctx: InitContext) -> tuple[Seeds, list[s
         if a.favours is not None and a.favours not in endpoints:
             problems.append(f"actor '{a.id}' favours unknown endpoint '{a.favours}': ignored")
             actors[i] = actors[i].model_copy(update={"favours": None})
-    cohorts = [agent_seed(c, CohortSeed, f"cohort{i}", "cohort") for i, c in enumerate(out.cohorts)]
+    # how many members a cohort simulates is the card's choice, whoever built the world
+    members = {c.id: c.members for c in (ctx.card.seeds.cohorts if ctx.card.seeds else ())}
+    cohorts = [
+        agent_seed(c, CohortSeed, f"cohort{i}", "cohort").model_copy(
+            update={"members": members.get(c.id, 0)}
+        )
+        for i, c in enumerate(out.cohorts)
+    ]
     relations = []
     for r in out.relations:
         if r.source not in renamed or r.target not in renamed:

@@ -48,6 +48,7 @@ from worldsim.world.moves import (
     Proposal,
     Report,
     Review,
+    members_move,
 )
 from worldsim.world.state import (
     SetCohort,
@@ -235,6 +236,21 @@ class CohortPrompt(PromptedRole):
             lambda: _tick_view(ctx),
             cohort=cohort,
         )
+        if table.members and table.members[i] is not None:
+            top_action = max(out.actions, key=lambda a: a.probability)
+            return [
+                members_move(
+                    ctx.agent,
+                    endpoint=top_action.endpoint,
+                    actions=[
+                        (a.label, a.direction, a.magnitude, a.probability) for a in out.actions
+                    ],
+                    attention=out.attention,
+                    trust=out.trust,
+                    draw=int(ctx.rng.integers(2**63)),
+                    name=table.names[i],
+                )
+            ]
         total = math.fsum(a.probability for a in out.actions)
         weights = (
             np.array([a.probability / total for a in out.actions], dtype=np.float64)

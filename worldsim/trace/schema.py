@@ -193,6 +193,14 @@ unless a revision below says otherwise.
   forecast). Traces written before read as `seeds`. The world source follows from the card and
   the routes, which the hash already covers, so the canonical hash leaves the audit's `world`
   out (and keeps only the digest of `world_initialized`): unchanged.
+* **0.2.0 — cohort members.** A cohort seed may set `members: N` to simulate N members as
+  arrays (docs/offline-model.md, "Cohort members"). Its cohort's proposals then carry one
+  `update_members` delta (the archetype's actions, the attention and trust it settles toward,
+  and the `draw` that seeds the members' picks) instead of `set_cohort`; replay applies it
+  again, so a trace holds decisions, not arrays. The state's cohort table gains `members`
+  (per cohort, `null` or its `count` and the `sha256` of its four arrays), so every committed
+  digest covers the members' bytes. Only then: a card without members is written as before
+  (its cohorts have no `members` key), and its traces and canonical hash are unchanged.
 
 ## Record types
 

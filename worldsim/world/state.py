@@ -23,6 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from worldsim.domain.errors import StateError
 from worldsim.world.canonical import canonical_json, rendered
 from worldsim.world.evidence import Evidence, EvidenceTrail
+from worldsim.world.members import Members
+from worldsim.world.members import initial as members_initial
+from worldsim.world.members import mean as members_mean
+from worldsim.world.members import update as update_members
 
 __all__ = [
     "Actor",
@@ -36,6 +40,8 @@ __all__ = [
     "Hypothesis",
     "LedgerRow",
     "LedgerUpdate",
+    "MemberAction",
+    "Members",
     "ScheduledEvent",
     "SetActor",
     "SetCohort",
@@ -43,6 +49,7 @@ __all__ = [
     "SetPressure",
     "SetVariable",
     "ShiftPressure",
+    "UpdateMembers",
     "WorldState",
     "apply_review",
     "canonical_json",
@@ -137,9 +144,12 @@ class CohortTable:
     trust: FloatArray
     sentiment: FloatArray
 
+    members: tuple[Members | None, ...] = ()
+    """Per row, the cohort's members as arrays (``None`` for a cohort without any)."""
+
     @classmethod
     def build(cls, rows: Sequence[Mapping[str, Any]]) -> CohortTable:
-        return cls(
+        table = cls(
             ids=tuple(str(r["id"]) for r in rows),
             names=tuple(str(r.get("name", r["id"])) for r in rows),
             roles=tuple(str(r.get("role", "cohort")) for r in rows),
@@ -148,6 +158,22 @@ class CohortTable:
             trust=_frozen(float(r["trust"]) for r in rows),
             sentiment=_frozen(float(r["sentiment"]) for r in rows),
         )
+        if not any(r.get("members") for r in rows):
+            return table
+        crowds = tuple(
+            members_initial(
+                str(r["id"]),
+                int(r["members"]),
+                float(r["attention"]),
+                float(r["trust"]),
+                float(r["sentiment"]),
+            )
+            if r.get("members")
+            else None
+            for r in rows
+        )
+        # the row keeps the card's values (which the members are made from) until they update
+        return replace(table, members=crowds)
 
     def index(self, cohort_id: str) -> int:
         try:
@@ -173,8 +199,20 @@ class CohortTable:
             sentiment=put(self.sentiment, sentiment),
         )
 
+    def with_members(self, i: int, members: Members) -> CohortTable:
+        """A copy with row ``i``'s members replaced and its row set to their means."""
+        crowds = list(self.members or (None,) * len(self.ids))
+        crowds[i] = members
+        table = replace(self, members=tuple(crowds))
+        return table.with_row(
+            i,
+            members_mean(members.attention),
+            members_mean(members.trust),
+            members_mean(members.sentiment),
+        )
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "ids": list(self.ids),
             "names": list(self.names),
             "roles": list(self.roles),
@@ -183,9 +221,21 @@ class CohortTable:
             "trust": self.trust.tolist(),
             "sentiment": self.sentiment.tolist(),
         }
+        if self.members:  # only then: a world without members keeps its digest
+            data["members"] = [
+                None
+                if m is None
+                else {
+                    "count": len(m),
+                    "sha256": _members_digest(m),
+                }
+                for m in self.members
+            ]
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CohortTable:
+        recorded = data.get("members") or [None] * len(data["ids"])
         rows = [
             {
                 "id": cid,
@@ -195,10 +245,15 @@ class CohortTable:
                 "attention": data["attention"][i],
                 "trust": data["trust"][i],
                 "sentiment": data["sentiment"][i],
+                "members": (recorded[i] or {}).get("count", 0),
             }
             for i, cid in enumerate(data["ids"])
         ]
-        return cls.build(rows)
+        table = cls.build(rows)
+        # the members are made again from the card's values: they must be the ones recorded
+        if table.to_json().get("members") != data.get("members"):
+            raise StateError("the cohorts' members differ from those recorded", field="members")
+        return table
 
 
 # ----------------------------------------------------------------------------- deltas
@@ -239,6 +294,26 @@ class SetCohort(_Delta):
     sentiment: float = Field(ge=-1.0, le=1.0)
 
 
+class MemberAction(_Delta):
+    """One action of a cohort's archetype: where it pulls a member, how hard, how likely."""
+
+    direction: float = Field(ge=-1.0, le=1.0)
+    magnitude: float = Field(ge=0.0, le=1.0)
+    probability: float = Field(ge=0.0, le=1.0)
+
+
+class UpdateMembers(_Delta):
+    """A cohort archetype's decision, applied to every member of the cohort
+    (:func:`worldsim.world.members.update`); the cohort's row becomes the members' means."""
+
+    op: Literal["update_members"] = "update_members"
+    id: str = Field(max_length=80)
+    actions: tuple[MemberAction, ...] = Field(min_length=1, max_length=32)
+    attention: float = Field(ge=0.0, le=1.0)
+    trust: float = Field(ge=0.0, le=1.0)
+    draw: int = Field(ge=0, lt=2**63, description="seed of the members' picks")
+
+
 class SetVariable(_Delta):
     op: Literal["set_variable"] = "set_variable"
     name: str = Field(min_length=1, max_length=120)
@@ -252,7 +327,13 @@ class SetHypothesis(_Delta):
 
 
 Delta = Annotated[
-    SetPressure | ShiftPressure | SetActor | SetCohort | SetVariable | SetHypothesis,
+    SetPressure
+    | ShiftPressure
+    | SetActor
+    | SetCohort
+    | UpdateMembers
+    | SetVariable
+    | SetHypothesis,
     Field(discriminator="op"),
 ]
 
@@ -407,6 +488,11 @@ class WorldState:
         )
 
 
+def _members_digest(members: Members) -> str:
+    """The members' digest, computed once per (immutable) set of members."""
+    return rendered("members", members, lambda: members.digest().encode()).decode()
+
+
 def _endpoints_json(endpoints: Iterable[EndpointInfo]) -> list[dict[str, Any]]:
     return [
         {"id": e.id, "title": e.title, "kind": e.kind, "polarity": e.polarity} for e in endpoints
@@ -556,6 +642,21 @@ def apply_deltas(state: WorldState, deltas: Iterable[BaseModel]) -> WorldState:
         elif isinstance(delta, SetCohort):
             i = cohorts.index(delta.id)
             cohorts = cohorts.with_row(i, delta.attention, delta.trust, delta.sentiment)
+        elif isinstance(delta, UpdateMembers):
+            i = cohorts.index(delta.id)
+            crowd = cohorts.members[i] if cohorts.members else None
+            if crowd is None:
+                raise StateError(f"cohort '{delta.id}' has no members", field="members")
+            crowd = update_members(
+                crowd,
+                directions=[a.direction for a in delta.actions],
+                magnitudes=[a.magnitude for a in delta.actions],
+                probabilities=[a.probability for a in delta.actions],
+                attention=delta.attention,
+                trust=delta.trust,
+                draw=delta.draw,
+            )
+            cohorts = cohorts.with_members(i, crowd)
         elif isinstance(delta, SetVariable):
             if isinstance(delta.value, float):
                 _finite(delta.value, delta.name)
