@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import RunFn
-from tests.support import card_with
+from tests.support import ROOT, card_with
 from tests.test_cpu_determinism import _dispatched_features
 from tests.test_llm_roles import Source
 from worldsim.domain import bounds
@@ -182,8 +182,14 @@ def test_a_decision_for_a_cohort_without_members_is_refused(demo_card: Card) -> 
         apply_deltas(state, [decision])
 
 
+def test_the_members_scenario_simulates_a_million_members() -> None:
+    card = load_card(ROOT / "scenarios" / "members" / "merger-review-members.yaml")
+    assert card.seeds is not None
+    assert {c.id: c.members for c in card.seeds.cohorts} == {"investors": 800, "public": 10**6}
+
+
 def test_a_card_with_too_many_members_is_refused_naming_the_field(tmp_path: Path) -> None:
-    text = Path("scenarios/merger-review.yaml").read_text(encoding="utf-8")
+    text = (ROOT / "scenarios" / "merger-review.yaml").read_text(encoding="utf-8")
     too_many = bounds.MAX_MEMBERS // 2 + 1
     text = text.replace("sentiment: 0.3}", f"sentiment: 0.3, members: {too_many}}}")
     text = text.replace("sentiment: -0.1}", f"sentiment: -0.1, members: {too_many}}}")
