@@ -35,7 +35,7 @@ import anyio
 import openai
 import structlog
 from openai import AsyncOpenAI, AsyncStream
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
 from worldsim.domain.contracts import ModelRequest, ModelResponse
@@ -479,7 +479,7 @@ class OpenAIModel:
                     body=body,
                     options=options,
                     stream=True,
-                    stream_cls=AsyncStream[ChatCompletionChunk],
+                    stream_cls=AsyncStream[object],  # chunks as plain JSON
                 )
                 async with chunks:
                     reply = await read_stream(chunks, number, self._redact, state, attempt.progress)

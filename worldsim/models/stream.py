@@ -12,11 +12,7 @@ import time
 from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass, field
 
-from openai.types.chat import (
-    ChatCompletion,
-    ChatCompletionChunk,
-    ChatCompletionMessageFunctionToolCall,
-)
+from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 from openai.types.completion_usage import CompletionUsage
 
 from worldsim.models.call import Usage
@@ -91,16 +87,19 @@ def reply_from_completion(
 
 
 async def read_stream(
-    chunks: AsyncIterable[ChatCompletionChunk],
+    chunks: AsyncIterable[object],
     number: int,
     redact: Callable[[str], str],
     state: StreamState,
     progress: Callable[[], None],
 ) -> Reply | None:
-    """Assemble a streamed reply; ``None`` when no chunk carried a choice.
+    """Assemble a streamed reply from its chunks as parsed JSON (a chunk is read as plain data:
+    building the client's typed chunk objects costs more than the rest of the call); ``None``
+    when no chunk carried a choice.
 
     ``progress`` is called on every chunk. The usage comes from the final chunk
-    (``stream_options.include_usage``); a server that sends none leaves zeros.
+    (``stream_options.include_usage``); a server that sends none leaves zeros. Anything in a
+    chunk that is not of the expected JSON type is ignored, as a missing field would be.
     """
     text: list[str] = []
     calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
@@ -109,25 +108,38 @@ async def read_stream(
     chosen = False
     async for chunk in chunks:
         progress()
-        model = chunk.model or model
-        ident = chunk.id or ident
-        fingerprint = chunk.system_fingerprint or fingerprint
-        if chunk.usage is not None:
-            state.usage = usage_of(chunk.usage)
-        for choice in chunk.choices[:1]:
+        if not isinstance(chunk, dict):
+            continue
+        model = _text(chunk, "model") or model
+        ident = _text(chunk, "id") or ident
+        fingerprint = _text(chunk, "system_fingerprint") or fingerprint
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            state.usage = _usage(usage)
+        choices = chunk.get("choices")
+        for choice in choices[:1] if isinstance(choices, list) else ():
+            if not isinstance(choice, dict):
+                continue
             chosen = True
-            delta = choice.delta
-            if delta.content:
-                text.append(delta.content)
+            delta = choice.get("delta")
+            delta = delta if isinstance(delta, dict) else {}
+            content = _text(delta, "content")
+            if content:
+                text.append(content)
                 state.tokens += 1
-            for call in delta.tool_calls or ():
-                slot = calls.setdefault(call.index, ["", "", ""])
-                slot[0] = call.id or slot[0]
-                if call.function is not None:
-                    slot[1] += call.function.name or ""
-                    slot[2] += call.function.arguments or ""
+            tool_calls = delta.get("tool_calls")
+            for call in tool_calls if isinstance(tool_calls, list) else ():
+                if not isinstance(call, dict):
+                    continue
+                index = call.get("index")
+                slot = calls.setdefault(index if isinstance(index, int) else 0, ["", "", ""])
+                slot[0] = _text(call, "id") or slot[0]
+                function = call.get("function")
+                if isinstance(function, dict):
+                    slot[1] += _text(function, "name") or ""
+                    slot[2] += _text(function, "arguments") or ""
                 state.tokens += 1
-            finish = choice.finish_reason or finish
+            finish = _text(choice, "finish_reason") or finish
     if not chosen:
         return None
     return Reply(
@@ -141,6 +153,26 @@ async def read_stream(
         id=_maybe(redact, ident),
         system_fingerprint=_maybe(redact, fingerprint),
         usage=state.usage or Usage(),
+    )
+
+
+def _text(data: dict[str, object], key: str) -> str | None:
+    value = data.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _count(data: object, key: str) -> int:
+    value = data.get(key) if isinstance(data, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _usage(u: dict[str, object]) -> Usage:
+    """A streamed chunk's ``usage``, read as `usage_of` reads the typed one."""
+    return Usage(
+        input_tokens=_count(u, "prompt_tokens"),
+        cached_input_tokens=_count(u.get("prompt_tokens_details"), "cached_tokens"),
+        output_tokens=_count(u, "completion_tokens"),
+        reasoning_tokens=_count(u.get("completion_tokens_details"), "reasoning_tokens"),
     )
 
 
