@@ -394,6 +394,7 @@ def run(
 
     from worldsim.domain.config import ModelConfig
     from worldsim.domain.files import first_error
+    from worldsim.models.pool import HttpClients, Shared
     from worldsim.sim.plan import check_run_size, role_plan, route_table
     from worldsim.sim.session import check_trace_target, run_card
     from worldsim.sim.settlement import trace_name
@@ -441,6 +442,14 @@ def run(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     async def go() -> None:
+        # the replicates share their HTTP clients: making one costs more than many calls
+        clients = HttpClients()
+        try:
+            await each_seed(Shared(clients=clients))
+        finally:
+            await clients.aclose()
+
+    async def each_seed(shared: Shared) -> None:
         with Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -463,6 +472,7 @@ def run(
                     observer=observer,
                     max_trace_mb=max_trace_mb,
                     signer=signer,
+                    shared=shared,
                 )
                 results.append(result)
                 if json_out:

@@ -154,6 +154,7 @@ class OpenAIModel:
         self._token_param = "max_tokens"
         self._send_temperature = True
         self._send_tools = True
+        self._owns_client = client is None  # a borrowed client is closed by its owner
         self._client = client or AsyncOpenAI(
             base_url=settings.base_url,
             api_key=settings.api_key,
@@ -175,7 +176,8 @@ class OpenAIModel:
         return self._limiter
 
     async def aclose(self) -> None:
-        await self._client.close()
+        if self._owns_client:
+            await self._client.close()
 
     async def __aenter__(self) -> OpenAIModel:
         return self

@@ -160,6 +160,7 @@ def build_pool(
         cache=cache,
         budget=shared.budget if shared.budget is not None else run_budget(models),
         limiters=shared.limiters,
+        clients=shared.clients,
         guard=guard,
         environ=environ,
         offline=offline,
@@ -399,7 +400,7 @@ async def _resume_locked(
     shared = shared or Shared()
     if shared.budget is None:
         budget = run_budget(config.models, recorded_spend(trace))
-        shared = Shared(budget, shared.limiters)
+        shared = Shared(budget, shared.limiters, shared.clients)
     async with open_session(
         config, lock.path.parent, model_source=model_source, environ=environ, shared=shared
     ) as session:

@@ -17,7 +17,7 @@ from typing import Literal, Protocol
 
 from worldsim.models import Budget
 from worldsim.models.limits import RouteLimiters
-from worldsim.models.pool import Shared
+from worldsim.models.pool import HttpClients, Shared
 from worldsim.sim.session import forecast, resume_run, run_card
 from worldsim.study.jobs import Job
 
@@ -97,4 +97,8 @@ class LocalExecutor:
     async def open(
         self, budget: Budget | None, limiters: RouteLimiters, settings: JobSettings
     ) -> AsyncIterator[JobRunner]:
-        yield _LocalRunner(settings, Shared(budget, limiters))
+        clients = HttpClients()  # one per route for all the jobs, closed when they are done
+        try:
+            yield _LocalRunner(settings, Shared(budget, limiters, clients))
+        finally:
+            await clients.aclose()

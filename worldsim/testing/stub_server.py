@@ -7,7 +7,8 @@ llama-cpp-python refusal of ``json_schema`` response formats. Faults are drawn f
 RNG in arrival order, or forced per request with ``fault_sequence``. It records every request
 (path, headers, body) and the most requests it ever served at once.
 
-A request with ``stream: true`` is answered as server-sent events, a few characters a chunk:
+A request with ``stream: true`` is answered as server-sent events (a chunked body on a connection
+kept open), a few characters a chunk:
 ``chunk_delay_s`` makes the stream trickle like a slow local model, and ``stall_after_chunks``
 makes it stop sending mid-way and hold the connection, like a server that hangs.
 """
@@ -134,6 +135,8 @@ class RecordedRequest:
     headers: Mapping[str, str]
     body: Mapping[str, Any]
     fault: Fault | None
+    connection: str = ""
+    """The client's address and port: the TCP connection the request came on."""
 
 
 @dataclass
@@ -302,7 +305,7 @@ class StubServer:
     # -- serving ---------------------------------------------------------------------------
 
     def _admit(
-        self, path: str, headers: Mapping[str, str], body: dict[str, Any]
+        self, path: str, headers: Mapping[str, str], body: dict[str, Any], connection: str = ""
     ) -> tuple[RecordedRequest, Fault | None]:
         """Record a request and draw its fault (applied, and counted, only if it fits)."""
         with self._state.lock:
@@ -313,7 +316,7 @@ class StubServer:
                 fault = self.faults.draw(self._rng.random())
             if self._over_capacity(number):
                 fault = "rate_limit"
-            record = RecordedRequest(number, path, dict(headers), body, None)
+            record = RecordedRequest(number, path, dict(headers), body, None, connection)
             self._state.requests.append(record)
             self._state.in_flight += 1
             self._state.max_in_flight = max(self._state.max_in_flight, self._state.in_flight)
@@ -548,7 +551,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {}, _error("request body is not JSON", "invalid_request_error"))
             return
         headers = {name.lower(): value for name, value in self.headers.items()}
-        seen, fault = self.stub._admit(path, headers, body)
+        host, port = self.client_address[:2]
+        seen, fault = self.stub._admit(path, headers, body, f"{host}:{port}")
         try:
             if self.stub.latency_s > 0:
                 time.sleep(self.stub.latency_s)
@@ -564,27 +568,33 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(status, reply_headers, payload)
 
     def _stream(self, lines: list[str]) -> None:
-        """Send ``lines`` as server-sent events, trickling or stalling as the stub says."""
+        """Send ``lines`` as server-sent events in a chunked body, trickling or stalling as the
+        stub says; a stream sent whole keeps its connection open for the next request, as a
+        real server's does."""
         stub = self.stub
         stall = stub.stall_after_chunks if stub._stalls() else None
-        self.close_connection = True
         try:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
-            self.send_header("Connection", "close")
+            self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             self.wfile.flush()
             for number, line in enumerate([*lines, "[DONE]"]):
                 if stall is not None and number >= stall:
+                    self.close_connection = True
                     stub._stopping.wait(60.0)
                     return
                 if stub.chunk_delay_s > 0 and stub._stopping.wait(stub.chunk_delay_s):
+                    self.close_connection = True
                     return
-                self.wfile.write(f"data: {line}\n\n".encode())
+                event = f"data: {line}\n\n".encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
                 self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
-            pass
+            self.close_connection = True
 
     def _send(self, status: int, headers: Mapping[str, str], payload: Mapping[str, Any]) -> None:
         data = json.dumps(payload).encode("utf-8")
