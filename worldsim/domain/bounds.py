@@ -67,7 +67,7 @@ MAX_ACTORS = 10_000
 MAX_COHORTS = 10_000
 MAX_COHORT_SIZE = 10_000_000_000
 MAX_MEMBERS = 10_000_000
-"""Cohort members simulated as arrays, in all of a card's cohorts (32 bytes each per state)."""
+"""Cohort members simulated as arrays, in all of a card's cohorts (16 bytes each per state)."""
 MAX_RELATIONS = 100_000
 MAX_EVENTS = 1_000
 MAX_HYPOTHESES = 1_000
