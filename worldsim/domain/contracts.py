@@ -5,6 +5,7 @@ This module imports nothing of worldsim's, so anything may import it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
@@ -117,6 +118,8 @@ class Model(Protocol):
     async def request(self, request: ModelRequest) -> ModelResponse: ...
 
 
+@functools.lru_cache(maxsize=65536)
 def lineage(timeline: TimelineId) -> tuple[int, ...]:
-    """``"t0.2.1"`` → ``(0, 2, 1)``: the integers that name a timeline's place in the tree."""
+    """``"t0.2.1"`` → ``(0, 2, 1)``: the integers that name a timeline's place in the tree
+    (remembered: a trace asks it for every record of the same few timelines)."""
     return tuple(int(part) for part in timeline[1:].split("."))

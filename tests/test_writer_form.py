@@ -1,0 +1,52 @@
+"""The canonical-form check of ``verify`` takes msgspec's fast path only where it is exact."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from worldsim.trace.reader import _canonical, _in_writers_form
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**20), 10**20)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+)
+values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(obj=st.dictionaries(st.text(max_size=8), values, max_size=6))
+def test_the_writers_bytes_pass_and_any_other_spelling_fails(obj: dict[str, Any]) -> None:
+    written = _canonical(obj)
+    assert _in_writers_form(written)
+    for other in (
+        msgspec.json.encode(obj),
+        json.dumps(obj, ensure_ascii=False).encode(),  # with spaces
+        json.dumps(obj, separators=(",", ":")).encode(),  # non-ASCII escaped
+    ):
+        assert _in_writers_form(other) == (other == written)
+
+
+def test_floats_the_two_encoders_spell_differently() -> None:
+    for value in (1e-05, 1e16, 1.5e-07, -2.5e300, 0.0001, 123.0):
+        assert _in_writers_form(_canonical({"x": value}))
+        spelled = msgspec.json.encode({"x": value})
+        assert _in_writers_form(spelled) == (spelled == _canonical({"x": value}))
+    assert not _in_writers_form(b'{"x":0.00001}')
+    assert not _in_writers_form(b'{"x":1e16}')
+    assert not _in_writers_form(b'{"x":1.50}')
+    # what msgspec cannot read is judged by the standard library alone, as the writer spells it
+    assert _in_writers_form(b'{"x":NaN}') and not _in_writers_form(b'{"x":nan}')
