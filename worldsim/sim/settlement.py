@@ -20,8 +20,8 @@ from worldsim.gateway import Gateway
 from worldsim.models import LeakageGuard
 from worldsim.roles.contracts import ReportRole
 from worldsim.trace.audit import audit_run
-from worldsim.trace.forecast import extract_forecast, record_views
-from worldsim.trace.reader import read_trace
+from worldsim.trace.forecast import FORECAST_TYPES, extract_forecast, record_views
+from worldsim.trace.reader import iter_effective
 from worldsim.trace.records import ExtractionData, ForecastGraph, ReportData, RunCompletedData
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.build import WorldSource
@@ -34,8 +34,9 @@ __all__ = ["Outcome", "RunResult", "settle", "trace_name"]
 
 
 def _forecast_graph(path: Path) -> ForecastGraph:
-    """The graph of the run's records so far (its effective ones, after a resume)."""
-    return extract_forecast(record_views(read_trace(path).effective))
+    """The graph of the run's records so far (its effective ones, after a resume), read as a
+    stream and keeping only the records the graph is made from."""
+    return extract_forecast(record_views(iter_effective(path), FORECAST_TYPES))
 
 
 def trace_name(card_id: str, method: str, seed: int) -> str:

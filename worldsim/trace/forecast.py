@@ -24,7 +24,7 @@ Causal links the trace records:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -70,11 +70,30 @@ def trace_records(path: str | Path) -> list[RecordView]:
     return records
 
 
-def record_views(lines: Iterable[TraceLine]) -> list[RecordView]:
-    """The envelope fields and data of trace lines (the effective ones, as the reader gives)."""
+FORECAST_TYPES = frozenset(
+    {
+        "run_started",
+        "timeline_started",
+        "tick_started",
+        "proposal",
+        "review",
+        "fork",
+        "tick_committed",
+        "timeline_ended",
+    }
+)
+"""The record types :func:`extract_forecast` reads."""
+
+
+def record_views(
+    lines: Iterable[TraceLine], types: Collection[str] | None = None
+) -> list[RecordView]:
+    """The envelope fields and data of trace lines (the effective ones, as the reader gives);
+    with ``types``, of the lines of those types only (the others are never parsed)."""
     return [
         RecordView(type=line.type, tl=line.tl, tick=line.tick, data=line.fields, run=line.run)
         for line in lines
+        if types is None or line.type in types
     ]
 
 
