@@ -99,11 +99,15 @@ async def test_access_log_records_searches_opens_and_refusals() -> None:
             await gateway.open_document("nope", agent="firm", timeline="t0", tick=3)
         # the caller cannot tell a document after the cutoff from one that does not exist
         assert (late.value.reason, unknown.value.reason) == ("unknown", "unknown")
+        assert len(gateway.access_log) == 4
         first = gateway.drain()
-        assert gateway.drain() == []
+        assert gateway.drain() == [] and gateway.access_log == ()  # drained records let go
         await gateway.search("rain", 3, agent="firm")
-        assert len(gateway.drain()) == 1
-    assert len(first) == 4 and len(gateway.access_log) == 5
+        assert len(gateway.access_log) == 1 and len(gateway.drain()) == 1
+        # what was drained still counts: the citation index and the documents received
+        assert gateway.unretrieved_citations(["a", "c", "b"], "regulator", timeline="t0.1") == ["b"]
+        assert "a" in gateway.documents and "late" not in gateway.documents
+    assert len(first) == 4
     search, opened, refused, missing = first
     assert search == RetrievalRecord(
         agent="regulator",

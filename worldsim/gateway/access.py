@@ -51,15 +51,18 @@ def ancestry(timeline: str) -> list[str]:
 
 
 class AccessLog(list[RetrievalRecord]):
-    """The records in call order (a list), plus the ids each agent received per timeline.
+    """The records in call order (a list), plus the ids each agent received per timeline and
+    every id anyone received.
 
     Only :meth:`append` and :meth:`extend` may add records (the gateway uses nothing else), so
-    the index always describes the list.
+    the index describes every record added, including those :meth:`forget` has let go.
     """
 
     def __init__(self, records: Iterable[RetrievalRecord] = ()) -> None:
         super().__init__()
         self._received: dict[str, dict[str | None, set[str]]] = {}
+        self.documents: set[str] = set()
+        """Every document id received through the gateway so far."""
         self.extend(records)
 
     def append(self, record: RetrievalRecord) -> None:
@@ -67,6 +70,11 @@ class AccessLog(list[RetrievalRecord]):
         if not record.refused and record.doc_ids:
             by_timeline = self._received.setdefault(record.agent, {})
             by_timeline.setdefault(record.timeline, set()).update(record.doc_ids)
+            self.documents.update(record.doc_ids)
+
+    def forget(self) -> None:
+        """Let the records go (they are in the trace); the index keeps what they said."""
+        self.clear()
 
     def extend(self, records: Iterable[RetrievalRecord]) -> None:
         for record in records:

@@ -101,7 +101,6 @@ class Gateway:
         self._cutoff = cutoff.astimezone(UTC)
         self._cutoff_us = to_epoch_us(self._cutoff)
         self._log = AccessLog()
-        self._drained = 0
 
     @property
     def cutoff(self) -> datetime:
@@ -109,18 +108,27 @@ class Gateway:
 
     @property
     def access_log(self) -> tuple[RetrievalRecord, ...]:
-        """Every access so far, in call order."""
+        """Every access since the last :meth:`drain`, in call order (all of them, when nothing
+        drains the log; a run drains it into its trace every tick)."""
         return tuple(self._log)
 
+    @property
+    def documents(self) -> frozenset[str]:
+        """Every document id anyone received through this gateway, drained or not."""
+        return frozenset(self._log.documents)
+
     def restore(self, records: Iterable[RetrievalRecord]) -> None:
-        """Take back the accesses a resumed run made before it was cut off (already traced)."""
+        """Take back the accesses a resumed run made before it was cut off (already traced):
+        the citation checks know them, and they are not drained again."""
         self._log.extend(records)
-        self._drained = len(self._log)
+        self._log.forget()
 
     def drain(self) -> list[RetrievalRecord]:
-        """The records added since the previous drain (what the engine still has to trace)."""
-        fresh = self._log[self._drained :]
-        self._drained = len(self._log)
+        """The records added since the previous drain (what the engine still has to trace);
+        the log lets them go, so a long run holds only what a tick adds, and keeps their index
+        for citation checks."""
+        fresh = list(self._log)
+        self._log.forget()
         return fresh
 
     async def search(

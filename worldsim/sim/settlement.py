@@ -144,11 +144,7 @@ async def settle(
         extraction=extraction,
         claims=report.claims,
         proposals=outcome.proposals_seen,
-        documents=(
-            {doc for rec in gateway.access_log for doc in rec.doc_ids}
-            if gateway is not None
-            else None
-        ),
+        documents=set(gateway.documents) if gateway is not None else None,
         report_failed=report_failed,
         leakage=guard,
     )
