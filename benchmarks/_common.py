@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import statistics
+import subprocess
+import sys
 import time
 import tracemalloc
 from collections.abc import Awaitable, Callable, Iterator
@@ -18,6 +20,7 @@ from worldsim.domain.files import load_mapping
 
 __all__ = [
     "DEMO_CARD",
+    "ROOT",
     "demo_card",
     "demo_card_data",
     "gc_paused",
@@ -25,12 +28,47 @@ __all__ = [
     "median_ns",
     "ratio",
     "run_async",
+    "stub_process",
     "traced_bytes",
 ]
 
 T = TypeVar("T")
 
-DEMO_CARD = Path(__file__).resolve().parent.parent / "scenarios" / "merger-review.yaml"
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_CARD = ROOT / "scenarios" / "merger-review.yaml"
+
+_SERVE = """
+import json, sys
+from worldsim.testing import StubServer
+with StubServer(latency_s=float(sys.argv[1]), seed=1) as server:
+    print(server.base_url, flush=True)
+    sys.stdin.read()
+    bodies = [r.body for r in server.requests]
+if sys.argv[2]:
+    with open(sys.argv[2], "w", encoding="utf-8") as out:
+        json.dump(bodies, out)
+"""
+
+
+@contextmanager
+def stub_process(latency_s: float = 0.0, dump: Path | None = None) -> Iterator[str]:
+    """The stub OpenAI-compatible server in its own process (so that its work does not share
+    the measured process's core), yielding its base URL; on exit, with ``dump``, the request
+    bodies it served are written there as JSON."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SERVE, str(latency_s), str(dump or "")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip()
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(timeout=60)
 
 
 def demo_card_data() -> dict[str, Any]:

@@ -15,51 +15,20 @@ target ≤ 1.5.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks._common import ROOT, stub_process
+
 __all__ = ["rows", "run"]
 
-ROOT = Path(__file__).resolve().parent.parent
 SMALL, LARGE = 2, 12
 CONNECTIONS = 8
-
-_SERVE = """
-import json, sys
-from worldsim.testing import StubServer
-with StubServer(seed=1) as server:
-    print(server.base_url, flush=True)
-    sys.stdin.read()
-    bodies = [r.body for r in server.requests]
-with open(sys.argv[1], "w", encoding="utf-8") as out:
-    json.dump(bodies, out)
-"""
-
-
-@contextlib.contextmanager
-def _stub(dump: Path) -> Iterator[str]:
-    """The stub server in its own process; on exit, the request bodies it served go to ``dump``."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _SERVE, str(dump)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        proc.wait(timeout=60)
 
 
 def _child(*args: str) -> dict[str, Any]:
@@ -150,14 +119,14 @@ def run(quick: bool = False) -> dict[str, Any]:
         for kind, points in runs.items():
             for replicates in (small, large):
                 dump = folder / f"bodies-{kind}-{replicates}.json"
-                with _stub(dump) as base_url:
+                with stub_process(dump=dump) as base_url:
                     points[replicates] = _child(
                         "run", kind, str(replicates), base_url, str(folder / f"out{replicates}")
                     )
                 points[replicates]["calls"] = len(json.loads(dump.read_text(encoding="utf-8")))
         bare = {}
         for kind in ("streamed", "whole"):
-            with _stub(folder / f"bare-{kind}.json") as base_url:
+            with stub_process(dump=folder / f"bare-{kind}.json") as base_url:
                 bare[kind] = _child(
                     "bare", kind, str(folder / f"bodies-streamed-{large}.json"), base_url
                 )

@@ -16,20 +16,16 @@ at 50 ms latency the waves are CPU-bound; at realistic model latencies the ratio
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import demo_card_data, run_async
+from benchmarks._common import demo_card_data, run_async, stub_process
 from worldsim.domain.cards import Card
 from worldsim.domain.config import ModelConfig, RetrySettings, RunConfig
 from worldsim.domain.policy import BranchPolicy
@@ -98,33 +94,6 @@ def _waves(trace_path: Path, connections: int) -> tuple[int, float, int]:
     calls = sum(per_tick.values())
     ideal = sum(math.ceil(n / connections) for n in per_tick.values())
     return calls, float(ideal), max(per_tick.values(), default=0)
-
-
-_SERVE = """
-import sys
-from worldsim.testing import StubServer
-with StubServer(latency_s=float(sys.argv[1]), seed=1) as server:
-    print(server.base_url, flush=True)
-    sys.stdin.read()
-"""
-
-
-@contextlib.contextmanager
-def stub_process(latency_s: float) -> Iterator[str]:
-    """The stub server in its own process, so its work does not share the engine's core."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _SERVE, str(latency_s)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        proc.wait(timeout=10)
 
 
 def measure(connections: int, latency_s: float, workdir: Path) -> dict[str, Any]:

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -18,13 +17,10 @@ from hypothesis import strategies as st
 from tests.conftest import RunFn
 from tests.support import ROOT, card_with
 from tests.test_cpu_determinism import _dispatched_features
-from tests.test_llm_roles import Source
+from tests.test_llm_roles import _run as run_scripted
 from worldsim.domain import bounds
 from worldsim.domain.cards import Card, load_card
-from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.errors import CardError, StateError
-from worldsim.domain.policy import load_policy
-from worldsim.sim.session import run_card
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
 from worldsim.trace.verify import verify_trace
@@ -230,17 +226,7 @@ def test_an_offline_run_with_members_verifies_and_repeats(demo_card: Card, run: 
 def test_a_model_cohort_decides_for_all_its_members(demo_card: Card, tmp_path: Path) -> None:
     """On a model route, the archetype's actions (0.7 buy at +0.8, 0.3 sell at -0.5) go to
     every member in one delta; the proposal pushes with their expected direction."""
-    card = _with_members(demo_card, investors=5_000)
-    config = RunConfig(
-        card=card,
-        policy=load_policy("branching"),
-        seed=1,
-        ticks=2,
-        models=ModelConfig(model="scripted/model", cache="off"),
-    )
-    result = anyio.run(
-        lambda: run_card(config, tmp_path, fsync=False, overwrite=True, model_source=Source())
-    )
+    result = run_scripted(_with_members(demo_card, investors=5_000), tmp_path)
     assert verify_trace(result.trace).exit_code == 0
     cohort = [
         line.record.data
