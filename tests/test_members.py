@@ -163,6 +163,11 @@ def test_members_are_made_again_from_the_recorded_world_and_checked(demo_card: C
     tampered = {**recorded, "members": [None, {"count": 500, "sha256": "0" * 64}]}
     with pytest.raises(StateError, match="members differ"):
         CohortTable.from_json(tampered)
+    # a recorded count no card could hold is refused before any array is made
+    for count in (bounds.MAX_MEMBERS + 1, -1, "many"):
+        huge = {**recorded, "members": [None, {"count": count, "sha256": "0" * 64}]}
+        with pytest.raises(StateError, match="member counts"):
+            CohortTable.from_json(huge)
 
 
 def test_a_decision_for_a_cohort_without_members_is_refused(demo_card: Card) -> None:

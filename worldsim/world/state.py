@@ -20,6 +20,7 @@ import numpy.typing as npt
 from immutables import Map
 from pydantic import BaseModel, ConfigDict, Field
 
+from worldsim.domain.bounds import MAX_MEMBERS
 from worldsim.domain.errors import StateError
 from worldsim.world.canonical import canonical_json, rendered
 from worldsim.world.evidence import Evidence, EvidenceTrail
@@ -236,6 +237,12 @@ class CohortTable:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CohortTable:
         recorded = data.get("members") or [None] * len(data["ids"])
+        counts = [(m or {}).get("count", 0) for m in recorded]
+        if any(not isinstance(c, int) or c < 0 for c in counts) or sum(counts) > MAX_MEMBERS:
+            raise StateError(
+                f"the cohorts' member counts are not {MAX_MEMBERS:,} or fewer in all",
+                field="members",
+            )
         rows = [
             {
                 "id": cid,
@@ -245,7 +252,7 @@ class CohortTable:
                 "attention": data["attention"][i],
                 "trust": data["trust"][i],
                 "sentiment": data["sentiment"][i],
-                "members": (recorded[i] or {}).get("count", 0),
+                "members": counts[i],
             }
             for i, cid in enumerate(data["ids"])
         ]
