@@ -9,7 +9,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worldsim.trace.reader import _canonical, _in_writers_form
+from worldsim.trace.reader import in_writers_form
 
 scalars = (
     st.none()
@@ -18,6 +18,13 @@ scalars = (
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=20)
 )
+
+
+def _canonical(obj: Any) -> bytes:
+    """The writer's bytes for ``obj``: compact JSON, non-ASCII as is."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 values = st.recursive(
     scalars,
     lambda inner: (
@@ -31,22 +38,22 @@ values = st.recursive(
 @given(obj=st.dictionaries(st.text(max_size=8), values, max_size=6))
 def test_the_writers_bytes_pass_and_any_other_spelling_fails(obj: dict[str, Any]) -> None:
     written = _canonical(obj)
-    assert _in_writers_form(written)
+    assert in_writers_form(written)
     for other in (
         msgspec.json.encode(obj),
         json.dumps(obj, ensure_ascii=False).encode(),  # with spaces
         json.dumps(obj, separators=(",", ":")).encode(),  # non-ASCII escaped
     ):
-        assert _in_writers_form(other) == (other == written)
+        assert in_writers_form(other) == (other == written)
 
 
 def test_floats_the_two_encoders_spell_differently() -> None:
     for value in (1e-05, 1e16, 1.5e-07, -2.5e300, 0.0001, 123.0):
-        assert _in_writers_form(_canonical({"x": value}))
+        assert in_writers_form(_canonical({"x": value}))
         spelled = msgspec.json.encode({"x": value})
-        assert _in_writers_form(spelled) == (spelled == _canonical({"x": value}))
-    assert not _in_writers_form(b'{"x":0.00001}')
-    assert not _in_writers_form(b'{"x":1e16}')
-    assert not _in_writers_form(b'{"x":1.50}')
+        assert in_writers_form(spelled) == (spelled == _canonical({"x": value}))
+    assert not in_writers_form(b'{"x":0.00001}')
+    assert not in_writers_form(b'{"x":1e16}')
+    assert not in_writers_form(b'{"x":1.50}')
     # what msgspec cannot read is judged by the standard library alone, as the writer spells it
-    assert _in_writers_form(b'{"x":NaN}') and not _in_writers_form(b'{"x":nan}')
+    assert in_writers_form(b'{"x":NaN}') and not in_writers_form(b'{"x":nan}')

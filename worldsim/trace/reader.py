@@ -29,6 +29,7 @@ from worldsim.trace.writer import SEALED_TYPES, genesis_hash
 __all__ = [
     "Trace",
     "TraceLine",
+    "in_writers_form",
     "iter_effective",
     "iter_input_trace",
     "iter_trace",
@@ -188,7 +189,7 @@ class Trace:
         """Validate every record against the schema and check the writer's canonical form."""
         for line in self.lines:
             line.record  # noqa: B018  (validates)
-            if not _in_writers_form(line.raw):
+            if not in_writers_form(line.raw):
                 raise TraceError(
                     "record is not in the writer's canonical form", file=self.path, line=line.number
                 )
@@ -233,7 +234,7 @@ def _canonical(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def _in_writers_form(raw: bytes) -> bool:
+def in_writers_form(raw: bytes) -> bool:
     """Whether ``raw`` is exactly the writer's bytes for its content (``_canonical``).
 
     msgspec encodes a parsed line about ten times faster than :func:`json.dumps` and writes
