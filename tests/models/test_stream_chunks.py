@@ -1,14 +1,15 @@
-"""A streamed reply is assembled from its chunks as plain JSON, whatever shape they arrive in."""
+"""Replies, streamed or whole, are read as plain JSON, whatever shape they arrive in."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from worldsim.models.call import Usage
-from worldsim.models.stream import StreamState, read_stream
+from worldsim.models.stream import StreamState, read_stream, reply_from_json
 
 
 async def _chunks(items: list[Any]) -> AsyncIterator[Any]:
@@ -93,3 +94,40 @@ async def test_chunks_of_unexpected_shapes_are_ignored_not_raised() -> None:
 async def test_a_stream_without_any_choice_is_no_reply() -> None:
     reply, _, seen = await _read([{"id": "x", "choices": []}, {"usage": {"prompt_tokens": 1}}])
     assert reply is None and seen == 2
+
+
+def test_a_whole_reply_is_read_from_the_same_json() -> None:
+    body = {
+        "id": "c2",
+        "model": "m",
+        "choices": [
+            {
+                "message": {
+                    "content": "sk-x said",
+                    "tool_calls": [
+                        {
+                            "id": "t1",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{}"},
+                        },
+                        {"id": "t2", "type": "custom", "custom": {"name": "g", "input": ""}},
+                        "junk",
+                    ],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {"prompt_tokens": 4, "completion_tokens": 2, "completion_tokens_details": {}},
+    }
+    reply = reply_from_json(body, 3, lambda s: s.replace("sk-x", "[key]"))
+    assert reply is not None and reply.attempt == 3
+    assert reply.content == "[key] said" and reply.tool_calls == (("t1", "f", "{}"),)
+    assert (reply.finish_reason, reply.id, reply.model) == ("tool_calls", "c2", "m")
+    assert reply.usage == Usage(input_tokens=4, output_tokens=2)
+    # a JSON body the server labelled as text reads the same
+    assert reply_from_json(json.dumps(body), 3, lambda s: s.replace("sk-x", "[key]")) == reply
+
+
+def test_a_whole_reply_without_a_choice_is_no_reply() -> None:
+    for body in ({"choices": []}, {"choices": ["x"]}, {"id": "x"}, [1], "not json", None):
+        assert reply_from_json(body, 1, str) is None

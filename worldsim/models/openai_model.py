@@ -35,7 +35,6 @@ import anyio
 import openai
 import structlog
 from openai import AsyncOpenAI, AsyncStream
-from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
 from worldsim.domain.contracts import ModelRequest, ModelResponse
@@ -77,7 +76,7 @@ from worldsim.models.schema import (
     schema_name,
 )
 from worldsim.models.secrets import Redactor
-from worldsim.models.stream import Reply, StreamState, read_stream, reply_from_completion
+from worldsim.models.stream import Reply, StreamState, read_stream, reply_from_json
 
 __all__ = ["OpenAIModel"]
 
@@ -477,7 +476,7 @@ class OpenAIModel:
                 body = streamed(payload)
                 chunks = await self._client.post(
                     "/chat/completions",
-                    cast_to=ChatCompletion,
+                    cast_to=object,
                     body=body,
                     options=options,
                     stream=True,
@@ -489,9 +488,9 @@ class OpenAIModel:
                     self._stream = False
             else:
                 completion = await self._client.post(
-                    "/chat/completions", cast_to=ChatCompletion, body=payload, options=options
+                    "/chat/completions", cast_to=object, body=payload, options=options
                 )
-                reply = reply_from_completion(completion, number, self._redact)
+                reply = reply_from_json(completion, number, self._redact)
         except openai.APIStatusError as exc:
             raise self._refusal(exc, payload, mode, number) from exc
         except (openai.APIError, ValueError) as exc:

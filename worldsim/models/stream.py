@@ -1,5 +1,9 @@
 """What one HTTP attempt brings back, whole or streamed: a `Reply`.
 
+Both are read as plain JSON, not as the client library's typed objects (building those, for
+every chunk of a stream, costs more than the rest of a call); a value of an unexpected JSON type
+is ignored, as a missing one would be.
+
 A streamed reply is assembled from its chunks and only then redacted, since a key fragment can
 straddle two chunks. Every chunk counts as progress for the attempt's no-progress timeout, and
 `StreamState` keeps what an attempt has received so far, for the waiting report and for what a
@@ -8,16 +12,15 @@ stream cut mid-way is charged.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass, field
-
-from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
-from openai.types.completion_usage import CompletionUsage
+from typing import Any
 
 from worldsim.models.call import Usage
 
-__all__ = ["Reply", "StreamState", "read_stream", "reply_from_completion", "usage_of"]
+__all__ = ["Reply", "StreamState", "read_stream", "reply_from_json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,41 +51,37 @@ class StreamState:
         return time.monotonic() - self.started
 
 
-def usage_of(u: CompletionUsage | None) -> Usage:
-    """The server's token counts as a `Usage` (zeros when it reported none)."""
-    if u is None:
-        return Usage()
-    details = u.prompt_tokens_details
-    out_details = u.completion_tokens_details
-    return Usage(
-        input_tokens=u.prompt_tokens or 0,
-        cached_input_tokens=(details.cached_tokens or 0) if details else 0,
-        output_tokens=u.completion_tokens or 0,
-        reasoning_tokens=(out_details.reasoning_tokens or 0) if out_details else 0,
-    )
-
-
-def reply_from_completion(
-    completion: ChatCompletion, number: int, redact: Callable[[str], str]
-) -> Reply | None:
-    """A whole reply, or ``None`` when it has no choices."""
-    if not completion.choices:
+def reply_from_json(completion: object, number: int, redact: Callable[[str], str]) -> Reply | None:
+    """A whole reply, read as plain JSON as a streamed one is (see `read_stream`); ``None``
+    when it has no choice. A JSON body the server did not label as JSON arrives as text and is
+    read all the same."""
+    if isinstance(completion, str):
+        try:
+            completion = json.loads(completion)
+        except ValueError:
+            return None
+    choices = completion.get("choices") if isinstance(completion, dict) else None
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(completion, dict) or not isinstance(choice, dict):
         return None
-    choice = completion.choices[0]
-    calls = tuple(
-        (c.id, redact(c.function.name), redact(c.function.arguments))
-        for c in (choice.message.tool_calls or ())
-        if isinstance(c, ChatCompletionMessageFunctionToolCall)
-    )
+    message = choice.get("message")
+    message = message if isinstance(message, dict) else {}
+    calls: list[tuple[str, str, str]] = []
+    for call in _dicts(message.get("tool_calls")):
+        function = call.get("function")
+        if call.get("type", "function") == "function" and isinstance(function, dict):
+            name, arguments = _text(function, "name") or "", _text(function, "arguments") or ""
+            calls.append((_text(call, "id") or "", redact(name), redact(arguments)))
+    usage = completion.get("usage")
     return Reply(
         attempt=number,
-        tool_calls=calls,
-        content=redact(choice.message.content or ""),
-        finish_reason=choice.finish_reason,
-        model=_maybe(redact, completion.model),
-        id=_maybe(redact, completion.id),
-        system_fingerprint=_maybe(redact, completion.system_fingerprint),
-        usage=usage_of(completion.usage),
+        tool_calls=tuple(calls),
+        content=redact(_text(message, "content") or ""),
+        finish_reason=_text(choice, "finish_reason"),
+        model=_maybe(redact, _text(completion, "model")),
+        id=_maybe(redact, _text(completion, "id")),
+        system_fingerprint=_maybe(redact, _text(completion, "system_fingerprint")),
+        usage=_usage(usage) if isinstance(usage, dict) else Usage(),
     )
 
 
@@ -93,13 +92,11 @@ async def read_stream(
     state: StreamState,
     progress: Callable[[], None],
 ) -> Reply | None:
-    """Assemble a streamed reply from its chunks as parsed JSON (a chunk is read as plain data:
-    building the client's typed chunk objects costs more than the rest of the call); ``None``
-    when no chunk carried a choice.
+    """Assemble a streamed reply from its chunks (parsed JSON); ``None`` when no chunk carried
+    a choice.
 
     ``progress`` is called on every chunk. The usage comes from the final chunk
-    (``stream_options.include_usage``); a server that sends none leaves zeros. Anything in a
-    chunk that is not of the expected JSON type is ignored, as a missing field would be.
+    (``stream_options.include_usage``); a server that sends none leaves zeros.
     """
     text: list[str] = []
     calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
@@ -116,10 +113,7 @@ async def read_stream(
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             state.usage = _usage(usage)
-        choices = chunk.get("choices")
-        for choice in choices[:1] if isinstance(choices, list) else ():
-            if not isinstance(choice, dict):
-                continue
+        for choice in _dicts(chunk.get("choices"))[:1]:
             chosen = True
             delta = choice.get("delta")
             delta = delta if isinstance(delta, dict) else {}
@@ -127,10 +121,7 @@ async def read_stream(
             if content:
                 text.append(content)
                 state.tokens += 1
-            tool_calls = delta.get("tool_calls")
-            for call in tool_calls if isinstance(tool_calls, list) else ():
-                if not isinstance(call, dict):
-                    continue
+            for call in _dicts(delta.get("tool_calls")):
                 index = call.get("index")
                 slot = calls.setdefault(index if isinstance(index, int) else 0, ["", "", ""])
                 slot[0] = _text(call, "id") or slot[0]
@@ -156,6 +147,11 @@ async def read_stream(
     )
 
 
+def _dicts(value: object) -> list[dict[str, Any]]:
+    """The objects of a JSON list (nothing, for anything else)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
 def _text(data: dict[str, object], key: str) -> str | None:
     value = data.get(key)
     return value if isinstance(value, str) else None
@@ -167,7 +163,7 @@ def _count(data: object, key: str) -> int:
 
 
 def _usage(u: dict[str, object]) -> Usage:
-    """A streamed chunk's ``usage``, read as `usage_of` reads the typed one."""
+    """A reply's ``usage`` (zeros for counts it does not give as integers)."""
     return Usage(
         input_tokens=_count(u, "prompt_tokens"),
         cached_input_tokens=_count(u.get("prompt_tokens_details"), "cached_tokens"),
