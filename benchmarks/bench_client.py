@@ -63,15 +63,12 @@ def _run_replicates(replicates: int, base_url: str, out: str, stream: bool) -> d
     card, policy = demo_card(), load_policy("branching")
 
     async def go() -> None:
-        clients = HttpClients()
-        try:
+        async with HttpClients() as clients:
             for seed in range(replicates):
                 config = RunConfig(card=card, policy=policy, seed=seed, models=models)
                 await run_card(
                     config, out, overwrite=True, fsync=False, shared=Shared(clients=clients)
                 )
-        finally:
-            await clients.aclose()
 
     cpu, wall = time.process_time(), time.perf_counter()
     anyio.run(go)

@@ -30,7 +30,8 @@ def test_pools_borrow_one_client_per_route_and_never_close_it() -> None:
             pool.for_route(route)
         borrowed = first.client(route)._client  # type: ignore[union-attr]
         assert second.client(route)._client is borrowed  # type: ignore[union-attr]
-        assert own.client(route)._client is not borrowed  # type: ignore[union-attr]
+        made = own.client(route)._client  # type: ignore[union-attr]
+        assert made is not borrowed
         assert len(clients) == 1
         await first.aclose()
         await second.aclose()
@@ -38,6 +39,7 @@ def test_pools_borrow_one_client_per_route_and_never_close_it() -> None:
         await clients.aclose()
         assert borrowed.is_closed() and len(clients) == 0
         await own.aclose()
+        assert made.is_closed()  # a pool closes the clients it made itself
 
     anyio.run(main)
 

@@ -443,11 +443,8 @@ def run(
 
     async def go() -> None:
         # the replicates share their HTTP clients: making one costs more than many calls
-        clients = HttpClients()
-        try:
+        async with HttpClients() as clients:
             await each_seed(Shared(clients=clients))
-        finally:
-            await clients.aclose()
 
     async def each_seed(shared: Shared) -> None:
         with Progress(

@@ -102,6 +102,12 @@ class HttpClients:
             await client.close()
         self._clients.clear()
 
+    async def __aenter__(self) -> HttpClients:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
 
 @dataclass(frozen=True, slots=True)
 class Shared:
@@ -137,7 +143,7 @@ class ModelPool:
 
     Every route's settings are resolved when the pool is made, so a missing key or base URL
     fails before the run starts. Models are built on first use and shared by all roles on the
-    same route; `aclose` closes their HTTP clients.
+    same route; `aclose` closes the HTTP clients the pool made.
 
     Args:
         routes: role → route.
@@ -150,7 +156,7 @@ class ModelPool:
         offline: builds the model for the ``offline`` route (the engine's rule-based model).
         environ, dotenv: where keys and base URLs come from (see `resolve_settings`).
         clients: HTTP clients shared with other pools (their owner closes them), or ``None``
-            for the pool's own.
+            for the pool's own (closed by `aclose`).
     """
 
     def __init__(
@@ -168,7 +174,8 @@ class ModelPool:
         clients: HttpClients | None = None,
     ) -> None:
         self.routes = routes
-        self._shared_clients = clients
+        self._owns_clients = clients is None
+        self._http = clients if clients is not None else HttpClients()
         self.options = options or ModelOptions()
         self.cache = cache
         self.budget = budget
@@ -187,7 +194,7 @@ class ModelPool:
                 self._settings[route] = resolve_settings(route, environ=environ, dotenv=dotenv)
         self.redactor = Redactor(s.secret_key for s in self._settings.values())
         self._models: dict[Route, Model] = {}
-        self._clients: list[OpenAIModel] = []
+        self._remote: list[OpenAIModel] = []
 
     def for_role(self, role: str) -> Model:
         return self.for_route(self.routes.for_role(role))
@@ -201,16 +208,16 @@ class ModelPool:
 
     def client(self, route: Route) -> OpenAIModel | None:
         """The innermost model of a remote route once built (its negotiated output mode)."""
-        for c in self._clients:
+        for c in self._remote:
             if c.route == route.name:
                 return c
         return None
 
     async def aclose(self) -> None:
-        for c in self._clients:
-            await c.aclose()
-        self._clients.clear()
+        self._remote.clear()
         self._models.clear()
+        if self._owns_clients:
+            await self._http.aclose()
 
     def _build(self, route: Route) -> Model:
         model: Model
@@ -224,7 +231,7 @@ class ModelPool:
                 raise ConfigError(f"route {route.name} is not in this run's route table")
             ro = route_options(self.options.routes, route)
             client = self._client(settings, ro)
-            self._clients.append(client)
+            self._remote.append(client)
             model = client
             if self.cache is not None:
                 model = CachedModel(model, self.cache, _cache_variant(ro))
@@ -263,7 +270,7 @@ class ModelPool:
             temperature=ro.temperature,
             stream=ro.stream if ro.stream is not None else True,
             wait_report_s=o.wait_report_s,
-            client=None if self._shared_clients is None else self._shared_clients.get(settings),
+            client=self._http.get(settings),
         )
 
 

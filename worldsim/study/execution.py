@@ -97,8 +97,5 @@ class LocalExecutor:
     async def open(
         self, budget: Budget | None, limiters: RouteLimiters, settings: JobSettings
     ) -> AsyncIterator[JobRunner]:
-        clients = HttpClients()  # one per route for all the jobs, closed when they are done
-        try:
+        async with HttpClients() as clients:  # one per route for all the jobs
             yield _LocalRunner(settings, Shared(budget, limiters, clients))
-        finally:
-            await clients.aclose()
