@@ -263,7 +263,7 @@ class EvidenceStore:
         key = (expression, limit, k)
         found = self._found.get(key)
         if found is None:
-            found = self._found[key] = _remember(self._found, await self._search(*key))
+            found = _keep(self._found, key, await self._search(*key))
         else:
             await anyio.lowlevel.checkpoint()
         return list(found)
@@ -334,9 +334,7 @@ class EvidenceStore:
             (doc_id,),
         ) as cursor:
             row = await cursor.fetchone()
-        doc = None if row is None else _row_to_document(tuple(row))
-        self._read[doc_id] = _remember(self._read, doc)
-        return doc
+        return _keep(self._read, doc_id, None if row is None else _row_to_document(tuple(row)))
 
     async def documents(self) -> list[StoredDocument]:
         """Every document, by date then id (for building questions from a whole store)."""
@@ -358,10 +356,11 @@ _MEMORY = 1 << 16  # answers kept per kind; the oldest is forgotten first
 _T = TypeVar("_T")
 
 
-def _remember(memory: dict[Any, Any], value: _T) -> _T:
-    """``value``, after making room for it in ``memory``."""
+def _keep(memory: dict[Any, _T], key: Any, value: _T) -> _T:
+    """Keep ``value`` under ``key`` in ``memory`` (forgetting the oldest when it is full)."""
     if len(memory) >= _MEMORY:
         del memory[next(iter(memory))]
+    memory[key] = value
     return value
 
 

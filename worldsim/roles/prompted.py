@@ -48,10 +48,11 @@ from worldsim.world.moves import (
     Proposal,
     Report,
     Review,
-    members_move,
 )
 from worldsim.world.state import (
+    MemberAction,
     SetCohort,
+    UpdateMembers,
     WorldState,
 )
 from worldsim.world.views import InitContext, ReportContext, ReviewContext, RoleView, TickContext
@@ -236,29 +237,11 @@ class CohortPrompt(PromptedRole):
             lambda: _tick_view(ctx),
             cohort=cohort,
         )
+        shares = _shares(out)
         if table.members and table.members[i] is not None:
-            top_action = max(out.actions, key=lambda a: a.probability)
-            return [
-                members_move(
-                    ctx.agent,
-                    endpoint=top_action.endpoint,
-                    actions=[
-                        (a.label, a.direction, a.magnitude, a.probability) for a in out.actions
-                    ],
-                    attention=out.attention,
-                    trust=out.trust,
-                    draw=int(ctx.rng.integers(2**63)),
-                    name=table.names[i],
-                )
-            ]
-        total = math.fsum(a.probability for a in out.actions)
-        weights = (
-            np.array([a.probability / total for a in out.actions], dtype=np.float64)
-            if total > 0
-            else np.full(len(out.actions), 1 / len(out.actions))
-        )
+            return [_members_move(ctx, out, shares, table.names[i])]
         members = min(COHORT_SAMPLE, int(table.size[i]))
-        picks = ctx.rng.choice(len(out.actions), size=members, p=weights)
+        picks = ctx.rng.choice(len(out.actions), size=members, p=np.array(shares))
         counts = Counter(int(p) for p in picks)
         direction = float(sum(out.actions[k].direction * n for k, n in counts.items()) / members)
         magnitude = float(sum(out.actions[k].magnitude * n for k, n in counts.items()) / members)
@@ -285,6 +268,45 @@ class CohortPrompt(PromptedRole):
                 ),
             )
         ]
+
+
+def _shares(out: CohortOutput) -> list[float]:
+    """The share of members taking each action: the probabilities normalised (equal shares
+    when they are all zero)."""
+    total = math.fsum(a.probability for a in out.actions)
+    if total > 0:
+        return [a.probability / total for a in out.actions]
+    return [1 / len(out.actions)] * len(out.actions)
+
+
+def _members_move(
+    ctx: TickContext, out: CohortOutput, shares: Sequence[float], name: str
+) -> Proposal:
+    """A cohort's proposal when its members are simulated: the archetype's actions go to every
+    member in one ``update_members`` delta, and the proposal pushes the likeliest action's
+    endpoint with the actions' expected direction and magnitude."""
+    pairs = list(zip(out.actions, shares, strict=True))
+    return Proposal(
+        agent=ctx.agent,
+        index=0,
+        kind="cohort_update",
+        endpoint=max(out.actions, key=lambda a: a.probability).endpoint,
+        direction=min(1.0, max(-1.0, math.fsum(a.direction * w for a, w in pairs))),
+        magnitude=min(1.0, max(0.0, math.fsum(a.magnitude * w for a, w in pairs))),
+        summary=f"{name} (all members): {', '.join(f'{a.label} {w:.0%}' for a, w in pairs)}"[:500],
+        deltas=(
+            UpdateMembers(
+                id=ctx.agent,
+                actions=tuple(
+                    MemberAction(direction=a.direction, magnitude=a.magnitude, probability=w)
+                    for a, w in pairs
+                ),
+                attention=out.attention,
+                trust=out.trust,
+                draw=int(ctx.rng.integers(2**63)),
+            ),
+        ),
+    )
 
 
 class GovernancePrompt(PromptedRole):

@@ -7,15 +7,13 @@ ledger and suggests forks, the reporter writes claims that point into the trace.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from worldsim.domain.contracts import TimelineId
-from worldsim.world.state import Delta, LedgerUpdate, MemberAction, UpdateMembers
+from worldsim.world.state import Delta, LedgerUpdate
 
 __all__ = [
     "BranchCandidate",
@@ -27,7 +25,6 @@ __all__ = [
     "Report",
     "Review",
     "TimelineSummary",
-    "members_move",
 ]
 
 
@@ -47,47 +44,6 @@ class Proposal(_Out):
     summary: str = Field("", max_length=500)
     deltas: tuple[Delta, ...] = ()
     cites: tuple[str, ...] = ()
-
-
-def members_move(
-    agent: str,
-    *,
-    endpoint: str | None,
-    actions: Sequence[tuple[str, float, float, float]],
-    attention: float,
-    trust: float,
-    draw: int,
-    name: str,
-) -> Proposal:
-    """A cohort's proposal when its members are simulated: the archetype's actions (label,
-    direction, magnitude, probability) go to every member in one ``update_members`` delta, and
-    the proposal pushes its endpoint with the actions' expected direction and magnitude."""
-    total = math.fsum(p for *_, p in actions)
-    shares = [p / total if total > 0 else 1 / len(actions) for *_, p in actions]
-    direction = math.fsum(d * w for (_, d, _, _), w in zip(actions, shares, strict=True))
-    magnitude = math.fsum(m * w for (_, _, m, _), w in zip(actions, shares, strict=True))
-    summary = ", ".join(f"{label} {w:.0%}" for (label, *_), w in zip(actions, shares, strict=True))
-    return Proposal(
-        agent=agent,
-        index=0,
-        kind="cohort_update",
-        endpoint=endpoint,
-        direction=min(1.0, max(-1.0, direction)),
-        magnitude=min(1.0, max(0.0, magnitude)),
-        summary=f"{name} (all members): {summary}"[:500],
-        deltas=(
-            UpdateMembers(
-                id=agent,
-                actions=tuple(
-                    MemberAction(direction=d, magnitude=m, probability=w)
-                    for (_, d, m, _), w in zip(actions, shares, strict=True)
-                ),
-                attention=attention,
-                trust=trust,
-                draw=draw,
-            ),
-        ),
-    )
 
 
 class ProposalRef(_Out):
