@@ -131,7 +131,8 @@ def _move(p: Proposal) -> ActorMove:
 
 
 async def _cohort(view: RoleView) -> CohortOutput:
-    """One archetypal action taken by every member: the cohort's drifted sentiment."""
+    """One archetypal action taken by every member: the cohort's drifted sentiment (for a
+    cohort with simulated members, three: following that drift, holding, turning against it)."""
     ctx = view.context
     assert isinstance(ctx, TickContext)
     (p,) = await OfflineCohort().act(ctx)
@@ -140,34 +141,25 @@ async def _cohort(view: RoleView) -> CohortOutput:
     i = table.index(ctx.agent)
     if table.members and table.members[i] is not None:
         # simulated members: most follow the drift, the rest hold or turn against it
-        held = float(table.sentiment[i])
-        endpoint = p.endpoint or ""
+        trust, magnitude = row.trust, p.magnitude
+        choices = (
+            ("follow", p.direction, magnitude, trust),
+            ("hold", float(table.sentiment[i]), 0.5 * magnitude, 0.75 * (1 - trust)),
+            ("counter", -p.direction, magnitude, 0.25 * (1 - trust)),
+        )
         return CohortOutput(
             actions=[
                 CohortAction(
-                    label="follow",
-                    endpoint=endpoint,
-                    direction=p.direction,
-                    magnitude=p.magnitude,
-                    probability=row.trust,
-                ),
-                CohortAction(
-                    label="hold",
-                    endpoint=endpoint,
-                    direction=held,
-                    magnitude=0.5 * p.magnitude,
-                    probability=0.75 * (1 - row.trust),
-                ),
-                CohortAction(
-                    label="counter",
-                    endpoint=endpoint,
-                    direction=-p.direction,
-                    magnitude=p.magnitude,
-                    probability=0.25 * (1 - row.trust),
-                ),
+                    label=label,
+                    endpoint=p.endpoint or "",
+                    direction=direction,
+                    magnitude=strength,
+                    probability=share,
+                )
+                for label, direction, strength, share in choices
             ],
             attention=row.attention,
-            trust=row.trust,
+            trust=trust,
         )
     return CohortOutput(
         actions=[

@@ -144,7 +144,7 @@ async def settle(
         extraction=extraction,
         claims=report.claims,
         proposals=outcome.proposals_seen,
-        documents=set(gateway.documents) if gateway is not None else None,
+        documents=gateway.documents if gateway is not None else None,
         report_failed=report_failed,
         leakage=guard,
     )

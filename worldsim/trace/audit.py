@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 
 from worldsim.domain.cards import Card
 from worldsim.domain.contracts import lineage
@@ -61,7 +62,7 @@ def ground_claims(
     timelines: Sequence[TimelineSummary],
     proposals: set[tuple[str, int, str]],
     endpoint_ids: set[str],
-    documents: set[str] | None = None,
+    documents: AbstractSet[str] | None = None,
 ) -> list[str]:
     """Every reference a claim makes that does not resolve against the run."""
     by_id = {tl.id: tl for tl in timelines}
@@ -97,7 +98,7 @@ def audit_run(
     extraction: ExtractionData,
     claims: Sequence[Claim],
     proposals: set[tuple[str, int, str]],
-    documents: set[str] | None = None,
+    documents: AbstractSet[str] | None = None,
     report_failed: str | None = None,
     leakage: LeakageGuard | None = None,
 ) -> AuditData:
