@@ -25,7 +25,6 @@ import math
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -62,16 +61,6 @@ class Members:
             h.update(column.astype("<f4", copy=False).data)
         return h.hexdigest()
 
-    def summary(self) -> dict[str, Any]:
-        """What a trace shows of the members: their number and the four means."""
-        return {
-            "members": len(self),
-            "attention": mean(self.attention),
-            "trust": mean(self.trust),
-            "sentiment": mean(self.sentiment),
-            "exposure": mean(self.exposure),
-        }
-
 
 def _frozen(values: MemberArray) -> MemberArray:
     values.setflags(write=False)
@@ -86,17 +75,13 @@ def initial(cohort_id: str, n: int, attention: float, trust: float, sentiment: f
     spread = rng.random((3, n), dtype=DTYPE)
     spread *= DTYPE(2 * SPREAD)
     spread -= DTYPE(SPREAD)
-    start = (attention, trust, sentiment)
-    lows = (0.0, 0.0, -1.0)
-    columns = [
-        _frozen(np.clip(spread[k] + DTYPE(start[k]), DTYPE(lows[k]), DTYPE(1.0))) for k in range(3)
-    ]
-    return Members(
-        attention=columns[0],
-        trust=columns[1],
-        sentiment=columns[2],
-        exposure=_frozen(np.zeros(n, dtype=DTYPE)),
+    att, tru, sen = (
+        _frozen(np.clip(row + DTYPE(value), DTYPE(low), DTYPE(1.0)))
+        for row, value, low in zip(
+            spread, (attention, trust, sentiment), (0.0, 0.0, -1.0), strict=True
+        )
     )
+    return Members(att, tru, sen, exposure=_frozen(np.zeros(n, dtype=DTYPE)))
 
 
 def update(
