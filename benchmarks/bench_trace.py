@@ -11,7 +11,11 @@ produce about N records, and their ``(type, tl, tick, data)`` are replayed throu
   in the effective view: what ``score`` and ``hindsight`` read) against a plain
   ``for line in f: json.loads(line)`` loop over the same file (target ≤ 2×), and that loop
   plus one SHA-256 per line (the irreducible part of a chain check);
-* verify: ``verify_trace`` (read, replay every tick, canonical hash) against the same baseline.
+* verify: ``verify_trace`` (one streamed pass: chain, seal, schema, writer's form, replay of
+  every tick) and the same with the canonical hash (``verify --canonical``) against the same
+  baseline (target ≤ 3×); and the peak of memory allocated while verifying, against the
+  trace's size (``tracemalloc``, measured apart from the timings): a streamed check holds each
+  timeline's open tick, not the file.
 
 Reading and verifying are timed with the cyclic collector on, as in a user's process: a reader
 that keeps what it parses alive pays for it in collections, which pausing the collector would
@@ -27,6 +31,7 @@ import math
 import statistics
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
@@ -123,7 +128,14 @@ def _stream_effective(path: Path) -> None:
 
 #: Read and verify operations, timed with the cyclic collector running (see the docstring).
 _COLLECTOR_ON = frozenset(
-    {"json_loads", "json_loads_sha256", "read_trace", "iter_effective", "verify_trace"}
+    {
+        "json_loads",
+        "json_loads_sha256",
+        "read_trace",
+        "iter_effective",
+        "verify_trace",
+        "verify_canonical",
+    }
 )
 
 
@@ -154,6 +166,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             "read_trace": lambda: read_trace(trace),
             "iter_effective": lambda: _stream_effective(trace),
             "verify_trace": lambda: verify_trace(trace),
+            "verify_canonical": lambda: verify_trace(trace, canonical=True),
         }
         samples: dict[str, list[float]] = {name: [] for name in ops}
         for _ in range(rounds):
@@ -162,6 +175,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         if not read_trace(trace).complete:
             raise RuntimeError("the re-emitted trace is not a complete trace")
         trace_bytes = trace.stat().st_size
+        verify_peak = _peak_bytes(lambda: verify_trace(trace))
 
     seconds = {name: statistics.median(values) for name, values in samples.items()}
     per_s = {name: n / s for name, s in seconds.items()}
@@ -175,6 +189,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         ("read", "read_trace", "read_trace", "json_loads"),
         ("read", "iter_effective (score, hindsight)", "iter_effective", "json_loads"),
         ("verify", "verify_trace (replay)", "verify_trace", "json_loads"),
+        ("verify", "verify_trace --canonical", "verify_canonical", "json_loads"),
     ]
     comparisons = []
     for kind, label, key, base in ops_compared:
@@ -199,7 +214,20 @@ def run(quick: bool = False) -> dict[str, Any]:
         "samples_s": samples,
         "records_per_s": per_s,
         "comparisons": comparisons,
+        "verify_peak_bytes": verify_peak,
+        "verify_peak_share": verify_peak / trace_bytes,
     }
+
+
+def _peak_bytes(fn: Callable[[], object]) -> int:
+    """The peak of memory allocated while ``fn`` runs (``tracemalloc``), in bytes."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -212,6 +240,17 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             "records": result["records"],
             "time ÷ baseline": c["slowdown"],
             "throughput ÷ baseline": c["throughput_share"],
+            "memory ÷ baseline": None,
         }
         for c in result["comparisons"]
+    ] + [
+        {
+            "op": "verify",
+            "measured": "peak memory of verify_trace",
+            "baseline": "trace file size",
+            "records": result["records"],
+            "time ÷ baseline": None,
+            "throughput ÷ baseline": None,
+            "memory ÷ baseline": result["verify_peak_share"],
+        }
     ]

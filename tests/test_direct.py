@@ -137,8 +137,8 @@ def test_direct_trace_verifies_and_carries_the_reply(tmp_path: Path) -> None:
     ]
     check = verify_trace(result.trace)
     assert check.exit_code == 0
-    assert check.replay.recorded is not None and check.replay.recorded.p_yes == 0.37
-    assert check.replay.mass_sum == 1.0
+    assert check.recorded is not None and check.recorded.p_yes == 0.37
+    assert check.mass_sum == 1.0
     trace = read_trace(result.trace)
     started = trace.started
     assert (started.kind, started.method, started.ticks) == ("direct", "direct", 0)

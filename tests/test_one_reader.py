@@ -157,7 +157,9 @@ def test_commands_read_traces_only_through_the_reader(
         json.loads(trace_path.read_bytes().splitlines()[0])  # the guard is on
     assert len(load_predictions([trace_path]).rows) == 1
     assert trace_records(trace_path) and load_forecast_events(trace_path)
-    assert canonical_hash(read_trace(trace_path)) == verify_trace(trace_path).canonical
+    assert (
+        canonical_hash(read_trace(trace_path)) == verify_trace(trace_path, canonical=True).canonical
+    )
     graph = ROOT / "scenarios" / "hindsight" / "merger-review.json"
     labels = ROOT / "scenarios" / "labels"
     commands = [

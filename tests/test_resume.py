@@ -62,7 +62,7 @@ def test_a_crash_anywhere_resumes_to_the_same_hash(
     path = tmp_path / "crashed.jsonl"
     path.write_bytes(blob[:cut])
     anyio.run(lambda: resume_run(path, fsync=False))
-    verdict = verify_trace(path)
+    verdict = verify_trace(path, canonical=True)
     assert verdict.exit_code == 0 and verdict.complete
     assert verdict.canonical == want
     assert read_trace(path).first("run_resumed") is not None
@@ -78,7 +78,7 @@ def test_resuming_twice_keeps_the_hash(complete: tuple[bytes, str, int], tmp_pat
     marker = resumed.index(b'"type":"run_resumed"')
     path.write_bytes(resumed[: marker + (len(resumed) - marker) // 2])
     anyio.run(lambda: resume_run(path, fsync=False))
-    verdict = verify_trace(path)
+    verdict = verify_trace(path, canonical=True)
     assert verdict.exit_code == 0 and verdict.canonical == want
     # what the first resume committed before the second cut is kept, not run again
     trace = read_trace(path)
@@ -176,7 +176,7 @@ def test_sigkill_mid_tick_resumes_without_repaying_calls(tmp_path: Path) -> None
             for c in after.lines[marker.number :]
             if c.type == "llm_call" and c.data.cache == "miss"
         )
-        verdict = verify_trace(trace)
+        verdict = verify_trace(trace, canonical=True)
         assert verdict.exit_code == 0
 
         calls = server.request_count
@@ -197,7 +197,7 @@ def test_sigkill_mid_tick_resumes_without_repaying_calls(tmp_path: Path) -> None
         )
         assert again.returncode == 0, again.stderr
         assert server.request_count == calls
-    whole = verify_trace(tmp_path / "again" / trace.name)
+    whole = verify_trace(tmp_path / "again" / trace.name, canonical=True)
     assert whole.canonical == verdict.canonical
 
 

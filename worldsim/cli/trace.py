@@ -245,6 +245,9 @@ def verify(
 ) -> None:
     """Check a trace's hash chain and invariants; exit 0 when sound and complete.
 
+    The trace is checked in one streamed pass, holding only each timeline's open tick
+    (``--canonical`` also holds the content the hash covers, to sort it).
+
     Prints the trace's head (the SHA-256 of its last complete line, which pins every line
     before it) and whether its final record is signed. Exit 1 names the first bad line, a head
     other than the expected one, or a signature the given public key does not confirm; exit 3
@@ -254,7 +257,7 @@ def verify(
 
     expected, key = trace_checks(expect_head, public_key)
     try:
-        result = verify_trace(trace, expect_head=expected, public_key=key)
+        result = verify_trace(trace, expect_head=expected, public_key=key, canonical=canonical)
     except TraceError as exc:
         err_console.print(f"[bold red]FAIL[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None
@@ -272,11 +275,10 @@ def _findings(result: "Verification") -> list[str]:
         return [f"{result.note}: the run was cut off in its first record"]
     plural = "" if result.records == 1 else "s"
     lines = [f"{result.records} record{plural}, chain intact"]
-    replayed = result.replay
-    if replayed is not None and replayed.mass_sum is not None:
-        lines.append(f"mass sums to {replayed.mass_sum:.12f}")
-    if replayed is not None and replayed.recorded is not None:
-        lines.append(f"extraction recomputed ({_forecast(replayed.recorded)})")
+    if result.mass_sum is not None:
+        lines.append(f"mass sums to {result.mass_sum:.12f}")
+    if result.recorded is not None:
+        lines.append(f"extraction recomputed ({_forecast(result.recorded)})")
     if result.unterminated:
         lines.append(
             f"final line {result.torn_line} is a whole record without its newline, not counted"

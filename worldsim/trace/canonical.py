@@ -11,10 +11,10 @@ import hashlib
 from typing import Any
 
 from worldsim.domain.contracts import lineage
-from worldsim.trace.reader import Trace
+from worldsim.trace.reader import Trace, TraceLine
 from worldsim.world.state import canonical_json
 
-__all__ = ["canonical_hash"]
+__all__ = ["CanonicalHash", "canonical_hash"]
 
 _PHASE = {
     "run_started": 0,
@@ -66,12 +66,17 @@ def _content(type_: str, data: dict[str, Any]) -> dict[str, Any]:
     return {k: data[k] for k in keep if k in data}
 
 
-def canonical_hash(trace: Trace) -> str:
-    entries: list[tuple[tuple[Any, ...], list[Any]]] = []
-    for line in trace.effective:
+class CanonicalHash:
+    """The canonical hash, taken as a trace's effective lines stream past: each line's hashed
+    content is kept until :meth:`hexdigest` sorts it into the canonical order."""
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[tuple[Any, ...], list[Any]]] = []
+
+    def add(self, line: TraceLine) -> None:
         t = line.type
         if t not in _PHASE:
-            continue  # run_failed and other resume markers are operational
+            return  # run_failed and other resume markers are operational
         rec = line.record
         data = rec.data.model_dump(mode="json")
         tl = rec.tl
@@ -80,6 +85,16 @@ def canonical_hash(trace: Trace) -> str:
         agent = str(data.get("agent", ""))
         index = int(data.get("index", 0) or 0)
         key = (group, path, rec.tick if rec.tick is not None else -1, _PHASE[t], agent, index)
-        entries.append((key, [t, tl, rec.tick, _content(t, data)]))
-    entries.sort(key=lambda e: e[0])
-    return hashlib.sha256(canonical_json([entry for _, entry in entries])).hexdigest()
+        self._entries.append((key, [t, tl, rec.tick, _content(t, data)]))
+
+    def hexdigest(self) -> str:
+        entries = sorted(self._entries, key=lambda e: e[0])
+        return hashlib.sha256(canonical_json([entry for _, entry in entries])).hexdigest()
+
+
+def canonical_hash(trace: Trace) -> str:
+    """The canonical hash of a trace read whole (see the module docstring)."""
+    hashed = CanonicalHash()
+    for line in trace.effective:
+        hashed.add(line)
+    return hashed.hexdigest()

@@ -29,6 +29,7 @@ from worldsim.trace.writer import SEALED_TYPES, genesis_hash
 __all__ = [
     "Trace",
     "TraceLine",
+    "check_line",
     "in_writers_form",
     "iter_effective",
     "iter_input_trace",
@@ -37,6 +38,7 @@ __all__ = [
     "parse_line",
     "read_trace",
     "trace_head",
+    "trace_tail",
 ]
 
 _SEAL = re.compile(rb'"seal":"([0-9a-f]{64})"')
@@ -58,6 +60,19 @@ def _float_literal(text: str) -> float:
 _FORM_DECODER = msgspec.json.Decoder(float_hook=_float_literal)
 
 
+def _decode(raw: bytes) -> tuple[Any, bool]:
+    """``(obj, plain)``: the line as :func:`parse_line` reads it, and whether msgspec read it
+    with every float literal in the form msgspec itself writes (so that its encoding of ``obj``
+    can stand in for the writer's, see :func:`in_writers_form`). Raises what ``json.loads``
+    raises."""
+    _forms.exponent = False
+    try:
+        obj = _FORM_DECODER.decode(raw)
+    except ValueError:  # msgspec.DecodeError, UnicodeDecodeError
+        return json.loads(raw), False
+    return obj, not _forms.exponent
+
+
 def parse_line(raw: bytes) -> Any:
     """One trace line as JSON, with exactly the values and errors of :func:`json.loads`.
 
@@ -73,14 +88,26 @@ def parse_line(raw: bytes) -> Any:
 class TraceLine:
     """One sound line of a trace: its bytes, its envelope, and the record, parsed on use.
 
-    The envelope (``type``, ``tl``, ``tick``, ``run``) is read when the trace is read; the line
-    is parsed again the first time ``obj`` or ``fields`` is read, and the typed record validated
-    against the trace schema the first time ``record`` or ``data`` is (an invalid record is then
-    a :class:`TraceError` naming the file, line and field). Keeping only the bytes keeps a long
-    trace cheap to hold.
+    The envelope (``type``, ``tl``, ``tick``, ``run``) is read when the trace is read; a line
+    streamed by :func:`iter_trace` carries the JSON parsed then, while one held in a
+    :class:`Trace` keeps only its bytes and is parsed again the first time ``obj`` or ``fields``
+    is read (keeping only the bytes keeps a long trace cheap to hold). The typed record is
+    validated against the trace schema the first time ``record`` or ``data`` is read (an
+    invalid record is then a :class:`TraceError` naming the file, line and field).
     """
 
-    __slots__ = ("_obj", "_record", "number", "path", "raw", "run", "tick", "tl", "type")
+    __slots__ = (
+        "_obj",
+        "_plain",
+        "_record",
+        "number",
+        "path",
+        "raw",
+        "run",
+        "tick",
+        "tl",
+        "type",
+    )
 
     def __init__(
         self,
@@ -92,6 +119,7 @@ class TraceLine:
         tl: str | None,
         tick: int | None,
         run: str,
+        parsed: tuple[dict[str, Any], bool] | None = None,
     ) -> None:
         self.number = number
         self.raw = raw
@@ -101,7 +129,23 @@ class TraceLine:
         self.tick = tick
         self.run = run
         self._obj: dict[str, Any] | None = None
+        self._plain = False
+        if parsed is not None:
+            self._obj, self._plain = parsed
         self._record: Any = None
+
+    def _lean(self) -> TraceLine:
+        """Let the parsed JSON go (a held trace keeps only bytes); it is parsed again on use."""
+        self._obj = None
+        return self
+
+    @property
+    def in_writers_form(self) -> bool:
+        """Whether the line is exactly the writer's bytes for its content (see
+        :func:`in_writers_form`), from the parse the reader made when it has it."""
+        if self._obj is None:
+            return in_writers_form(self.raw)
+        return _same_as_writers(self.raw, self._obj, plain=self._plain)
 
     def __repr__(self) -> str:
         return f"TraceLine({self.number}, {self.type!r}, tl={self.tl!r}, tick={self.tick!r})"
@@ -188,11 +232,7 @@ class Trace:
     def validate(self) -> None:
         """Validate every record against the schema and check the writer's canonical form."""
         for line in self.lines:
-            line.record  # noqa: B018  (validates)
-            if not in_writers_form(line.raw):
-                raise TraceError(
-                    "record is not in the writer's canonical form", file=self.path, line=line.number
-                )
+            check_line(line)
 
     @property
     def effective(self) -> list[TraceLine]:
@@ -243,17 +283,28 @@ def in_writers_form(raw: bytes) -> bool:
     are all in plain form is checked with msgspec; one holding any other float literal (or
     anything msgspec cannot read) is checked with the writer's own encoder.
     """
-    _forms.exponent = False
     try:
-        obj = _FORM_DECODER.decode(raw)
+        obj, plain = _decode(raw)
     except ValueError:
-        try:
-            return _canonical(json.loads(raw)) == raw
-        except ValueError:
-            return False
-    if not _forms.exponent and _ENCODER.encode(obj) == raw:
+        return False
+    return _same_as_writers(raw, obj, plain=plain)
+
+
+def _same_as_writers(raw: bytes, obj: Any, *, plain: bool) -> bool:
+    """``raw`` is the writer's bytes for ``obj``; ``plain`` as :func:`_decode` says."""
+    if plain and _ENCODER.encode(obj) == raw:
         return True
     return _canonical(obj) == raw
+
+
+def check_line(line: TraceLine) -> None:
+    """Validate a line's record against the schema and check that it is in the writer's
+    canonical form; raises :class:`TraceError` naming the line (and field)."""
+    line.record  # noqa: B018  (validates)
+    if not line.in_writers_form:
+        raise TraceError(
+            "record is not in the writer's canonical form", file=line.path, line=line.number
+        )
 
 
 def looks_like_trace(path: str | Path) -> bool:
@@ -312,7 +363,7 @@ def iter_trace(path: str | Path) -> Iterator[TraceLine]:
                     )
                 sealed_at = None
             try:
-                obj = parse_line(raw)
+                obj, plain = _decode(raw)
             except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError
                 raise TraceError(f"not a JSON object: {exc}", file=p, line=number) from None
             except RecursionError:
@@ -363,6 +414,7 @@ def iter_trace(path: str | Path) -> Iterator[TraceLine]:
                 tl=tl if isinstance(tl, str) else None,
                 tick=tick if isinstance(tick, int) and not isinstance(tick, bool) else None,
                 run=run_id,
+                parsed=(obj, plain),
             )
 
 
@@ -398,22 +450,9 @@ def read_trace(path: str | Path) -> Trace:
     line. Records are validated against the schema when first used; :meth:`Trace.validate`
     validates them all."""
     p = Path(path)
-    lines = list(iter_trace(p))
-    size = p.stat().st_size
+    lines = [line._lean() for line in iter_trace(p)]
     offset = sum(len(line.raw) + 1 for line in lines)
-    torn_line = len(lines) + 1 if offset < size else None
-    unterminated = False
-    if torn_line is not None:
-        with p.open("rb") as fh:
-            fh.seek(offset)
-            tail = fh.read()
-        prev = hashlib.sha256(lines[-1].raw).hexdigest() if lines else None
-        unterminated = _whole_record(tail, len(lines), prev)
-    if not lines:
-        if size == 0:
-            raise TraceIncomplete("trace is empty", file=p)
-        what = "a whole record without its newline" if unterminated else "one torn line"
-        raise TraceIncomplete(f"trace has no complete record ({what})", file=p, line=torn_line)
+    torn_line, unterminated = trace_tail(p, len(lines), offset, lines[-1].raw if lines else None)
     return Trace(
         path=p,
         lines=tuple(lines),
@@ -421,6 +460,29 @@ def read_trace(path: str | Path) -> Trace:
         end_offset=offset,
         unterminated=unterminated,
     )
+
+
+def trace_tail(
+    path: Path, records: int, offset: int, last: bytes | None
+) -> tuple[int | None, bool]:
+    """What follows the ``records`` sound lines of a trace (``offset`` bytes, the last one
+    ``last``): ``(torn_line, unterminated)`` as :class:`Trace` has them. A trace with no sound
+    line raises :class:`TraceIncomplete` (an empty file, or only a torn first line)."""
+    size = path.stat().st_size
+    torn_line = records + 1 if offset < size else None
+    unterminated = False
+    if torn_line is not None:
+        with path.open("rb") as fh:
+            fh.seek(offset)
+            tail = fh.read()
+        prev = hashlib.sha256(last).hexdigest() if last is not None else None
+        unterminated = _whole_record(tail, records, prev)
+    if not records:
+        if size == 0:
+            raise TraceIncomplete("trace is empty", file=path)
+        what = "a whole record without its newline" if unterminated else "one torn line"
+        raise TraceIncomplete(f"trace has no complete record ({what})", file=path, line=torn_line)
+    return torn_line, unterminated
 
 
 def trace_head(path: str | Path) -> str:

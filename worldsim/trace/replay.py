@@ -3,7 +3,7 @@ check each committed digest and the invariants, and re-extract p_yes (DESIGN §4
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,16 @@ from worldsim.world.state import (
     state_digest,
 )
 
-__all__ = ["ReplayResult", "TickStep", "replay", "replay_direct", "replay_steps"]
+__all__ = [
+    "ReplayResult",
+    "TickStep",
+    "extract_again",
+    "re_extract",
+    "replay",
+    "replay_direct",
+    "replay_lines",
+    "replay_steps",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,9 +138,9 @@ class ReplayResult:
         return self.recorded is not None and self.recorded == self.recomputed
 
 
-def _fail(line: TraceLine, trace: Trace, message: str) -> TraceError:
+def _fail(line: TraceLine, message: str) -> TraceError:
     return TraceError(
-        message, file=trace.path, line=line.number, timeline=line.record.tl, tick=line.record.tick
+        message, file=line.path, line=line.number, timeline=line.record.tl, tick=line.record.tick
     )
 
 
@@ -140,40 +149,48 @@ def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
 
     Raises :class:`TraceError` naming the line at the first inconsistency.
     """
-    init = trace.first("world_initialized")
-    if init is None:
-        if trace.complete:
-            raise TraceError("trace has no world_initialized record", file=trace.path)
-        # cut off (or failed) before the world was built: nothing to rebuild
-        yield ("extraction", (None, ()))
-        yield ("cursors", ({}, {}))
-        return
-    world = WorldState.from_json(init.data.state)
-    if state_digest(world) != init.data.digest:
-        raise _fail(init, trace, "initial state does not match its digest")
+    return replay_lines(trace.path, trace.effective, lambda: trace.complete)
 
+
+def replay_lines(
+    path: Path, lines: Iterable[TraceLine], complete: Callable[[], bool]
+) -> Iterator[TickStep | tuple[str, Any]]:
+    """:func:`replay_steps` over a trace's effective lines as they stream past (``path`` names
+    the trace; ``complete()``, asked once the lines are exhausted, says whether it ended with
+    ``run_completed``). Holds only each timeline's open tick and the leaves."""
+    world: WorldState | None = None
     cursors: dict[str, _Cursor] = {}
     pending_children: dict[str, tuple[WorldState, float]] = {}
     ended: dict[str, Leaf] = {}
     recorded: ExtractionData | None = None
 
-    for line in trace.effective:
+    for line in lines:
+        t = line.type
+        if t == "world_initialized":
+            if world is None:
+                world = WorldState.from_json(line.data.state)
+                if state_digest(world) != line.data.digest:
+                    raise _fail(line, "initial state does not match its digest")
+            continue
+        if world is None:
+            if line.tl is not None:
+                raise _fail(line, f"record for timeline {line.tl} before the world was built")
+            continue  # the run's start, and an initializer's calls
         rec = line.record
         tl, tick = rec.tl, rec.tick
-        t = line.type
         try:
             if t == "timeline_started":
                 if rec.data.parent is None:
                     cursor = _Cursor(world, 1.0)
                 else:
                     if tl not in pending_children:
-                        raise _fail(line, trace, f"timeline {tl} starts without a fork record")
+                        raise _fail(line, f"timeline {tl} starts without a fork record")
                     state, mass = pending_children.pop(tl)
                     cursor = _Cursor(state, mass)
                 if rec.data.mass != cursor.mass:
-                    raise _fail(line, trace, "timeline mass differs from its fork")
+                    raise _fail(line, "timeline mass differs from its fork")
                 if state_digest(cursor.state) != rec.data.digest:
-                    raise _fail(line, trace, "timeline's starting state does not match its digest")
+                    raise _fail(line, "timeline's starting state does not match its digest")
                 cursors[tl] = cursor
             elif t in {
                 "tick_started",
@@ -186,7 +203,7 @@ def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
             }:
                 found = cursors.get(tl) if tl is not None else None
                 if found is None:
-                    raise _fail(line, trace, f"record for unknown timeline {tl}")
+                    raise _fail(line, f"record for unknown timeline {tl}")
                 cursor = found
                 if t == "tick_started":
                     cursor.date = rec.data.date
@@ -209,10 +226,10 @@ def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
                 elif t == "fork":
                     d = rec.data
                     if d.mass_before != cursor.mass:
-                        raise _fail(line, trace, "fork's mass_before differs from the timeline's")
+                        raise _fail(line, "fork's mass_before differs from the timeline's")
                     p = d.candidate.probability
                     if d.mass_child != cursor.mass * p or d.mass_parent != cursor.mass * (1.0 - p):
-                        raise _fail(line, trace, "fork masses are not m·p and m·(1−p)")
+                        raise _fail(line, "fork masses are not m·p and m·(1−p)")
                     pending_children[d.child] = (
                         apply_deltas(cursor.state, d.child_deltas),
                         d.mass_child,
@@ -226,11 +243,9 @@ def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
                 elif t == "tick_committed":
                     digest = state_digest(cursor.state)
                     if digest != rec.data.digest:
-                        raise _fail(
-                            line, trace, "rebuilt state does not match the committed digest"
-                        )
+                        raise _fail(line, "rebuilt state does not match the committed digest")
                     if rec.data.mass != cursor.mass:
-                        raise _fail(line, trace, "committed mass differs from the rebuilt mass")
+                        raise _fail(line, "committed mass differs from the rebuilt mass")
                     before = cursor.before or cursor.state
                     changes = tuple(
                         (key, before.ledger[key].status, row.status)
@@ -257,25 +272,29 @@ def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
                 else:  # timeline_ended
                     d = rec.data
                     if d.mass != cursor.mass:
-                        raise _fail(line, trace, "final mass differs from the rebuilt mass")
+                        raise _fail(line, "final mass differs from the rebuilt mass")
                     outcome = cursor.state.outcome()
                     if d.settlement != "unresolved" and d.settlement != outcome:
-                        raise _fail(
-                            line, trace, f"settlement '{d.settlement}' contradicts the ledger"
-                        )
+                        raise _fail(line, f"settlement '{d.settlement}' contradicts the ledger")
                     if d.status == "settled" and not cursor.state.all_scored_settled():
-                        raise _fail(line, trace, "settled timeline with open scored endpoints")
+                        raise _fail(line, "settled timeline with open scored endpoints")
                     ended[tl] = Leaf(tl, d.mass, d.settlement, d.forced_p_yes, d.forced_probs)
             elif t == "extraction":
                 recorded = rec.data
         except TraceError:
             raise
         except StateError as exc:
-            raise _fail(line, trace, f"cannot apply: {exc.message}") from None
-    if pending_children and trace.complete:
+            raise _fail(line, f"cannot apply: {exc.message}") from None
+    if world is None:
+        if complete():
+            raise TraceError("trace has no world_initialized record", file=path)
+        # cut off (or failed) before the world was built: nothing to rebuild
+        yield ("extraction", (None, ()))
+        yield ("cursors", ({}, {}))
+        return
+    if pending_children and complete():
         raise TraceError(
-            f"forked timelines never started: {', '.join(sorted(pending_children))}",
-            file=trace.path,
+            f"forked timelines never started: {', '.join(sorted(pending_children))}", file=path
         )
     yield ("extraction", (recorded, tuple(ended.values())))
     yield ("cursors", (cursors, pending_children))
@@ -302,7 +321,22 @@ def replay(path_or_trace: str | Path | Trace) -> ReplayResult:
 def re_extract(trace: Trace, recorded: ExtractionData, leaves: Sequence[Leaf]) -> ExtractionData:
     """Apply the recorded rule to the rebuilt leaves; it must give the recorded extraction
     exactly, over a mass that sums to 1. Raises TraceError otherwise."""
-    card = trace.started.card
+    line = next((ln for ln in reversed(trace.effective) if ln.type == "extraction"), None)
+    return extract_again(
+        trace.started.card, recorded, leaves, file=trace.path, line=line.number if line else None
+    )
+
+
+def extract_again(
+    card: dict[str, Any],
+    recorded: ExtractionData,
+    leaves: Sequence[Leaf],
+    *,
+    file: Path,
+    line: int | None,
+) -> ExtractionData:
+    """:func:`re_extract` for the trace at ``file`` of ``card``, whose extraction is on
+    ``line``."""
     options = (
         None
         if card.get("kind", "binary") == "binary"
@@ -310,15 +344,14 @@ def re_extract(trace: Trace, recorded: ExtractionData, leaves: Sequence[Leaf]) -
     )
     recomputed = extract(list(leaves), recorded.rule, options)
     if abs(recomputed.mass_sum - 1.0) > MASS_TOLERANCE:
-        raise TraceError(f"path mass sums to {recomputed.mass_sum!r}, not 1", file=trace.path)
+        raise TraceError(f"path mass sums to {recomputed.mass_sum!r}, not 1", file=file)
     if recomputed != recorded:
-        line = next((ln for ln in reversed(trace.effective) if ln.type == "extraction"), None)
         raise TraceError(
             f"recomputed extraction (p_yes {recomputed.p_yes!r}, p_options "
             f"{recomputed.p_options!r}) differs from the recorded one (p_yes {recorded.p_yes!r}, "
             f"p_options {recorded.p_options!r})",
-            file=trace.path,
-            line=line.number if line else None,
+            file=file,
+            line=line,
         )
     return recomputed
 
@@ -336,14 +369,14 @@ def replay_direct(trace: Trace) -> ReplayResult:
         return ReplayResult(trace, (), None, None, None)
     recorded: ExtractionData = line.data
     if recorded.rule != DIRECT_RULE:
-        raise _fail(line, trace, f"direct trace with extraction rule '{recorded.rule}'")
+        raise _fail(line, f"direct trace with extraction rule '{recorded.rule}'")
     calls = [c for c in trace.of_type("llm_call") if c.data.error is None]
     if len(calls) != 1:
-        raise _fail(line, trace, f"direct trace with {len(calls)} successful model calls, not 1")
+        raise _fail(line, f"direct trace with {len(calls)} successful model calls, not 1")
     call = calls[0]
     reply = call.data.reply
     if reply is None:
-        raise _fail(call, trace, "the model call recorded no reply")
+        raise _fail(call, "the model call recorded no reply")
     card = trace.started.card
     binary = card.get("kind", "binary") == "binary"
     output_type = ForecastOutput if binary else ChoiceForecastOutput
@@ -352,7 +385,6 @@ def replay_direct(trace: Trace) -> ReplayResult:
     except ValidationError as exc:
         raise _fail(
             call,
-            trace,
             f"the recorded reply is not a valid {output_type.__name__}: {exc.errors()[0]['msg']}",
         ) from None
     if isinstance(output, ForecastOutput):
@@ -362,21 +394,18 @@ def replay_direct(trace: Trace) -> ReplayResult:
         try:
             options = direct_options(scored, [(p.endpoint, p.p) for p in output.probabilities])
         except ValueError as exc:
-            raise _fail(call, trace, f"the recorded reply does not fit the card: {exc}") from None
+            raise _fail(call, f"the recorded reply does not fit the card: {exc}") from None
         recomputed = direct_extraction(None, options)
     if abs(recorded.mass_sum - 1.0) > MASS_TOLERANCE:
-        raise _fail(line, trace, f"path mass sums to {recorded.mass_sum!r}, not 1")
+        raise _fail(line, f"path mass sums to {recorded.mass_sum!r}, not 1")
     if recomputed != recorded:
         raise _fail(
             line,
-            trace,
             f"recorded extraction (p_yes {recorded.p_yes!r}, p_options {recorded.p_options!r}) "
             f"differs from the reply's (p_yes {recomputed.p_yes!r}, p_options "
             f"{recomputed.p_options!r})",
         )
     done = trace.first("run_completed")
     if done is not None and done.data.p_yes != recomputed.p_yes:
-        raise _fail(
-            done, trace, f"run_completed p_yes {done.data.p_yes!r} differs from the reply's"
-        )
+        raise _fail(done, f"run_completed p_yes {done.data.p_yes!r} differs from the reply's")
     return ReplayResult(trace, (), recorded, recomputed, recomputed.mass_sum)

@@ -54,11 +54,15 @@ is an envelope:
   ordered by (timeline, tick, phase, agent, index).
 * One module reads traces, `worldsim.trace.reader`; nothing else parses a trace line. It
   streams the file and checks each line's envelope, `seq`, run id, `prev` and seal as it reads
-  it, keeping the line's bytes and envelope; a record's `data` is parsed again, and validated
-  against the schema below, when it is first used (`verify` validates them all and checks the
-  writer's canonical form). Lines are parsed with msgspec, and whatever msgspec refuses with
-  `json.loads`, so the reader accepts the same lines with the same values as `json.loads`; the
-  hashes are over the bytes as written, so the canonical form is unchanged.
+  it; a held trace keeps each line's bytes and envelope, and a record's `data` is parsed again,
+  and validated against the schema below, when it is first used. Lines are parsed with
+  msgspec, and whatever msgspec refuses with `json.loads`, so the reader accepts the same lines
+  with the same values as `json.loads`; the hashes are over the bytes as written, so the
+  canonical form is unchanged.
+* `verify` checks every line (chain, seal, schema, the writer's canonical form, replay) in one
+  streamed pass, holding each timeline's open tick and the record being checked (the largest
+  is the `forecast_graph`, which grows with the run), and computes the canonical hash only when
+  asked (`--canonical`: the content it covers is held to be sorted).
 * `iter_effective` streams the *effective* history: the records a `run_resumed` marker voids
   (see "resume" in docs/concepts.md) are left out, and every other line is passed on as soon as
   it is known to count (a timeline's record once that timeline commits a boundary after it).

@@ -1,16 +1,28 @@
-"""``verify``: the hash chain, the seal, every invariant replay can check, and on request the
-trace's head (its anchor) and the signature of its final record."""
+"""``verify``: the hash chain, the seal, every record's schema and form, every invariant replay
+can check, and on request the trace's head (its anchor), the signature of its final record and
+the canonical hash.
+
+The trace is checked as it streams past, in one pass: what is held at any time is each
+timeline's open tick and the leaves (and, for the canonical hash, the content it covers), never
+the whole file.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import itertools
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from worldsim.domain.errors import TraceError, TraceIncomplete
-from worldsim.trace.canonical import canonical_hash
-from worldsim.trace.reader import Trace, read_trace
-from worldsim.trace.replay import ReplayResult, replay
+from worldsim.trace.canonical import CanonicalHash
+from worldsim.trace.effective import stream_effective
+from worldsim.trace.reader import Trace, TraceLine, check_line, iter_trace, trace_tail
+from worldsim.trace.records import ExtractionData
+from worldsim.trace.replay import extract_again, replay_direct, replay_lines
+from worldsim.trace.writer import SEALED_TYPES
 
 if TYPE_CHECKING:
     from worldsim.trace.signing import PublicKey
@@ -22,10 +34,13 @@ __all__ = ["Verification", "verify_trace"]
 class Verification:
     """What ``verify`` found. A trace is *sound* when every complete line checks out.
 
-    ``head`` is ``None`` (and ``canonical``, ``replay`` with it) when the file holds only a torn
-    first line; ``note`` then says so. An empty file is refused (TraceError). ``key_id`` names
-    the key that signed the final terminal record ("" when unsigned); ``signature_checked`` says
-    a public key confirmed it.
+    ``head`` is ``None`` (and ``recorded``, ``canonical`` with it) when the file holds only a
+    torn first line; ``note`` then says so. An empty file is refused (TraceError). ``key_id``
+    names the key that signed the final terminal record ("" when unsigned);
+    ``signature_checked`` says a public key confirmed it. ``recorded`` is the trace's extraction
+    (``None`` for a run that did not get that far), ``recomputed`` the same extraction computed
+    again from the replayed leaves, over ``mass_sum``. ``canonical`` is the canonical hash when
+    it was asked for.
     """
 
     path: Path
@@ -38,8 +53,15 @@ class Verification:
     key_id: str
     signature_checked: bool
     canonical: str | None
-    replay: ReplayResult | None
+    recorded: ExtractionData | None = None
+    recomputed: ExtractionData | None = None
+    mass_sum: float | None = None
     note: str | None = None
+
+    @property
+    def matches(self) -> bool:
+        """The recomputed extraction is the recorded one (a trace without one has none)."""
+        return self.recorded is not None and self.recorded == self.recomputed
 
     @property
     def exit_code(self) -> int:
@@ -48,21 +70,134 @@ class Verification:
         return 0 if self.complete and self.torn_line is None else 3
 
 
+class _Pass:
+    """One pass over a trace's lines: checks each, and keeps its count, bytes and ends."""
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.offset = 0
+        self.last: TraceLine | None = None
+        self.extraction_line: int | None = None
+
+    def checked(self, lines: Iterable[TraceLine]) -> Iterator[TraceLine]:
+        """Each line, once its record validates and is in the writer's form."""
+        for line in lines:
+            check_line(line)
+            line._lean()  # the validated record is what is used from here on
+            self.records += 1
+            self.offset += len(line.raw) + 1
+            self.last = line
+            yield line
+
+    def counted(
+        self, lines: Iterable[TraceLine], hashed: CanonicalHash | None
+    ) -> Iterator[TraceLine]:
+        """The effective lines, noting the extraction's line and adding each to ``hashed``."""
+        for line in lines:
+            if line.type == "extraction":
+                self.extraction_line = line.number
+            if hashed is not None:
+                hashed.add(line)
+            yield line
+
+    @property
+    def terminal(self) -> TraceLine | None:
+        last = self.last
+        return last if last is not None and last.type in SEALED_TYPES else None
+
+    @property
+    def complete(self) -> bool:
+        terminal = self.terminal
+        return terminal is not None and terminal.type == "run_completed"
+
+
 def verify_trace(
-    path: str | Path, *, expect_head: str | None = None, public_key: PublicKey | None = None
+    source: str | Path | Trace,
+    *,
+    expect_head: str | None = None,
+    public_key: PublicKey | None = None,
+    canonical: bool = False,
 ) -> Verification:
-    """Read, chain-check, validate every record and replay a trace; with ``expect_head``, also
-    require that head; with ``public_key``, require a valid signature by that key on the final
-    terminal record. Raises TraceError naming the first bad line or the failed requirement."""
+    """Check a trace in one streamed pass (a path), or one already read (a :class:`Trace`):
+    the chain and seals, every record against the schema and the writer's form, and a replay
+    of every tick and the extraction; with ``expect_head``, also require that head; with
+    ``public_key``, require a valid signature by that key on the final terminal record; with
+    ``canonical``, compute the canonical hash. Raises TraceError naming the first bad line or
+    the failed requirement."""
+    path = source.path if isinstance(source, Trace) else Path(source)
+    scan = _Pass()
+    lines = scan.checked(source.lines if isinstance(source, Trace) else iter_trace(path))
+    first = next(lines, None)
+    if first is None:
+        return _no_sound_line(path, checks=expect_head is not None or public_key is not None)
+    card = first.data.card
+    hashed = CanonicalHash() if canonical else None
+    stream = itertools.chain([first], lines)
+    if first.data.kind == "direct":
+        held = tuple(scan.counted(stream, hashed))  # one model call: a few lines
+        direct = replay_direct(Trace(path=path, lines=held, torn_line=None, end_offset=0))
+        recorded, recomputed = direct.recorded, direct.recomputed
+    else:
+        recorded, recomputed = _replayed(
+            path, scan, card, scan.counted(stream_effective(stream), hashed)
+        )
+    last = scan.last
+    assert last is not None
+    if isinstance(source, Trace):
+        torn_line, unterminated = source.torn_line, source.unterminated
+    else:
+        torn_line, unterminated = trace_tail(path, scan.records, scan.offset, last.raw)
+    head = hashlib.sha256(last.raw).hexdigest()  # as Trace.head
+    if expect_head is not None and head != expect_head:
+        raise TraceError(f"head is {head}, expected {expect_head}", file=path)
+    terminal = scan.terminal
+    if public_key is not None:
+        _check_signature(last, terminal, public_key)
+    return Verification(
+        path=path,
+        records=scan.records,
+        torn_line=torn_line,
+        unterminated=unterminated,
+        complete=scan.complete,
+        terminal=terminal.type if terminal else None,
+        head=head,
+        key_id=str(terminal.data.key_id) if terminal and terminal.data.signature else "",
+        signature_checked=public_key is not None,
+        canonical=hashed.hexdigest() if hashed is not None else None,
+        recorded=recorded,
+        recomputed=recomputed,
+        mass_sum=recomputed.mass_sum if recomputed is not None else None,
+    )
+
+
+def _replayed(
+    path: Path, scan: _Pass, card: dict[str, Any], effective: Iterator[TraceLine]
+) -> tuple[ExtractionData | None, ExtractionData | None]:
+    """Replay the effective lines as they come; then the recorded extraction, and the same
+    computed again from the leaves (``None`` both when the run did not get that far)."""
+    recorded: ExtractionData | None = None
+    leaves: Any = ()
+    for item in replay_lines(path, effective, lambda: scan.complete):
+        if isinstance(item, tuple) and item[0] == "extraction":
+            recorded, leaves = item[1]
+    if recorded is None:
+        return None, None
+    again = extract_again(card, recorded, leaves, file=path, line=scan.extraction_line)
+    return recorded, again
+
+
+def _no_sound_line(path: Path, *, checks: bool) -> Verification:
+    """A file with no sound line: a torn first line is a trace cut off at once (exit 3, nothing
+    to check); an empty file is no trace at all."""
     try:
-        trace = read_trace(path)
+        trace_tail(path, 0, 0, None)
     except TraceIncomplete as exc:
         if exc.line is None:  # an empty file: not even a run id, no evidence of a trace
-            raise TraceError(exc.message, file=exc.file) from None
-        if expect_head is not None or public_key is not None:
-            raise TraceError(f"{exc.message}: nothing to check", file=exc.file) from None
+            raise TraceError(exc.message, file=path) from None
+        if checks:
+            raise TraceError(f"{exc.message}: nothing to check", file=path) from None
         return Verification(
-            path=Path(path),
+            path=path,
             records=0,
             torn_line=exc.line,
             unterminated=False,
@@ -72,54 +207,32 @@ def verify_trace(
             key_id="",
             signature_checked=False,
             canonical=None,
-            replay=None,
             note=exc.message,
         )
-    trace.validate()
-    result = replay(trace)
-    terminal = trace.terminal
-    if expect_head is not None and trace.head != expect_head:
-        raise TraceError(f"head is {trace.head}, expected {expect_head}", file=trace.path)
-    if public_key is not None:
-        _check_signature(trace, public_key)
-    return Verification(
-        path=trace.path,
-        records=len(trace.lines),
-        torn_line=trace.torn_line,
-        unterminated=trace.unterminated,
-        complete=trace.complete,
-        terminal=terminal.type if terminal else None,
-        head=trace.head,
-        key_id=str(terminal.data.key_id) if terminal and terminal.data.signature else "",
-        signature_checked=public_key is not None,
-        canonical=canonical_hash(trace),
-        replay=result,
-    )
+    raise AssertionError("trace_tail accepts no trace without a sound line")
 
 
-def _check_signature(trace: Trace, public_key: PublicKey) -> None:
+def _check_signature(last: TraceLine, terminal: TraceLine | None, public_key: PublicKey) -> None:
     """The final record must be a terminal record signed by ``public_key`` over its seal."""
-    last = trace.lines[-1]
-    terminal = trace.terminal
     if terminal is None:
         raise TraceError(
             f"no signature to check: the trace ends with {last.type}, not a sealed record",
-            file=trace.path,
+            file=last.path,
             line=last.number,
         )
     data = terminal.data
     if not data.signature:
-        raise TraceError(f"{terminal.type} is not signed", file=trace.path, line=terminal.number)
+        raise TraceError(f"{terminal.type} is not signed", file=terminal.path, line=terminal.number)
     if data.key_id != public_key.key_id:
         raise TraceError(
             f"{terminal.type} is signed by key {data.key_id}, not by the given key "
             f"{public_key.key_id}",
-            file=trace.path,
+            file=terminal.path,
             line=terminal.number,
         )
     if not public_key.verifies(data.seal, data.signature):
         raise TraceError(
             f"the signature of {terminal.type} does not match its seal (key {data.key_id})",
-            file=trace.path,
+            file=terminal.path,
             line=terminal.number,
         )

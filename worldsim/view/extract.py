@@ -1,7 +1,7 @@
 """A verified trace as the viewer's data: one JSON-ready mapping, read once, embedded once.
 
-The trace is read, checked and replayed by :func:`worldsim.trace.verify.verify_trace` (the
-chain, the seal, every record's schema, every committed digest and the extraction), so the view
+The trace is read once, checked by :func:`worldsim.trace.verify.verify_trace` (the chain, the
+seal, every record's schema, every committed digest and the extraction) and replayed, so the view
 shows what ``worldsim replay`` shows, and only for a trace that verifies: one that does not is
 bad input (:class:`ConfigError`, exit 2) naming the file and line. A trace that is sound but cut
 off (a torn final line, no terminal record) is shown, marked incomplete.
@@ -13,20 +13,21 @@ document as text by the page's script, never as markup.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from worldsim.domain.contracts import lineage
-from worldsim.domain.errors import ConfigError, TraceError
+from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.scoring.hindsight.pressure import simulated_pressure as pressure_series
 from worldsim.trace.forecast import record_views
-from worldsim.trace.reader import Trace, TraceLine
-from worldsim.trace.replay import ReplayResult, TickStep
+from worldsim.trace.reader import Trace, TraceLine, read_trace
+from worldsim.trace.replay import ReplayResult, TickStep, replay
 from worldsim.trace.signing import PublicKey
 from worldsim.trace.verify import Verification, verify_trace
 
-__all__ = ["PAGE_BY_TIMELINE_BYTES", "trace_data", "verified"]
+__all__ = ["PAGE_BY_TIMELINE_BYTES", "Verified", "trace_data", "verified"]
 
 PAGE_BY_TIMELINE_BYTES = 8_000_000
 """Above this size of embedded data the tick view shows one timeline per page (docs/viewer.md)."""
@@ -34,29 +35,37 @@ PAGE_BY_TIMELINE_BYTES = 8_000_000
 _TOKENS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
 
 
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """A trace that verifies, read whole for the viewer: the verification and the replay."""
+
+    verification: Verification
+    replay: ReplayResult
+
+    @property
+    def head(self) -> str | None:
+        return self.verification.head
+
+
 def verified(
     path: str | Path, *, expect_head: str | None = None, public_key: PublicKey | None = None
-) -> Verification:
+) -> Verified:
     """Verify a trace for viewing; a trace that does not verify, or misses the head or the
-    signature it must have, is bad input (exit 2)."""
+    signature it must have, is bad input (exit 2), as is a file with no complete record."""
     try:
-        result = verify_trace(path, expect_head=expect_head, public_key=public_key)
+        trace = read_trace(path)
+        result = verify_trace(trace, expect_head=expect_head, public_key=public_key, canonical=True)
+        return Verified(result, replay(trace))
+    except TraceIncomplete as exc:  # a file with no complete record has nothing to show
+        raise ConfigError(f"trace does not verify: {exc.message}", file=exc.file or path) from None
     except TraceError as exc:
         raise ConfigError(
             f"trace does not verify: {exc.message}", file=exc.file or path, line=exc.line
         ) from None
-    _replayed(result)  # a file with no complete record has nothing to show
-    return result
-
-
-def _replayed(result: Verification) -> ReplayResult:
-    if result.replay is None:
-        raise ConfigError(f"trace does not verify: {result.note}", file=result.path)
-    return result.replay
 
 
 def trace_data(
-    result: Verification,
+    checked: Verified,
     *,
     pressure: dict[str, Any] | None = None,
     anchored: bool = False,
@@ -66,24 +75,25 @@ def trace_data(
     ``pressure`` is an optional causal pressure series (from a hindsight graph) charted beside
     the simulated one; ``anchored`` says the trace's head was checked against an expected one.
     """
-    trace = _replayed(result).trace
+    replayed = checked.replay
+    trace = replayed.trace
     effective = trace.effective
     started = trace.started
     card: dict[str, Any] = started.card
     committed = {
         (line.tl, line.tick): line.fields for line in effective if line.type == "tick_committed"
     }
-    steps = sorted(_replayed(result).steps, key=lambda s: (s.tick, lineage(s.timeline)))
+    steps = sorted(replayed.steps, key=lambda s: (s.tick, lineage(s.timeline)))
     return {
         "kind": "trace",
         "page_bytes": PAGE_BY_TIMELINE_BYTES,
         "meta": _meta(trace, started, card),
-        "verification": verification(result, anchored=anchored),
+        "verification": verification(checked, anchored=anchored),
         "endpoints": [
             {k: ep.get(k) for k in ("id", "title", "kind", "polarity")}
             for ep in card.get("endpoints", [])
         ],
-        "timelines": _timelines(effective, result),
+        "timelines": _timelines(effective, replayed),
         "ticks": [_step(step, committed.get((step.timeline, step.tick), {})) for step in steps],
         "calls": [_call(line) for line in effective if line.type == "llm_call"],
         "documents": _documents(card),
@@ -97,10 +107,10 @@ def trace_data(
     }
 
 
-def verification(result: Verification, *, anchored: bool = False) -> dict[str, Any]:
+def verification(checked: Verified, *, anchored: bool = False) -> dict[str, Any]:
     """What the header shows: chain and seal, complete or cut off, head, anchor, signature."""
-    replayed = _replayed(result)
-    trace = replayed.trace
+    result = checked.verification
+    trace = checked.replay.trace
     terminal = trace.terminal
     return {
         "chain": "ok",
@@ -111,8 +121,8 @@ def verification(result: Verification, *, anchored: bool = False) -> dict[str, A
         "torn_line": result.torn_line,
         "head": result.head,
         "canonical": result.canonical,
-        "extraction_matches": replayed.matches if replayed.recorded else None,
-        "mass_sum": replayed.mass_sum,
+        "extraction_matches": result.matches if result.recorded else None,
+        "mass_sum": result.mass_sum,
         "anchor": "head matches --expect-head" if anchored else None,
         "signature": _signature(terminal, result.signature_checked),
     }
@@ -151,7 +161,7 @@ def _meta(trace: Trace, started: Any, card: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _timelines(effective: list[TraceLine], result: Verification) -> list[dict[str, Any]]:
+def _timelines(effective: list[TraceLine], replayed: ReplayResult) -> list[dict[str, Any]]:
     """Every timeline with its parent, fork point, masses and end; forks and rejections."""
     timelines: dict[str, dict[str, Any]] = {}
     for line in effective:
@@ -171,7 +181,7 @@ def _timelines(effective: list[TraceLine], result: Verification) -> list[dict[st
             }
         elif line.type == "timeline_ended" and line.tl in timelines:
             timelines[line.tl]["end"] = line.fields
-    for step in _replayed(result).steps:
+    for step in replayed.steps:
         node = timelines.get(step.timeline)
         if node is None:
             continue

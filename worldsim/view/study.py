@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.files import read_jsonl
 from worldsim.study.outputs import PREDICTIONS, read_lock
-from worldsim.trace.verify import Verification
-from worldsim.view.extract import verified
+from worldsim.view.extract import Verified, verified
 
 if TYPE_CHECKING:
     from worldsim.study.tables import StudyTables
@@ -47,7 +46,7 @@ class JobCheck:
 
     state: str
     note: str
-    verification: Verification | None = None
+    verification: Verified | None = None
 
     @property
     def verifies(self) -> bool:
