@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from worldsim.domain.errors import ConfigError, LeakageError, ModelError
 from worldsim.models import LeakageGuard, LeakageGuardModel, Price, PriceTable, Usage
@@ -80,3 +83,21 @@ async def test_leakage_in_a_failed_calls_reply_is_found(make_request: Any) -> No
     with pytest.raises(ModelError):
         await LeakageGuardModel(inner, guard).request(make_request())
     assert [(f.where, f.count) for f in guard.findings] == [("reply", 1)]
+
+
+_TEXT = st.text(alphabet=st.sampled_from("aAbB\x00\x01ß s"), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    forbidden=st.lists(st.text(alphabet=st.sampled_from("aAbB\x00ßs "), max_size=3), max_size=4),
+    texts=st.lists(_TEXT, max_size=6),
+)
+def test_scanning_strings_together_counts_what_each_holds_alone(
+    forbidden: list[str], texts: list[str]
+) -> None:
+    guard = LeakageGuard.from_strings(forbidden)
+    alone: Counter[str] = Counter()
+    for text in texts:
+        alone.update(guard.scan(text))
+    assert dict(guard.scan_each(texts)) == dict(alone)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,11 +55,18 @@ class LeakageGuard:
     mode: LeakageMode = "record"
     findings: list[LeakageFinding] = field(default_factory=list)
     _needles: tuple[str, ...] = field(default=(), init=False, repr=False)
+    _separator: str = field(default="\x00", init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.mode not in ("record", "fail"):
             raise ConfigError(f"unknown leakage mode {self.mode!r}: record or fail")
         self._needles = tuple({s.strip().casefold(): None for s in self.forbidden if s.strip()})
+        # a character no forbidden string holds (a control character, or one of the private
+        # use area): strings joined by it are matched each on its own
+        held = set("".join(self._needles))
+        self._separator = next(
+            c for c in map(chr, itertools.chain(range(32), range(0xE000, 0xF900))) if c not in held
+        )
 
     @classmethod
     def from_strings(cls, strings: Iterable[str], mode: LeakageMode = "record") -> LeakageGuard:
@@ -84,6 +92,11 @@ class LeakageGuard:
             if count:
                 hits[fingerprint(needle)] = count
         return hits
+
+    def scan_each(self, texts: Iterable[str]) -> Mapping[str, int]:
+        """:meth:`scan` of each string on its own, summed: the strings are joined by a
+        character no forbidden string holds, so no occurrence spans two of them."""
+        return self.scan(self._separator.join(texts))
 
     def check(
         self, text: str, *, where: Literal["prompt", "reply"], route: str, site: CallSite

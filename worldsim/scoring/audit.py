@@ -127,8 +127,9 @@ def record_strings(value: Any) -> Iterator[str]:
 def scan_trace(path: Path, guard: LeakageGuard | None, auxiliary: Sequence[str]) -> TraceAudit:
     """Stream a trace's effective records once: count masked entities, follow the ledgers.
 
-    Each string is scanned on its own (no record is joined into one large string); a leaf's
-    ledger is its timeline's last committed one, else its parent's at the fork.
+    Each string is matched on its own (a record's strings are scanned joined by a character no
+    masked entity holds, so no occurrence spans two); a leaf's ledger is its timeline's last
+    committed one, else its parent's at the fork.
     """
     counts: Counter[str] = Counter()
     ledgers: dict[str, Mapping[str, Any]] = {}
@@ -136,8 +137,7 @@ def scan_trace(path: Path, guard: LeakageGuard | None, auxiliary: Sequence[str])
     for line in iter_input_trace(path):
         data = line.fields
         if guard is not None:
-            for text in record_strings(data):
-                counts.update(guard.scan(text))
+            counts.update(guard.scan_each(record_strings(data)))
         if not auxiliary:
             continue
         if line.type == "tick_committed" and line.tl is not None:
