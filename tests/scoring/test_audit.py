@@ -111,6 +111,28 @@ def test_masked_entity_in_a_runs_texts_is_counted_by_fingerprint_only(
     assert "flagged, not excluded" in result.out
 
 
+def test_score_reads_each_trace_once_and_audits_it_in_that_pass(
+    run: Runner, tmp_path: Path, offline_traces: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import worldsim.trace.reader as reader
+
+    labels = _label(tmp_path, masked_entities=[ENTITY])
+    opened: list[Path] = []
+    streamed = reader.iter_trace
+
+    def counted(path: str | Path) -> Iterator[reader.TraceLine]:
+        opened.append(Path(path))
+        return streamed(path)
+
+    monkeypatch.setattr(reader, "iter_trace", counted)
+    out = tmp_path / "score.json"
+    assert run("score", offline_traces, "--labels", labels, "--json", out).code == 0
+    traces = sorted(offline_traces.glob("*.jsonl"))
+    assert sorted(opened) == traces  # one read of each, the audit included
+    (found,) = json.loads(out.read_text())["audit"]["leakage"]["forecasts"]
+    assert found["occurrences"] == sum(_naive_count(t, ENTITY) for t in traces) > 0
+
+
 def test_a_clean_label_leaves_no_tag(run: Runner, tmp_path: Path, offline_traces: Path) -> None:
     labels = _label(tmp_path, masked_entities=["Bank of Ostmark"])
     out = tmp_path / "score.json"

@@ -15,11 +15,17 @@ from pathlib import Path
 from worldsim.domain.cards import load_card, parse_utc
 from worldsim.domain.errors import CardError, ConfigError
 from worldsim.domain.files import load_mapping, sha256_file
-from worldsim.scoring.audit import Audit, audit_table, check_auxiliary_labels
+from worldsim.scoring.audit import (
+    Audit,
+    TraceScan,
+    audit_table,
+    check_auxiliary_labels,
+    guards_by_card,
+)
 from worldsim.scoring.axes import Axes, compute_axes
 from worldsim.scoring.calibration import Calibration, calibrate
 from worldsim.scoring.hindsight import DEFAULT_DATE_WINDOW_DAYS
-from worldsim.scoring.inputs import LoadedPredictions, load_predictions, read_csv
+from worldsim.scoring.inputs import LineWatcher, LoadedPredictions, load_predictions, read_csv
 from worldsim.scoring.labels import LabelSet, load_labels
 from worldsim.scoring.metrics import MethodSummary, summarise
 from worldsim.scoring.paired import Comparison, Metric, compare
@@ -156,10 +162,17 @@ def score(options: ScoreOptions) -> ScoreResult:
             "the date window must be a finite number of days, zero or more", field="--date-window"
         )
 
-    loaded = load_predictions(options.inputs)
+    labels = load_labels(options.labels)
+    scans: dict[str, TraceScan] = {}
+    guard_for = guards_by_card(labels)
+
+    def watch(trace: Path) -> LineWatcher:
+        scan = scans[str(trace)] = TraceScan(guard_for)
+        return scan.see
+
+    loaded = load_predictions(options.inputs, watch=watch)  # each trace read once, audited
     if not loaded.rows:
         raise CardError("no completed predictions to score", file=options.inputs[0])
-    labels = load_labels(options.labels)
     check_auxiliary_labels(loaded.rows, labels)
     forecasts = aggregate(loaded.rows, split_versions=options.split_versions)
 
@@ -236,7 +249,7 @@ def score(options: ScoreOptions) -> ScoreResult:
         prereg=prereg,
         rule_mismatches=tuple(mismatches),
         axes=axes,
-        audit=audit_table(analysis.table, loaded.rows, labels),
+        audit=audit_table(analysis.table, loaded.rows, labels, scans),
     )
 
 

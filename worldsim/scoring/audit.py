@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +30,7 @@ from worldsim.models.leakage import LeakageGuard, fingerprint
 from worldsim.scoring.inputs import PredictionRow
 from worldsim.scoring.labels import LabelSet
 from worldsim.scoring.table import Forecast, MatchedTable
-from worldsim.trace.reader import iter_input_trace
+from worldsim.trace.reader import TraceLine, iter_input_trace
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -39,10 +39,12 @@ __all__ = [
     "LEAKAGE_POLICY",
     "Audit",
     "TraceAudit",
+    "TraceScan",
     "UnitAudit",
     "audit_json",
     "audit_table",
     "check_auxiliary_labels",
+    "guards_by_card",
     "print_audit",
     "record_strings",
     "scan_trace",
@@ -124,33 +126,57 @@ def record_strings(value: Any) -> Iterator[str]:
             stack.extend(item)
 
 
-def scan_trace(path: Path, guard: LeakageGuard | None, auxiliary: Sequence[str]) -> TraceAudit:
-    """Stream a trace's effective records once: count masked entities, follow the ledgers.
+class TraceScan:
+    """A trace's audit, taken as its effective lines stream past: the masked entities of its
+    card's label counted in every string of every record (``guard_for(card_id)`` gives the
+    guard, None when the label masks nothing), and the ledgers its auxiliary endpoints are read
+    from (a leaf's ledger is its timeline's last committed one, else its parent's at the fork).
 
     Each string is matched on its own (a record's strings are scanned joined by a character no
-    masked entity holds, so no occurrence spans two); a leaf's ledger is its timeline's last
-    committed one, else its parent's at the fork.
+    masked entity holds, so no occurrence spans two).
     """
-    counts: Counter[str] = Counter()
-    ledgers: dict[str, Mapping[str, Any]] = {}
-    leaves: list[Any] = []
-    for line in iter_input_trace(path):
+
+    def __init__(self, guard_for: Callable[[str], LeakageGuard | None]) -> None:
+        self._guard_for = guard_for
+        self._guard: LeakageGuard | None = None
+        self._counts: Counter[str] = Counter()
+        self._ledgers: dict[str, Mapping[str, Any]] = {}
+        self._leaves: list[Any] = []
+
+    def see(self, line: TraceLine) -> None:
         data = line.fields
-        if guard is not None:
-            counts.update(guard.scan_each(record_strings(data)))
-        if not auxiliary:
-            continue
-        if line.type == "tick_committed" and line.tl is not None:
+        kind = line.type
+        if kind == "run_started":
+            card = data.get("card")
+            card_id = card.get("id") if isinstance(card, dict) else None
+            self._guard = self._guard_for(card_id) if isinstance(card_id, str) else None
+        if self._guard is not None:
+            self._counts.update(self._guard.scan_each(record_strings(data)))
+        if kind == "tick_committed" and line.tl is not None:
             ledger = data.get("ledger")
-            ledgers[line.tl] = ledger if isinstance(ledger, dict) else {}
-        elif line.type == "fork" and line.tl is not None:
-            ledgers.setdefault(str(data.get("child")), ledgers.get(line.tl, {}))
-        elif line.type == "extraction":
+            self._ledgers[line.tl] = ledger if isinstance(ledger, dict) else {}
+        elif kind == "fork" and line.tl is not None:
+            self._ledgers.setdefault(str(data.get("child")), self._ledgers.get(line.tl, {}))
+        elif kind == "extraction":
             found = data.get("leaves")
-            leaves = found if isinstance(found, list) else []
-    return TraceAudit(
-        source=str(path), leakage=dict(counts), auxiliary=_auxiliary(leaves, ledgers, auxiliary)
-    )
+            self._leaves = found if isinstance(found, list) else []
+
+    def audit(self, source: str, auxiliary: Sequence[str]) -> TraceAudit:
+        """The audit of the trace at ``source`` whose card has the ``auxiliary`` endpoints."""
+        return TraceAudit(
+            source=source,
+            leakage=dict(self._counts),
+            auxiliary=_auxiliary(self._leaves, self._ledgers, auxiliary) if auxiliary else {},
+        )
+
+
+def scan_trace(path: Path, guard: LeakageGuard | None, auxiliary: Sequence[str]) -> TraceAudit:
+    """Read a trace's effective records once and audit them (see :class:`TraceScan`) with
+    ``guard``, whatever its card."""
+    scan = TraceScan(lambda _card: guard)
+    for line in iter_input_trace(path):
+        scan.see(line)
+    return scan.audit(str(path), auxiliary)
 
 
 def _auxiliary(
@@ -200,9 +226,14 @@ def check_auxiliary_labels(rows: Sequence[PredictionRow], labels: LabelSet) -> N
                 )
 
 
-def audit_table(table: MatchedTable, rows: Sequence[PredictionRow], labels: LabelSet) -> Audit:
-    """Audit every forecast of ``table`` that was read from inputs; a trace is read again only
-    when its label masks entities or its card has auxiliary endpoints."""
+def audit_table(
+    table: MatchedTable,
+    rows: Sequence[PredictionRow],
+    labels: LabelSet,
+    scans: Mapping[str, TraceScan],
+) -> Audit:
+    """Audit every forecast of ``table`` that was read from inputs, from the scans taken of
+    its traces as they were read (by source)."""
     by_source = {row.source: row for row in rows if row.trace}
     units: list[UnitAudit] = []
     for method, by_unit in sorted(table.methods.items()):
@@ -212,17 +243,29 @@ def audit_table(table: MatchedTable, rows: Sequence[PredictionRow], labels: Labe
                 continue  # a blend or the reference: its components are audited
             entry = labels.entries.get(fc.card_id)
             entities = entry.label.masked_entities if entry is not None else ()
-            guard = LeakageGuard.from_strings(entities) if entities else None
             traces = [
-                scan_trace(Path(row.source), guard, row.auxiliary_endpoints)
-                if guard is not None or row.auxiliary_endpoints
-                else TraceAudit(source=row.source, leakage={}, auxiliary={})
+                scans[row.source].audit(row.source, row.auxiliary_endpoints)
                 for row in (by_source.get(source) for source, _ in fc.sources)
                 if row is not None
             ]
             outcomes = dict(entry.label.auxiliary) if entry is not None else {}
             units.append(_unit_audit(fc, method, entities, traces, outcomes))
     return Audit(units=tuple(units))
+
+
+def guards_by_card(labels: LabelSet) -> Callable[[str], LeakageGuard | None]:
+    """The guard of each card's label (None for a card whose label masks nothing, or that has
+    no label), made once per card."""
+    made: dict[str, LeakageGuard | None] = {}
+
+    def guard_for(card_id: str) -> LeakageGuard | None:
+        if card_id not in made:
+            entry = labels.entries.get(card_id)
+            entities = entry.label.masked_entities if entry is not None else ()
+            made[card_id] = LeakageGuard.from_strings(entities) if entities else None
+        return made[card_id]
+
+    return guard_for
 
 
 def _unit_audit(

@@ -12,7 +12,7 @@ import csv
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +24,7 @@ from worldsim.domain.files import check_size, read_jsonl
 from worldsim.trace.reader import TraceLine, iter_input_trace, looks_like_trace
 
 __all__ = [
+    "LineWatcher",
     "LoadedPredictions",
     "PredictionRow",
     "input_files",
@@ -112,8 +113,17 @@ def input_files(paths: Iterable[str | Path]) -> list[Path]:
     return out
 
 
-def load_predictions(paths: Iterable[str | Path]) -> LoadedPredictions:
-    """Read every prediction input; traces without ``run_completed`` are skipped with a warning."""
+LineWatcher = Callable[[TraceLine], None]
+"""Sees each effective line of a trace as :func:`rows_from_trace` reads it."""
+
+
+def load_predictions(
+    paths: Iterable[str | Path], *, watch: Callable[[Path], LineWatcher] | None = None
+) -> LoadedPredictions:
+    """Read every prediction input; traces without ``run_completed`` are skipped with a warning.
+
+    ``watch(trace)`` gives what also sees each of that trace's lines in the same pass (the
+    score-time audit reads them there, so that a trace is read once)."""
     files = input_files(paths)
     rows: list[PredictionRow] = []
     warnings: list[str] = []
@@ -122,7 +132,7 @@ def load_predictions(paths: Iterable[str | Path]) -> LoadedPredictions:
             # A run that crashed before its first record leaves an empty trace.
             warnings.append(f"{f}: empty file (a trace without records?); skipped")
         elif f.suffix.lower() == ".jsonl" and looks_like_trace(f):
-            row = rows_from_trace(f)
+            row = rows_from_trace(f, watch(f) if watch is not None else None)
             if row is None:
                 warnings.append(f"{f}: trace is incomplete (no run_completed record); skipped")
             else:
@@ -136,16 +146,19 @@ def load_predictions(paths: Iterable[str | Path]) -> LoadedPredictions:
 # traces
 
 
-def rows_from_trace(path: Path) -> PredictionRow | None:
+def rows_from_trace(path: Path, watch: LineWatcher | None = None) -> PredictionRow | None:
     """The forecast a completed trace gives for its card and method, or None if incomplete.
 
     The trace is read through the one trace reader: its hash chain must hold (a damaged trace
-    is a ConfigError naming the line), and a resumed run counts only its effective records.
+    is a ConfigError naming the line), and a resumed run counts only its effective records;
+    ``watch`` sees each of them.
     """
     started: TraceLine | None = None
     extraction: TraceLine | None = None
     last: TraceLine | None = None
     for line in iter_input_trace(path):
+        if watch is not None:
+            watch(line)
         if line.type == "run_started" and started is None:
             started = line
         elif line.type == "extraction":
