@@ -9,13 +9,19 @@ connection limiter binds, the calls of each wave spread over the connections. Th
 ``wall / ideal`` is the scheduler's overhead factor (target ≤ 1.15).
 
 The stub server runs in its own process so that its work does not share the engine's core. What
-remains is the client side: with 80 calls in flight, each costs a few milliseconds of CPU in the
-HTTP stack (the connection pool scans every open connection per request) and in validation, so
-at 50 ms latency the waves are CPU-bound; at realistic model latencies the ratio falls toward 1.
+remains is the client side: with 80 calls in flight, each costs milliseconds of CPU in the HTTP
+stack (h11 and the SSE decoder read a streamed reply chunk by chunk), so at 50 ms latency the
+waves are CPU-bound; at realistic model latencies the ratio falls toward 1. To tell the
+scheduler's share from the library's, the run's own actor requests (recorded by the stub) are
+sent again by a bare ``AsyncOpenAI`` in the same waves at the same latency: ``bare_client_ratio``
+is what any client built on the library reaches, and ``run_vs_bare`` the run's wall time over it;
+``bare_unstreamed_ratio`` is the same bare client asking for whole replies (one JSON body a
+call, the least a client can read).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import tempfile
@@ -85,20 +91,53 @@ def make_card() -> Card:
     return Card.model_validate(data)
 
 
-def _waves(trace_path: Path, connections: int) -> tuple[int, float, int]:
-    """(calls, ideal in latencies, max concurrent calls of one wave) from the trace."""
+def _waves(trace_path: Path) -> list[int]:
+    """The actor calls of each tick (over all timelines), tick by tick, from the trace."""
     trace = read_trace(trace_path)
     per_tick = Counter(
         line.record.tick for line in trace.of_type("llm_call") if line.record.data.role == "actor"
     )
-    calls = sum(per_tick.values())
-    ideal = sum(math.ceil(n / connections) for n in per_tick.values())
-    return calls, float(ideal), max(per_tick.values(), default=0)
+    return [per_tick[tick] for tick in sorted(per_tick)]
+
+
+def _bare_waves(
+    bodies: list[dict[str, Any]], waves: list[int], base_url: str, connections: int
+) -> float:
+    """Wall time of a bare ``AsyncOpenAI`` sending the run's actor requests in the run's waves:
+    each wave at once (at most ``connections`` in flight), reading every streamed chunk, the
+    next wave once the last reply of this one is read. What any client built on the library
+    spends on the same calls: the floor of the run's own ratio."""
+    import anyio
+    from openai import AsyncOpenAI
+
+    async def go() -> None:
+        client = AsyncOpenAI(base_url=base_url, api_key="bench", max_retries=0)
+        limiter = anyio.CapacityLimiter(connections)
+
+        async def send(body: dict[str, Any]) -> None:
+            async with limiter:
+                reply = await client.chat.completions.create(**body)
+                if body.get("stream"):
+                    async for _ in reply:  # type: ignore[union-attr]
+                        pass
+
+        start = 0
+        for size in waves:
+            async with anyio.create_task_group() as tg:
+                for body in bodies[start : start + size]:
+                    tg.start_soon(send, body)
+            start += size
+        await client.close()
+
+    began = time.perf_counter()
+    anyio.run(go)
+    return time.perf_counter() - began
 
 
 def measure(connections: int, latency_s: float, workdir: Path) -> dict[str, Any]:
     card = make_card()
-    with stub_process(latency_s) as base_url:
+    dump = workdir / f"bodies-{connections}.json"
+    with stub_process(latency_s, dump=dump) as base_url:
         environ = {**os.environ, "STUB_API_KEY": "bench", "STUB_BASE_URL": base_url}
         models = ModelConfig(
             model="offline",
@@ -114,19 +153,28 @@ def measure(connections: int, latency_s: float, workdir: Path) -> dict[str, Any]
             lambda: run_card(config, out, fsync=False, overwrite=True, environ=environ)
         )
         wall = time.perf_counter() - start
-    calls, waves, widest = _waves(result.trace, connections)
-    ideal = waves * latency_s
+    waves = _waves(result.trace)
+    bodies = json.loads(dump.read_text(encoding="utf-8"))
+    whole = [{k: v for k, v in b.items() if k not in ("stream", "stream_options")} for b in bodies]
+    with stub_process(latency_s) as base_url:
+        bare = _bare_waves(bodies, waves, base_url, connections)
+        bare_whole = _bare_waves(whole, waves, base_url, connections)
+    ideal = sum(math.ceil(n / connections) for n in waves) * latency_s
     return {
         "timelines": result.timelines,
         "actors": ACTORS,
         "ticks": TICKS,
-        "calls": calls,
+        "calls": sum(waves),
         "connections": connections,
         "latency_s": latency_s,
-        "widest_wave": widest,
+        "widest_wave": max(waves, default=0),
         "wall_s": round(wall, 3),
         "ideal_s": round(ideal, 3),
         "ratio": round(wall / ideal, 3) if ideal else None,
+        "bare_client_wall_s": round(bare, 3),
+        "bare_client_ratio": round(bare / ideal, 3) if ideal else None,
+        "run_vs_bare": round(wall / bare, 3) if bare else None,
+        "bare_unstreamed_ratio": round(bare_whole / ideal, 3) if ideal else None,
     }
 
 

@@ -15,7 +15,10 @@ produce about N records, and their ``(type, tl, tick, data)`` are replayed throu
   every tick) and the same with the canonical hash (``verify --canonical``) against the same
   baseline (target ≤ 3×); and the peak of memory allocated while verifying, against the
   trace's size (``tracemalloc``, measured apart from the timings): a streamed check holds each
-  timeline's open tick, not the file.
+  timeline's open tick, not the file; and the same for ``worldsim replay --tick 0`` (every
+  tick rebuilt, one printed);
+* score: ``worldsim score`` of the trace (library call) against a label that masks the demo
+  label's entities, so that the leakage audit reads every string (target ≤ 2×).
 
 Reading and verifying are timed with the cyclic collector on, as in a user's process: a reader
 that keeps what it parses alive pays for it in collections, which pausing the collector would
@@ -37,9 +40,12 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import gc_paused, generated_actors_card, run_async
+import yaml
+
+from benchmarks._common import ROOT, gc_paused, generated_actors_card, run_async
 from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
+from worldsim.scoring.analysis import ScoreOptions, score
 from worldsim.sim.session import run_card
 from worldsim.trace.reader import iter_effective, read_trace
 from worldsim.trace.verify import verify_trace
@@ -135,6 +141,7 @@ _COLLECTOR_ON = frozenset(
         "iter_effective",
         "verify_trace",
         "verify_canonical",
+        "score",
     }
 )
 
@@ -158,6 +165,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         n = len(records)
         run_id = "benchtrace000001"
         plain, trace = work / "plain.jsonl", work / "trace.jsonl"
+        label = _label(records, work / "label.json")
         ops: dict[str, Callable[[], object]] = {
             "json_dumps_write": lambda: _baseline_write(records, plain, run_id),
             "writer_emit": lambda: _writer_append(records, trace, run_id),
@@ -167,6 +175,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             "iter_effective": lambda: _stream_effective(trace),
             "verify_trace": lambda: verify_trace(trace),
             "verify_canonical": lambda: verify_trace(trace, canonical=True),
+            "score": lambda: score(ScoreOptions(inputs=(trace,), labels=label)),
         }
         samples: dict[str, list[float]] = {name: [] for name in ops}
         for _ in range(rounds):
@@ -176,6 +185,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             raise RuntimeError("the re-emitted trace is not a complete trace")
         trace_bytes = trace.stat().st_size
         verify_peak = _peak_bytes(lambda: verify_trace(trace))
+        replay_peak = _peak_bytes(lambda: _replay_one_tick(trace))
 
     seconds = {name: statistics.median(values) for name, values in samples.items()}
     per_s = {name: n / s for name, s in seconds.items()}
@@ -190,6 +200,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         ("read", "iter_effective (score, hindsight)", "iter_effective", "json_loads"),
         ("verify", "verify_trace (replay)", "verify_trace", "json_loads"),
         ("verify", "verify_trace --canonical", "verify_canonical", "json_loads"),
+        ("score", "score (forecast and leakage audit)", "score", "json_loads"),
     ]
     comparisons = []
     for kind, label, key, base in ops_compared:
@@ -216,7 +227,29 @@ def run(quick: bool = False) -> dict[str, Any]:
         "comparisons": comparisons,
         "verify_peak_bytes": verify_peak,
         "verify_peak_share": verify_peak / trace_bytes,
+        "replay_peak_bytes": replay_peak,
+        "replay_peak_share": replay_peak / trace_bytes,
     }
+
+
+def _replay_one_tick(trace: Path) -> None:
+    """``worldsim replay TRACE --tick 0 --json``: every tick rebuilt, one printed."""
+    from typer.testing import CliRunner
+
+    from worldsim.cli import app
+
+    result = CliRunner().invoke(app, ["replay", str(trace), "--tick", "0", "--json"])
+    if result.exit_code != 0:
+        raise RuntimeError(f"replay failed: {result.output}")
+
+
+def _label(records: list[Record], path: Path) -> Path:
+    """A label for the records' card that masks the demo label's entities."""
+    card = next(data["card"] for type_, _, _, data in records if type_ == "run_started")
+    demo = yaml.safe_load((ROOT / "scenarios" / "labels" / "merger-review.yaml").read_text())
+    label = {"card_id": card["id"], "outcome": "yes", "masked_entities": demo["masked_entities"]}
+    path.write_text(json.dumps(label), encoding="utf-8")
+    return path
 
 
 def _peak_bytes(fn: Callable[[], object]) -> int:
@@ -252,5 +285,14 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             "time ÷ baseline": None,
             "throughput ÷ baseline": None,
             "memory ÷ baseline": result["verify_peak_share"],
-        }
+        },
+        {
+            "op": "replay",
+            "measured": "peak memory of replay --tick 0",
+            "baseline": "trace file size",
+            "records": result["records"],
+            "time ÷ baseline": None,
+            "throughput ÷ baseline": None,
+            "memory ÷ baseline": result["replay_peak_share"],
+        },
     ]

@@ -4,10 +4,11 @@
 # start-up, even for --help, and string annotations would be parsed again each time
 # (about half its work). Names imported only for type checking are quoted.
 
+import itertools
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -24,7 +25,9 @@ from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import ConfigError, TraceError
 
 if TYPE_CHECKING:
-    from worldsim.trace.reader import Trace
+    from collections.abc import Iterable, Iterator
+
+    from worldsim.trace.reader import Trace, TraceLine
     from worldsim.trace.replay import TickStep
     from worldsim.trace.verify import Verification
     from worldsim.world.outcome import ExtractionData
@@ -52,20 +55,28 @@ def replay(
     Prints in simulated order (tick, then timeline), then the report's claims and the audit
     vector, and ends by extracting p_yes again and comparing it with the recorded one.
     """
-    from worldsim.trace.reader import read_trace
-    from worldsim.trace.replay import TickStep, re_extract, replay_steps
+    from worldsim.trace.effective import stream_effective
+    from worldsim.trace.reader import TraceStream, read_trace
+    from worldsim.trace.replay import TickStep, extract_again, replay_lines
 
-    tr = read_trace(trace)
-    if tr.torn_line is not None:
-        err_console.print(f"note: torn final line {tr.torn_line} ignored (the run was cut off)")
-    if tr.started.kind == "direct":
+    stream = TraceStream(trace)
+    lines = iter(stream)
+    first = next(lines, None)
+    if first is None:
+        stream.tail()  # no complete record: raises, saying what the file holds
+    assert first is not None
+    if first.data.kind == "direct":  # one model call: read whole
+        tr = read_trace(trace)
+        _torn_note(tr.torn_line)
         _replay_direct(tr, json_out)
         return
+    seen = _Seen()
     recorded = recomputed = None  # a mismatch raises TraceError: one line, exit 1
     steps: list[TickStep] = []
     seen_ticks: set[int] = set()
     seen_timelines: set[str] = set()
-    for item in replay_steps(tr):
+    effective = seen.lines(stream_effective(itertools.chain([first], lines)))
+    for item in replay_lines(stream.path, effective, lambda: stream.complete):
         if isinstance(item, TickStep):
             seen_ticks.add(item.tick)
             seen_timelines.add(item.timeline)
@@ -76,7 +87,10 @@ def replay(
         elif item[0] == "extraction":
             recorded, leaves = item[1]
             if recorded is not None:
-                recomputed = re_extract(tr, recorded, leaves)
+                recomputed = extract_again(
+                    first.data.card, recorded, leaves, file=stream.path, line=seen.extraction
+                )
+    _torn_note(stream.tail()[0])
     if timeline is not None and timeline not in seen_timelines:
         known = ", ".join(sorted(seen_timelines, key=lineage)) or "none"
         raise ConfigError(f"no timeline {timeline} in this trace (it has: {known})", file=trace)
@@ -86,8 +100,7 @@ def replay(
     # simulated order: tick by tick, and within a tick the timelines in lineage order
     steps.sort(key=lambda step: (step.tick, lineage(step.timeline)))
     if not json_out:
-        for record in tr.of_type("intervention"):
-            iv = record.data
+        for iv in seen.interventions:
             done = "applied" if iv.applied else f"not applied: {iv.reason}"
             out_console.print(
                 f"intervention {escape(iv.id)} ({iv.kind}) at {iv.at}, tick {iv.tick}: "
@@ -100,7 +113,7 @@ def replay(
         else:
             _print_step(step)
     if tick is None and timeline is None:
-        _print_outcome(tr, json_out)
+        _print_outcome(seen.report, seen.audit, json_out)
     if recorded is None:
         _no_extraction("no extraction recorded (the run did not finish)", json_out)
         return
@@ -138,11 +151,37 @@ def _no_extraction(why: str, json_out: bool) -> None:
         out_console.print(msg)
 
 
-def _print_outcome(tr: "Trace", json_out: bool) -> None:
+class _Seen:
+    """What ``replay`` prints of the effective lines besides the ticks, noted as they pass:
+    the interventions, the last report and audit, and the extraction's line."""
+
+    def __init__(self) -> None:
+        self.interventions: list[Any] = []
+        self.report: Any = None
+        self.audit: Any = None
+        self.extraction: int | None = None
+
+    def lines(self, lines: "Iterable[TraceLine]") -> "Iterator[TraceLine]":
+        for line in lines:
+            kind = line.type
+            if kind == "intervention":
+                self.interventions.append(line.data)
+            elif kind == "report":
+                self.report = line.data
+            elif kind == "audit":
+                self.audit = line.data
+            elif kind == "extraction":
+                self.extraction = line.number
+            yield line
+
+
+def _torn_note(torn_line: int | None) -> None:
+    if torn_line is not None:
+        err_console.print(f"note: torn final line {torn_line} ignored (the run was cut off)")
+
+
+def _print_outcome(report: Any, audit: Any, json_out: bool) -> None:
     """The run's report (summary and claims with their references) and its audit vector."""
-    effective = tr.effective
-    report = next((line.data for line in reversed(effective) if line.type == "report"), None)
-    audit = next((line.data for line in reversed(effective) if line.type == "audit"), None)
     if json_out:
         payload = {
             "report": report.model_dump(mode="json") if report is not None else None,

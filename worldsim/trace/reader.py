@@ -29,6 +29,7 @@ from worldsim.trace.writer import SEALED_TYPES, genesis_hash
 __all__ = [
     "Trace",
     "TraceLine",
+    "TraceStream",
     "check_line",
     "in_writers_form",
     "iter_effective",
@@ -38,7 +39,6 @@ __all__ = [
     "parse_line",
     "read_trace",
     "trace_head",
-    "trace_tail",
 ]
 
 _SEAL = re.compile(rb'"seal":"([0-9a-f]{64})"')
@@ -134,9 +134,12 @@ class TraceLine:
             self._obj, self._plain = parsed
         self._record: Any = None
 
-    def _lean(self) -> TraceLine:
-        """Let the parsed JSON go (a held trace keeps only bytes); it is parsed again on use."""
+    def release(self, *, record: bool = False) -> TraceLine:
+        """Let the parsed JSON go (and with ``record``, the validated record): what a held line
+        keeps is its bytes, and what is let go is made again on use."""
         self._obj = None
+        if record:
+            self._record = None
         return self
 
     @property
@@ -206,15 +209,28 @@ class Trace:
     def started(self) -> Any:
         return self.lines[0].data
 
+    def __iter__(self) -> Iterator[TraceLine]:
+        return iter(self.lines)
+
+    @property
+    def records(self) -> int:
+        return len(self.lines)
+
+    @property
+    def last(self) -> TraceLine:
+        return self.lines[-1]
+
     @property
     def terminal(self) -> TraceLine | None:
-        last = self.lines[-1]
-        return last if last.type in SEALED_TYPES else None
+        return _terminal(self.lines[-1])
 
     @property
     def complete(self) -> bool:
-        terminal = self.terminal
-        return terminal is not None and terminal.type == "run_completed"
+        return _completes(self.terminal)
+
+    def tail(self) -> tuple[int | None, bool]:
+        """``(torn_line, unterminated)``, as :meth:`TraceStream.tail` says them."""
+        return self.torn_line, self.unterminated
 
     @property
     def head(self) -> str:
@@ -238,6 +254,14 @@ class Trace:
     def effective(self) -> list[TraceLine]:
         """The lines that count once resumes are taken into account (see trace.effective)."""
         return effective_lines(self.lines)
+
+
+def _terminal(last: TraceLine | None) -> TraceLine | None:
+    return last if last is not None and last.type in SEALED_TYPES else None
+
+
+def _completes(terminal: TraceLine | None) -> bool:
+    return terminal is not None and terminal.type == "run_completed"
 
 
 def _check_seal(raw: bytes) -> bool:
@@ -444,30 +468,61 @@ def iter_input_trace(path: str | Path) -> Iterator[TraceLine]:
         raise ConfigError(exc.message, file=exc.file, line=exc.line, field=exc.field) from None
 
 
+class TraceStream:
+    """A trace read as a stream (:func:`iter_trace`), keeping what is known of it as it goes:
+    how many sound lines and bytes were read, and the last line; once the lines are exhausted,
+    :meth:`tail` says what follows them."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.records = 0
+        self.offset = 0
+        self.last: TraceLine | None = None
+
+    def __iter__(self) -> Iterator[TraceLine]:
+        for line in iter_trace(self.path):
+            self.records += 1
+            self.offset += len(line.raw) + 1
+            self.last = line
+            yield line
+
+    @property
+    def terminal(self) -> TraceLine | None:
+        """The last line read, if it is a sealed (terminal) record."""
+        return _terminal(self.last)
+
+    @property
+    def complete(self) -> bool:
+        return _completes(self.terminal)
+
+    def tail(self) -> tuple[int | None, bool]:
+        """``(torn_line, unterminated)`` after the lines read (see :class:`Trace`); raises
+        :class:`TraceIncomplete` when none was sound."""
+        last = self.last.raw if self.last is not None else None
+        return _tail(self.path, self.records, self.offset, last)
+
+
 def read_trace(path: str | Path) -> Trace:
     """Read and check a trace (see :func:`iter_trace`). A torn final line (a crash mid-write)
     is set aside, not fatal; any other damage raises :class:`TraceError` naming the first bad
     line. Records are validated against the schema when first used; :meth:`Trace.validate`
     validates them all."""
-    p = Path(path)
-    lines = [line._lean() for line in iter_trace(p)]
-    offset = sum(len(line.raw) + 1 for line in lines)
-    torn_line, unterminated = trace_tail(p, len(lines), offset, lines[-1].raw if lines else None)
+    stream = TraceStream(path)
+    lines = tuple(line.release() for line in stream)
+    torn_line, unterminated = stream.tail()
     return Trace(
-        path=p,
-        lines=tuple(lines),
+        path=stream.path,
+        lines=lines,
         torn_line=torn_line,
-        end_offset=offset,
+        end_offset=stream.offset,
         unterminated=unterminated,
     )
 
 
-def trace_tail(
-    path: Path, records: int, offset: int, last: bytes | None
-) -> tuple[int | None, bool]:
+def _tail(path: Path, records: int, offset: int, last: bytes | None) -> tuple[int | None, bool]:
     """What follows the ``records`` sound lines of a trace (``offset`` bytes, the last one
-    ``last``): ``(torn_line, unterminated)`` as :class:`Trace` has them. A trace with no sound
-    line raises :class:`TraceIncomplete` (an empty file, or only a torn first line)."""
+    ``last``): ``(torn_line, unterminated)``. A trace with no sound line raises
+    :class:`TraceIncomplete` (an empty file, or only a torn first line)."""
     size = path.stat().st_size
     torn_line = records + 1 if offset < size else None
     unterminated = False

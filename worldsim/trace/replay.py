@@ -27,6 +27,7 @@ from worldsim.world.state import (
 )
 
 __all__ = [
+    "REPLAYED_TYPES",
     "ReplayResult",
     "TickStep",
     "extract_again",
@@ -152,6 +153,24 @@ def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
     return replay_lines(trace.path, trace.effective, lambda: trace.complete)
 
 
+REPLAYED_TYPES = frozenset(
+    {
+        "run_started",
+        "world_initialized",
+        "timeline_started",
+        "tick_started",
+        "proposal",
+        "review",
+        "fork",
+        "fork_rejected",
+        "tick_committed",
+        "timeline_ended",
+        "extraction",
+    }
+)
+"""The record types whose data replay reads (of the others it reads only the envelope)."""
+
+
 def replay_lines(
     path: Path, lines: Iterable[TraceLine], complete: Callable[[], bool]
 ) -> Iterator[TickStep | tuple[str, Any]]:
@@ -176,6 +195,8 @@ def replay_lines(
             if line.tl is not None:
                 raise _fail(line, f"record for timeline {line.tl} before the world was built")
             continue  # the run's start, and an initializer's calls
+        if t not in REPLAYED_TYPES:
+            continue  # retrievals, model calls, reports: nothing to rebuild from
         rec = line.record
         tl, tick = rec.tl, rec.tick
         try:

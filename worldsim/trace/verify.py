@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, Any
 from worldsim.domain.errors import TraceError, TraceIncomplete
 from worldsim.trace.canonical import CanonicalHash
 from worldsim.trace.effective import stream_effective
-from worldsim.trace.reader import Trace, TraceLine, check_line, iter_trace, trace_tail
+from worldsim.trace.reader import Trace, TraceLine, TraceStream, check_line
 from worldsim.trace.records import ExtractionData
-from worldsim.trace.replay import extract_again, replay_direct, replay_lines
-from worldsim.trace.writer import SEALED_TYPES
+from worldsim.trace.replay import REPLAYED_TYPES, extract_again, replay_direct, replay_lines
 
 if TYPE_CHECKING:
     from worldsim.trace.signing import PublicKey
@@ -71,22 +70,20 @@ class Verification:
 
 
 class _Pass:
-    """One pass over a trace's lines: checks each, and keeps its count, bytes and ends."""
+    """One pass over a trace's lines: each is checked as it comes, and the effective ones
+    noted (the extraction's line) and hashed."""
 
-    def __init__(self) -> None:
-        self.records = 0
-        self.offset = 0
-        self.last: TraceLine | None = None
+    def __init__(self, *, keep_records: bool) -> None:
+        self.keep_records = keep_records
         self.extraction_line: int | None = None
 
     def checked(self, lines: Iterable[TraceLine]) -> Iterator[TraceLine]:
-        """Each line, once its record validates and is in the writer's form."""
+        """Each line, once its record validates and is in the writer's form; a line waits in
+        the effective view until its tick commits, so it keeps its validated record only when
+        that is used again (by replay, or the canonical hash when ``keep_records``)."""
         for line in lines:
             check_line(line)
-            line._lean()  # the validated record is what is used from here on
-            self.records += 1
-            self.offset += len(line.raw) + 1
-            self.last = line
+            line.release(record=not self.keep_records and line.type not in REPLAYED_TYPES)
             yield line
 
     def counted(
@@ -99,16 +96,6 @@ class _Pass:
             if hashed is not None:
                 hashed.add(line)
             yield line
-
-    @property
-    def terminal(self) -> TraceLine | None:
-        last = self.last
-        return last if last is not None and last.type in SEALED_TYPES else None
-
-    @property
-    def complete(self) -> bool:
-        terminal = self.terminal
-        return terminal is not None and terminal.type == "run_completed"
 
 
 def verify_trace(
@@ -124,12 +111,13 @@ def verify_trace(
     ``public_key``, require a valid signature by that key on the final terminal record; with
     ``canonical``, compute the canonical hash. Raises TraceError naming the first bad line or
     the failed requirement."""
-    path = source.path if isinstance(source, Trace) else Path(source)
-    scan = _Pass()
-    lines = scan.checked(source.lines if isinstance(source, Trace) else iter_trace(path))
+    read = source if isinstance(source, Trace) else TraceStream(source)
+    path = read.path
+    scan = _Pass(keep_records=canonical)
+    lines = scan.checked(read)
     first = next(lines, None)
     if first is None:
-        return _no_sound_line(path, checks=expect_head is not None or public_key is not None)
+        return _no_sound_line(read, checks=expect_head is not None or public_key is not None)
     card = first.data.card
     hashed = CanonicalHash() if canonical else None
     stream = itertools.chain([first], lines)
@@ -138,27 +126,22 @@ def verify_trace(
         direct = replay_direct(Trace(path=path, lines=held, torn_line=None, end_offset=0))
         recorded, recomputed = direct.recorded, direct.recomputed
     else:
-        recorded, recomputed = _replayed(
-            path, scan, card, scan.counted(stream_effective(stream), hashed)
-        )
-    last = scan.last
-    assert last is not None
-    if isinstance(source, Trace):
-        torn_line, unterminated = source.torn_line, source.unterminated
-    else:
-        torn_line, unterminated = trace_tail(path, scan.records, scan.offset, last.raw)
+        effective = scan.counted(stream_effective(stream), hashed)
+        recorded, recomputed = _replayed(read, scan, card, effective)
+    torn_line, unterminated = read.tail()
+    last, terminal = read.last, read.terminal
+    assert last is not None  # the first line was read
     head = hashlib.sha256(last.raw).hexdigest()  # as Trace.head
     if expect_head is not None and head != expect_head:
         raise TraceError(f"head is {head}, expected {expect_head}", file=path)
-    terminal = scan.terminal
     if public_key is not None:
         _check_signature(last, terminal, public_key)
     return Verification(
         path=path,
-        records=scan.records,
+        records=read.records,
         torn_line=torn_line,
         unterminated=unterminated,
-        complete=scan.complete,
+        complete=read.complete,
         terminal=terminal.type if terminal else None,
         head=head,
         key_id=str(terminal.data.key_id) if terminal and terminal.data.signature else "",
@@ -171,26 +154,27 @@ def verify_trace(
 
 
 def _replayed(
-    path: Path, scan: _Pass, card: dict[str, Any], effective: Iterator[TraceLine]
+    read: Trace | TraceStream, scan: _Pass, card: dict[str, Any], effective: Iterator[TraceLine]
 ) -> tuple[ExtractionData | None, ExtractionData | None]:
     """Replay the effective lines as they come; then the recorded extraction, and the same
     computed again from the leaves (``None`` both when the run did not get that far)."""
     recorded: ExtractionData | None = None
     leaves: Any = ()
-    for item in replay_lines(path, effective, lambda: scan.complete):
+    for item in replay_lines(read.path, effective, lambda: read.complete):
         if isinstance(item, tuple) and item[0] == "extraction":
             recorded, leaves = item[1]
     if recorded is None:
         return None, None
-    again = extract_again(card, recorded, leaves, file=path, line=scan.extraction_line)
+    again = extract_again(card, recorded, leaves, file=read.path, line=scan.extraction_line)
     return recorded, again
 
 
-def _no_sound_line(path: Path, *, checks: bool) -> Verification:
+def _no_sound_line(read: Trace | TraceStream, *, checks: bool) -> Verification:
     """A file with no sound line: a torn first line is a trace cut off at once (exit 3, nothing
     to check); an empty file is no trace at all."""
+    path = read.path
     try:
-        trace_tail(path, 0, 0, None)
+        read.tail()
     except TraceIncomplete as exc:
         if exc.line is None:  # an empty file: not even a run id, no evidence of a trace
             raise TraceError(exc.message, file=path) from None
@@ -209,7 +193,7 @@ def _no_sound_line(path: Path, *, checks: bool) -> Verification:
             canonical=None,
             note=exc.message,
         )
-    raise AssertionError("trace_tail accepts no trace without a sound line")
+    raise AssertionError("a trace with no sound line has no tail")
 
 
 def _check_signature(last: TraceLine, terminal: TraceLine | None, public_key: PublicKey) -> None:
