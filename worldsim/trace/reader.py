@@ -88,10 +88,10 @@ def parse_line(raw: bytes) -> Any:
 class TraceLine:
     """One sound line of a trace: its bytes, its envelope, and the record, parsed on use.
 
-    The envelope (``type``, ``tl``, ``tick``, ``run``) is read when the trace is read; a line
-    streamed by :func:`iter_trace` carries the JSON parsed then, while one held in a
-    :class:`Trace` keeps only its bytes and is parsed again the first time ``obj`` or ``fields``
-    is read (keeping only the bytes keeps a long trace cheap to hold). The typed record is
+    The envelope (``type``, ``tl``, ``tick``, ``run``) is read when the trace is read; the line
+    keeps its bytes and is parsed again the first time ``obj`` or ``fields`` is read (keeping
+    only the bytes keeps a long trace cheap to hold), unless the reader was asked to hand over
+    its parse (:func:`iter_trace` with ``parsed``). The typed record is
     validated against the trace schema the first time ``record`` or ``data`` is read (an
     invalid record is then a :class:`TraceError` naming the file, line and field).
     """
@@ -344,7 +344,7 @@ def looks_like_trace(path: str | Path) -> bool:
     return isinstance(obj, dict) and "type" in obj and "data" in obj and "v" in obj
 
 
-def iter_trace(path: str | Path) -> Iterator[TraceLine]:
+def iter_trace(path: str | Path, *, parsed: bool = False) -> Iterator[TraceLine]:
     """Stream a trace's lines, checking the hash chain as it goes.
 
     Each line must be a JSON object in the envelope with a known record type, the run's id,
@@ -353,6 +353,11 @@ def iter_trace(path: str | Path) -> Iterator[TraceLine]:
     The first bad line raises :class:`TraceError` naming it. A final line without its newline
     (a crash mid-write) is not yielded; :func:`read_trace` reports it as torn. A whole record
     followed by one byte other than its newline was edited, not cut off, and is refused.
+
+    With ``parsed``, each line carries the JSON parsed here (and whether msgspec's encoding of
+    it can stand in for the writer's), for a consumer that checks every line as it comes
+    (``verify``); without, a line keeps its bytes and is parsed again on use, which keeps the
+    lines a consumer holds cheap for the collector.
     """
     p = Path(path)
     if not p.is_file():
@@ -387,7 +392,7 @@ def iter_trace(path: str | Path) -> Iterator[TraceLine]:
                     )
                 sealed_at = None
             try:
-                obj, plain = _decode(raw)
+                obj, plain = _decode(raw) if parsed else (parse_line(raw), False)
             except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError
                 raise TraceError(f"not a JSON object: {exc}", file=p, line=number) from None
             except RecursionError:
@@ -438,7 +443,7 @@ def iter_trace(path: str | Path) -> Iterator[TraceLine]:
                 tl=tl if isinstance(tl, str) else None,
                 tick=tick if isinstance(tick, int) and not isinstance(tick, bool) else None,
                 run=run_id,
-                parsed=(obj, plain),
+                parsed=(obj, plain) if parsed else None,
             )
 
 
@@ -469,18 +474,19 @@ def iter_input_trace(path: str | Path) -> Iterator[TraceLine]:
 
 
 class TraceStream:
-    """A trace read as a stream (:func:`iter_trace`), keeping what is known of it as it goes:
-    how many sound lines and bytes were read, and the last line; once the lines are exhausted,
-    :meth:`tail` says what follows them."""
+    """A trace read as a stream (:func:`iter_trace`, ``parsed`` as there), keeping what is
+    known of it as it goes: how many sound lines and bytes were read, and the last line; once
+    the lines are exhausted, :meth:`tail` says what follows them."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, parsed: bool = False) -> None:
         self.path = Path(path)
+        self.parsed = parsed
         self.records = 0
         self.offset = 0
         self.last: TraceLine | None = None
 
     def __iter__(self) -> Iterator[TraceLine]:
-        for line in iter_trace(self.path):
+        for line in iter_trace(self.path, parsed=self.parsed):
             self.records += 1
             self.offset += len(line.raw) + 1
             self.last = line
@@ -508,7 +514,7 @@ def read_trace(path: str | Path) -> Trace:
     line. Records are validated against the schema when first used; :meth:`Trace.validate`
     validates them all."""
     stream = TraceStream(path)
-    lines = tuple(line.release() for line in stream)
+    lines = tuple(stream)
     torn_line, unterminated = stream.tail()
     return Trace(
         path=stream.path,

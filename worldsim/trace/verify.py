@@ -111,7 +111,7 @@ def verify_trace(
     ``public_key``, require a valid signature by that key on the final terminal record; with
     ``canonical``, compute the canonical hash. Raises TraceError naming the first bad line or
     the failed requirement."""
-    read = source if isinstance(source, Trace) else TraceStream(source)
+    read = source if isinstance(source, Trace) else TraceStream(source, parsed=True)
     path = read.path
     scan = _Pass(keep_records=canonical)
     lines = scan.checked(read)
