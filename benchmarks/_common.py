@@ -160,3 +160,11 @@ def run_async(fn: Callable[[], Awaitable[T]]) -> T:
         return await fn()
 
     return anyio.run(main)
+
+
+async def send_bare(client: Any, body: dict[str, Any]) -> None:
+    """One request through a bare ``AsyncOpenAI``, reading every chunk of a streamed reply."""
+    reply = await client.chat.completions.create(**body)
+    if body.get("stream"):
+        async for _ in reply:
+            pass

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import ROOT, stub_process
+from benchmarks._common import ROOT, send_bare, stub_process
 
 __all__ = ["rows", "run"]
 
@@ -93,10 +93,7 @@ def _bare(bodies_file: str, base_url: str, whole: bool) -> dict[str, Any]:
 
         async def send(body: dict[str, Any]) -> None:
             async with limiter:
-                reply = await client.chat.completions.create(**body)
-                if body.get("stream"):
-                    async for _ in reply:  # type: ignore[union-attr]
-                        pass
+                await send_bare(client, body)
 
         async with anyio.create_task_group() as tg:
             for body in bodies:

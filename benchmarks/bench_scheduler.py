@@ -31,7 +31,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import demo_card_data, run_async, stub_process
+from benchmarks._common import demo_card_data, run_async, send_bare, stub_process
 from worldsim.domain.cards import Card
 from worldsim.domain.config import ModelConfig, RetrySettings, RunConfig
 from worldsim.domain.policy import BranchPolicy
@@ -116,10 +116,7 @@ def _bare_waves(
 
         async def send(body: dict[str, Any]) -> None:
             async with limiter:
-                reply = await client.chat.completions.create(**body)
-                if body.get("stream"):
-                    async for _ in reply:  # type: ignore[union-attr]
-                        pass
+                await send_bare(client, body)
 
         start = 0
         for size in waves:

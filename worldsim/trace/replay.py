@@ -153,11 +153,8 @@ def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
     return replay_lines(trace.path, trace.effective, lambda: trace.complete)
 
 
-REPLAYED_TYPES = frozenset(
+_ON_A_TIMELINE = frozenset(
     {
-        "run_started",
-        "world_initialized",
-        "timeline_started",
         "tick_started",
         "proposal",
         "review",
@@ -165,9 +162,16 @@ REPLAYED_TYPES = frozenset(
         "fork_rejected",
         "tick_committed",
         "timeline_ended",
-        "extraction",
     }
 )
+"""Records replay applies to a started timeline's cursor."""
+
+REPLAYED_TYPES = _ON_A_TIMELINE | {
+    "run_started",
+    "world_initialized",
+    "timeline_started",
+    "extraction",
+}
 """The record types whose data replay reads (of the others it reads only the envelope)."""
 
 
@@ -213,15 +217,7 @@ def replay_lines(
                 if state_digest(cursor.state) != rec.data.digest:
                     raise _fail(line, "timeline's starting state does not match its digest")
                 cursors[tl] = cursor
-            elif t in {
-                "tick_started",
-                "proposal",
-                "review",
-                "fork",
-                "fork_rejected",
-                "tick_committed",
-                "timeline_ended",
-            }:
+            elif t in _ON_A_TIMELINE:
                 found = cursors.get(tl) if tl is not None else None
                 if found is None:
                     raise _fail(line, f"record for unknown timeline {tl}")
