@@ -84,3 +84,14 @@ def test_any_edit_is_refused_streamed_as_held(
     with pytest.raises(TraceError):
         read_trace(edited).validate()
         verify_trace(read_trace(edited))
+
+
+def test_a_direct_trace_streamed_or_held_gives_one_verdict(tmp_path: Path) -> None:
+    from tests.support import invoke
+
+    made = invoke("forecast", DEMO_CARD, "--model", "offline", "--out", tmp_path, "--json")
+    assert made.code == 0, made.err
+    (trace,) = tmp_path.glob("*.jsonl")
+    streamed = verify_trace(trace, canonical=True)
+    assert streamed == _held(trace) and streamed.exit_code == 0 and streamed.matches
+    assert streamed.canonical == canonical_hash(read_trace(trace))

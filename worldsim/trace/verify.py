@@ -122,7 +122,9 @@ def verify_trace(
     hashed = CanonicalHash() if canonical else None
     stream = itertools.chain([first], lines)
     if first.data.kind == "direct":
-        held = tuple(scan.counted(stream, hashed))  # one model call: a few lines
+        held = tuple(stream)  # one model call: a few lines
+        for _ in scan.counted(stream_effective(held), hashed):
+            pass  # the canonical hash covers the effective lines, as for any trace
         direct = replay_direct(Trace(path=path, lines=held, torn_line=None, end_offset=0))
         recorded, recomputed = direct.recorded, direct.recomputed
     else:
