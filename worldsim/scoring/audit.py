@@ -149,7 +149,7 @@ class TraceScan:
         if kind == "run_started":
             card = data.get("card")
             card_id = card.get("id") if isinstance(card, dict) else None
-            self._guard = self._guard_for(card_id) if isinstance(card_id, str) else None
+            self._guard = self._guard_for(card_id if isinstance(card_id, str) else "")
         if self._guard is not None:
             self._counts.update(self._guard.scan_each(record_strings(data)))
         if kind == "tick_committed" and line.tl is not None:

@@ -91,9 +91,9 @@ class TraceLine:
     The envelope (``type``, ``tl``, ``tick``, ``run``) is read when the trace is read; the line
     keeps its bytes and is parsed again the first time ``obj`` or ``fields`` is read (keeping
     only the bytes keeps a long trace cheap to hold), unless the reader was asked to hand over
-    its parse (:func:`iter_trace` with ``parsed``). The typed record is
-    validated against the trace schema the first time ``record`` or ``data`` is read (an
-    invalid record is then a :class:`TraceError` naming the file, line and field).
+    its parse (:func:`iter_trace` with ``parsed``). The typed record is validated against the
+    trace schema the first time ``record`` or ``data`` is read (an invalid record is then a
+    :class:`TraceError` naming the file, line and field).
     """
 
     __slots__ = (
