@@ -4,6 +4,7 @@ read into memory finds: the same verdict for every prefix of a trace, a refusal 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -95,3 +96,31 @@ def test_a_direct_trace_streamed_or_held_gives_one_verdict(tmp_path: Path) -> No
     streamed = verify_trace(trace, canonical=True)
     assert streamed == _held(trace) and streamed.exit_code == 0 and streamed.matches
     assert streamed.canonical == canonical_hash(read_trace(trace))
+
+
+@pytest.mark.parametrize("damage", ["renamed_key", "missing_actors", "wrong_type"])
+def test_an_unreadable_initial_state_is_a_trace_error_naming_its_line(
+    recorded: Path, tmp_path: Path, damage: str
+) -> None:
+    from tests.test_trace_anchors import forge
+
+    def edit(records: list[dict[str, Any]]) -> None:
+        state = next(r for r in records if r["type"] == "world_initialized")["data"]["state"]
+        if damage == "renamed_key":
+            actor = state["actors"][0]
+            actor[" tance"] = actor.pop("stance")
+        elif damage == "missing_actors":
+            del state["actors"]
+        else:
+            state["hazard"] = "high"
+
+    forged = tmp_path / "forged.jsonl"
+    forge(recorded, forged, edit)  # chain and seal recomputed: only replay can tell
+    line = next(
+        i + 1
+        for i, raw in enumerate(forged.read_bytes().splitlines())
+        if b'"type":"world_initialized"' in raw
+    )
+    with pytest.raises(TraceError, match="initial state cannot be read") as caught:
+        verify_trace(forged)
+    assert caught.value.line == line

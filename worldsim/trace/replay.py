@@ -191,7 +191,13 @@ def replay_lines(
         t = line.type
         if t == "world_initialized":
             if world is None:
-                world = WorldState.from_json(line.data.state)
+                try:
+                    world = WorldState.from_json(line.data.state)
+                except StateError as exc:
+                    raise _fail(line, f"initial state cannot be read: {exc.message}") from None
+                except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+                    reason = f"{type(exc).__name__}: {exc}"
+                    raise _fail(line, f"initial state cannot be read: {reason}") from None
                 if state_digest(world) != line.data.digest:
                     raise _fail(line, "initial state does not match its digest")
             continue
