@@ -19,6 +19,7 @@ from worldsim.domain.policy import load_policy
 from worldsim.sim.session import run_card
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
+from worldsim.trace.replay import TickStep, replay
 from worldsim.trace.verify import Verification, verify_trace
 
 
@@ -45,6 +46,11 @@ def test_a_whole_trace_streamed_or_held_gives_one_verdict(recorded: Path) -> Non
     assert streamed.records == len(recorded.read_bytes().splitlines())
     assert streamed.canonical == canonical_hash(read_trace(recorded))
     assert verify_trace(recorded).canonical is None  # the hash is computed when asked for
+    steps: list[TickStep] = []
+    verify_trace(recorded, on_step=steps.append)
+    assert [(s.timeline, s.tick, s.digest) for s in steps] == [
+        (s.timeline, s.tick, s.digest) for s in replay(recorded).steps
+    ]
 
 
 @settings(

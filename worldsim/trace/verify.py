@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +21,13 @@ from worldsim.trace.canonical import CanonicalHash
 from worldsim.trace.effective import stream_effective
 from worldsim.trace.reader import Trace, TraceLine, TraceStream, check_line
 from worldsim.trace.records import ExtractionData
-from worldsim.trace.replay import REPLAYED_TYPES, extract_again, replay_direct, replay_lines
+from worldsim.trace.replay import (
+    REPLAYED_TYPES,
+    TickStep,
+    extract_again,
+    replay_direct,
+    replay_lines,
+)
 
 if TYPE_CHECKING:
     from worldsim.trace.signing import PublicKey
@@ -70,31 +76,34 @@ class Verification:
 
 
 class _Pass:
-    """One pass over a trace's lines: each is checked as it comes, and the effective ones
-    noted (the extraction's line) and hashed."""
+    """One pass over a trace's lines: each is checked as it comes, and each effective one
+    noted (the extraction's line) and, with ``canonical``, hashed."""
 
-    def __init__(self, *, keep_records: bool) -> None:
-        self.keep_records = keep_records
+    def __init__(self, *, canonical: bool) -> None:
+        self.hashed = CanonicalHash() if canonical else None
         self.extraction_line: int | None = None
 
     def checked(self, lines: Iterable[TraceLine]) -> Iterator[TraceLine]:
         """Each line, once its record validates and is in the writer's form; a line waits in
         the effective view until its tick commits, so it keeps its validated record only when
-        that is used again (by replay, or the canonical hash when ``keep_records``)."""
+        that is used again (by replay, or by the canonical hash)."""
+        keep = self.hashed is not None
         for line in lines:
             check_line(line)
-            line.release(record=not self.keep_records and line.type not in REPLAYED_TYPES)
+            line.release(record=not keep and line.type not in REPLAYED_TYPES)
             yield line
 
-    def counted(
-        self, lines: Iterable[TraceLine], hashed: CanonicalHash | None
-    ) -> Iterator[TraceLine]:
-        """The effective lines, noting the extraction's line and adding each to ``hashed``."""
+    def note(self, line: TraceLine) -> None:
+        """An effective line: the extraction's line is noted, and every line hashed."""
+        if line.type == "extraction":
+            self.extraction_line = line.number
+        if self.hashed is not None:
+            self.hashed.add(line)
+
+    def counted(self, lines: Iterable[TraceLine]) -> Iterator[TraceLine]:
+        """The effective lines, each noted as it passes."""
         for line in lines:
-            if line.type == "extraction":
-                self.extraction_line = line.number
-            if hashed is not None:
-                hashed.add(line)
+            self.note(line)
             yield line
 
 
@@ -104,32 +113,32 @@ def verify_trace(
     expect_head: str | None = None,
     public_key: PublicKey | None = None,
     canonical: bool = False,
+    on_step: Callable[[TickStep], None] | None = None,
 ) -> Verification:
     """Check a trace in one streamed pass (a path), or one already read (a :class:`Trace`):
     the chain and seals, every record against the schema and the writer's form, and a replay
     of every tick and the extraction; with ``expect_head``, also require that head; with
     ``public_key``, require a valid signature by that key on the final terminal record; with
-    ``canonical``, compute the canonical hash. Raises TraceError naming the first bad line or
-    the failed requirement."""
+    ``canonical``, compute the canonical hash; ``on_step`` is given each tick as it is rebuilt.
+    Raises TraceError naming the first bad line or the failed requirement."""
     read = source if isinstance(source, Trace) else TraceStream(source, parsed=True)
     path = read.path
-    scan = _Pass(keep_records=canonical)
+    scan = _Pass(canonical=canonical)
     lines = scan.checked(read)
     first = next(lines, None)
     if first is None:
         return _no_sound_line(read, checks=expect_head is not None or public_key is not None)
     card = first.data.card
-    hashed = CanonicalHash() if canonical else None
     stream = itertools.chain([first], lines)
     if first.data.kind == "direct":
         held = tuple(stream)  # one model call: a few lines
-        for _ in scan.counted(stream_effective(held), hashed):
-            pass  # the canonical hash covers the effective lines, as for any trace
+        for line in stream_effective(held):
+            scan.note(line)
         direct = replay_direct(Trace(path=path, lines=held, torn_line=None, end_offset=0))
         recorded, recomputed = direct.recorded, direct.recomputed
     else:
-        effective = scan.counted(stream_effective(stream), hashed)
-        recorded, recomputed = _replayed(read, scan, card, effective)
+        effective = scan.counted(stream_effective(stream))
+        recorded, recomputed = _replayed(read, scan, card, effective, on_step)
     torn_line, unterminated = read.tail()
     last, terminal = read.last, read.terminal
     assert last is not None  # the first line was read
@@ -148,7 +157,7 @@ def verify_trace(
         head=head,
         key_id=str(terminal.data.key_id) if terminal and terminal.data.signature else "",
         signature_checked=public_key is not None,
-        canonical=hashed.hexdigest() if hashed is not None else None,
+        canonical=scan.hashed.hexdigest() if scan.hashed is not None else None,
         recorded=recorded,
         recomputed=recomputed,
         mass_sum=recomputed.mass_sum if recomputed is not None else None,
@@ -156,14 +165,22 @@ def verify_trace(
 
 
 def _replayed(
-    read: Trace | TraceStream, scan: _Pass, card: dict[str, Any], effective: Iterator[TraceLine]
+    read: Trace | TraceStream,
+    scan: _Pass,
+    card: dict[str, Any],
+    effective: Iterator[TraceLine],
+    on_step: Callable[[TickStep], None] | None,
 ) -> tuple[ExtractionData | None, ExtractionData | None]:
-    """Replay the effective lines as they come; then the recorded extraction, and the same
-    computed again from the leaves (``None`` both when the run did not get that far)."""
+    """Replay the effective lines as they come, giving each tick to ``on_step``; then the
+    recorded extraction, and the same computed again from the leaves (``None`` both when the
+    run did not get that far)."""
     recorded: ExtractionData | None = None
     leaves: Any = ()
     for item in replay_lines(read.path, effective, lambda: read.complete):
-        if isinstance(item, tuple) and item[0] == "extraction":
+        if isinstance(item, TickStep):
+            if on_step is not None:
+                on_step(item)
+        elif item[0] == "extraction":
             recorded, leaves = item[1]
     if recorded is None:
         return None, None

@@ -1,10 +1,11 @@
 """A verified trace as the viewer's data: one JSON-ready mapping, read once, embedded once.
 
-The trace is read once, checked by :func:`worldsim.trace.verify.verify_trace` (the chain, the
-seal, every record's schema, every committed digest and the extraction) and replayed, so the view
-shows what ``worldsim replay`` shows, and only for a trace that verifies: one that does not is
-bad input (:class:`ConfigError`, exit 2) naming the file and line. A trace that is sound but cut
-off (a torn final line, no terminal record) is shown, marked incomplete.
+The trace is read once and checked by :func:`worldsim.trace.verify.verify_trace` (the chain, the
+seal, every record's schema, every committed digest and the extraction), whose replay gives the
+view its ticks, so the view shows what ``worldsim replay`` shows, and only for a trace that
+verifies: one that does not is bad input (:class:`ConfigError`, exit 2) naming the file and line.
+A trace that is sound but cut off (a torn final line, no terminal record) is shown, marked
+incomplete.
 
 Everything here is data: strings from the trace go into the page as JSON text and are put in the
 document as text by the page's script, never as markup.
@@ -23,7 +24,7 @@ from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.scoring.hindsight.pressure import simulated_pressure as pressure_series
 from worldsim.trace.forecast import record_views
 from worldsim.trace.reader import Trace, TraceLine, read_trace
-from worldsim.trace.replay import ReplayResult, TickStep, replay
+from worldsim.trace.replay import ReplayResult, TickStep
 from worldsim.trace.signing import PublicKey
 from worldsim.trace.verify import Verification, verify_trace
 
@@ -52,10 +53,20 @@ def verified(
 ) -> Verified:
     """Verify a trace for viewing; a trace that does not verify, or misses the head or the
     signature it must have, is bad input (exit 2), as is a file with no complete record."""
+    steps: list[TickStep] = []
     try:
         trace = read_trace(path)
-        result = verify_trace(trace, expect_head=expect_head, public_key=public_key, canonical=True)
-        return Verified(result, replay(trace))
+        result = verify_trace(
+            trace,
+            expect_head=expect_head,
+            public_key=public_key,
+            canonical=True,
+            on_step=steps.append,
+        )
+        replayed = ReplayResult(
+            trace, tuple(steps), result.recorded, result.recomputed, result.mass_sum
+        )
+        return Verified(result, replayed)
     except TraceIncomplete as exc:  # a file with no complete record has nothing to show
         raise ConfigError(f"trace does not verify: {exc.message}", file=exc.file or path) from None
     except TraceError as exc:
