@@ -8,12 +8,13 @@ import subprocess
 import sys
 import time
 import tracemalloc
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+from openai import AsyncOpenAI
 
 from worldsim.domain.cards import Card
 from worldsim.domain.files import load_mapping
@@ -162,9 +163,35 @@ def run_async(fn: Callable[[], Awaitable[T]]) -> T:
     return anyio.run(main)
 
 
-async def send_bare(client: Any, body: dict[str, Any]) -> None:
-    """One request through a bare ``AsyncOpenAI``, reading every chunk of a streamed reply."""
-    reply = await client.chat.completions.create(**body)
-    if body.get("stream"):
-        async for _ in reply:
-            pass
+def send_bare(
+    bodies: Sequence[dict[str, Any]], base_url: str, *, connections: int, waves: Sequence[int] = ()
+) -> None:
+    """Send request bodies through a bare ``AsyncOpenAI`` (at most ``connections`` in flight),
+    reading every chunk of a streamed reply: all at once, or in ``waves`` of those sizes, each
+    wave once the last reply of the one before is read."""
+
+    async def go() -> None:
+        client = AsyncOpenAI(base_url=base_url, api_key="sk-bench", max_retries=0)
+        limiter = anyio.CapacityLimiter(connections)
+
+        async def send(body: dict[str, Any]) -> None:
+            async with limiter:
+                reply = await client.chat.completions.create(**body)
+                if body.get("stream"):
+                    async for _ in reply:
+                        pass
+
+        start = 0
+        for size in waves or (len(bodies),):
+            async with anyio.create_task_group() as tg:
+                for body in bodies[start : start + size]:
+                    tg.start_soon(send, body)
+            start += size
+        await client.close()
+
+    anyio.run(go)
+
+
+def unstreamed(bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same request bodies asking for whole replies."""
+    return [{k: v for k, v in b.items() if k not in ("stream", "stream_options")} for b in bodies]

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import ROOT, send_bare, stub_process
+from benchmarks._common import ROOT, send_bare, stub_process, unstreamed
 
 __all__ = ["rows", "run"]
 
@@ -78,30 +78,11 @@ def _run_replicates(replicates: int, base_url: str, out: str, stream: bool) -> d
 def _bare(bodies_file: str, base_url: str, whole: bool) -> dict[str, Any]:
     """In the child: the recorded bodies through a bare client, ``CONNECTIONS`` at a time
     (``whole``: each asked without streaming)."""
-    import anyio
-    from openai import AsyncOpenAI
-
     bodies = json.loads(Path(bodies_file).read_text(encoding="utf-8"))
     if whole:
-        for body in bodies:
-            body.pop("stream", None)
-            body.pop("stream_options", None)
-
-    async def go() -> None:
-        client = AsyncOpenAI(base_url=base_url, api_key="sk-bench", max_retries=0)
-        limiter = anyio.CapacityLimiter(CONNECTIONS)
-
-        async def send(body: dict[str, Any]) -> None:
-            async with limiter:
-                await send_bare(client, body)
-
-        async with anyio.create_task_group() as tg:
-            for body in bodies:
-                tg.start_soon(send, body)
-        await client.close()
-
+        bodies = unstreamed(bodies)
     cpu, wall = time.process_time(), time.perf_counter()
-    anyio.run(go)
+    send_bare(bodies, base_url, connections=CONNECTIONS)
     return {"cpu_s": time.process_time() - cpu, "wall_s": time.perf_counter() - wall}
 
 

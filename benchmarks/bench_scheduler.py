@@ -31,7 +31,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import demo_card_data, run_async, send_bare, stub_process
+from benchmarks._common import demo_card_data, run_async, send_bare, stub_process, unstreamed
 from worldsim.domain.cards import Card
 from worldsim.domain.config import ModelConfig, RetrySettings, RunConfig
 from worldsim.domain.policy import BranchPolicy
@@ -107,27 +107,8 @@ def _bare_waves(
     each wave at once (at most ``connections`` in flight), reading every streamed chunk, the
     next wave once the last reply of this one is read. What any client built on the library
     spends on the same calls: the floor of the run's own ratio."""
-    import anyio
-    from openai import AsyncOpenAI
-
-    async def go() -> None:
-        client = AsyncOpenAI(base_url=base_url, api_key="bench", max_retries=0)
-        limiter = anyio.CapacityLimiter(connections)
-
-        async def send(body: dict[str, Any]) -> None:
-            async with limiter:
-                await send_bare(client, body)
-
-        start = 0
-        for size in waves:
-            async with anyio.create_task_group() as tg:
-                for body in bodies[start : start + size]:
-                    tg.start_soon(send, body)
-            start += size
-        await client.close()
-
     began = time.perf_counter()
-    anyio.run(go)
+    send_bare(bodies, base_url, connections=connections, waves=waves)
     return time.perf_counter() - began
 
 
@@ -152,7 +133,7 @@ def measure(connections: int, latency_s: float, workdir: Path) -> dict[str, Any]
         wall = time.perf_counter() - start
     waves = _waves(result.trace)
     bodies = json.loads(dump.read_text(encoding="utf-8"))
-    whole = [{k: v for k, v in b.items() if k not in ("stream", "stream_options")} for b in bodies]
+    whole = unstreamed(bodies)
     with stub_process(latency_s) as base_url:
         bare = _bare_waves(bodies, waves, base_url, connections)
         bare_whole = _bare_waves(whole, waves, base_url, connections)
