@@ -6,6 +6,7 @@ kept in its own file and read only by scoring.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -48,6 +49,7 @@ __all__ = [
     "load_card",
     "load_label",
     "parse_utc",
+    "utc_iso",
 ]
 
 #: Keys that would carry a resolution; a card holding any of them is rejected.
@@ -75,6 +77,15 @@ def parse_utc(value: object) -> datetime:
             f"{bounds.EARLIEST_DATE.date()} to {bounds.LATEST_DATE.date()}"
         )
     return moment
+
+
+@functools.lru_cache(maxsize=4096)
+def utc_iso(moment: datetime) -> str:
+    """An aware datetime as ISO text in UTC with a ``Z`` (``2027-01-04T00:00:00Z``).
+
+    Remembered: a run renders the same few document dates and cut-offs for every agent.
+    """
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _shown(value: object) -> str:

@@ -8,10 +8,12 @@ answers it from the few sets of the timeline's lineage instead.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, field_serializer
+
+from worldsim.domain.cards import utc_iso
 
 __all__ = ["AccessLog", "RetrievalRecord", "ToolName", "ancestry"]
 
@@ -41,7 +43,7 @@ class RetrievalRecord(BaseModel):
 
     @field_serializer("cutoff", when_used="json")
     def _utc(self, value: datetime) -> str:
-        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        return utc_iso(value)
 
 
 def ancestry(timeline: str) -> list[str]:

@@ -17,12 +17,13 @@ from typing import Literal
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from worldsim.domain.cards import Card, EvidenceDatabase
+from worldsim.domain.cards import Card, EvidenceDatabase, utc_iso
 from worldsim.domain.errors import ConfigError, GatewayRefusal
 from worldsim.gateway.access import AccessLog, RetrievalRecord
 from worldsim.gateway.store import (
     EvidenceStore,
     SearchHit,
+    StoredDocument,
     memory_store,
     open_store,
     to_epoch_us,
@@ -70,15 +71,11 @@ class DocumentView(_Frozen):
     stance: float | None = None
 
 
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 def _result(hit: SearchHit) -> SearchResult:
     return SearchResult(
         id=hit.id,
         title=hit.title,
-        published_at=_iso(hit.published_at),
+        published_at=utc_iso(hit.published_at),
         source=hit.source,
         url=hit.url,
         snippet=hit.snippet,
@@ -101,6 +98,8 @@ class Gateway:
         self._cutoff = cutoff.astimezone(UTC)
         self._cutoff_us = to_epoch_us(self._cutoff)
         self._log = AccessLog()
+        # each document's view, made once (views are frozen), with the stored document it shows
+        self._views: dict[str, tuple[StoredDocument, DocumentView]] = {}
 
     @property
     def cutoff(self) -> datetime:
@@ -143,7 +142,7 @@ class Gateway:
         """The ``k`` best BM25 matches for ``query`` published strictly before the cutoff."""
         hits = await self._store.search(query, before=self._cutoff, k=k)
         # The store already filters; this guard keeps the invariant if the store ever changes.
-        visible = [h for h in hits if to_epoch_us(h.published_at) < self._cutoff_us]
+        visible = [h for h in hits if h.published_us < self._cutoff_us]
         self._log.append(
             RetrievalRecord(
                 agent=agent,
@@ -176,7 +175,7 @@ class Gateway:
         reason: Literal["unknown", "after_cutoff"] | None = None
         if doc is None:
             reason = "unknown"
-        elif to_epoch_us(doc.published_at) >= self._cutoff_us:
+        elif doc.published_us >= self._cutoff_us:
             reason = "after_cutoff"
         self._log.append(
             RetrievalRecord(
@@ -200,15 +199,25 @@ class Gateway:
                 timeline=timeline,
                 tick=tick,
             )
-        return DocumentView(
+        return self._view(doc)
+
+    def _view(self, doc: StoredDocument) -> DocumentView:
+        """The view of a stored document, made once for as long as the store gives the same
+        document back (it gives a new one after documents are added)."""
+        seen = self._views.get(doc.id)
+        if seen is not None and seen[0] is doc:
+            return seen[1]
+        view = DocumentView(
             id=doc.id,
             title=doc.title,
-            published_at=_iso(doc.published_at),
+            published_at=utc_iso(doc.published_at),
             text=doc.text,
             source=doc.source,
             url=doc.url,
             stance=doc.stance,
         )
+        self._views[doc.id] = (doc, view)
+        return view
 
     def unretrieved_citations(
         self, cited: Sequence[str], agent: str, *, timeline: str | None = None

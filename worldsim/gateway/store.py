@@ -15,6 +15,7 @@ scores and the order of those before it — telling an agent that they exist.
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -29,7 +30,7 @@ import anyio.lowlevel
 import structlog
 from pydantic import ValidationError
 
-from worldsim.domain.cards import EvidenceDoc
+from worldsim.domain.cards import EvidenceDoc, utc_iso
 from worldsim.domain.errors import CardError, ConfigError
 from worldsim.domain.files import first_error, read_jsonl
 from worldsim.gateway.loopdb import LoopConnection
@@ -82,10 +83,7 @@ def to_epoch_us(moment: datetime) -> int:
     return (moment - _EPOCH) // timedelta(microseconds=1)
 
 
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
+@functools.lru_cache(maxsize=16_384)
 def fts_query(query: str) -> str | None:
     """Turn free text into a safe FTS5 expression: every word quoted, joined with OR.
 
@@ -105,6 +103,7 @@ class StoredDocument:
 
     id: str
     published_at: datetime
+    published_us: int  # the same instant in epoch microseconds, for exact cut-off tests
     title: str
     text: str
     url: str | None
@@ -118,6 +117,7 @@ class SearchHit:
 
     id: str
     published_at: datetime
+    published_us: int  # the same instant in epoch microseconds, for exact cut-off tests
     title: str
     source: str | None
     url: str | None
@@ -182,10 +182,11 @@ def _from_iso(text: str) -> datetime:
 
 
 def _row_to_document(row: Sequence[Any]) -> StoredDocument:
-    doc_id, published_at, title, text, url, source, stance = row
+    doc_id, published_us, published_at, title, text, url, source, stance = row
     return StoredDocument(
         id=doc_id,
         published_at=_from_iso(published_at),
+        published_us=published_us,
         title=title,
         text=text,
         url=url,
@@ -224,7 +225,7 @@ class EvidenceStore:
                     (
                         doc.id,
                         to_epoch_us(doc.published_at),
-                        _iso(doc.published_at),
+                        utc_iso(doc.published_at),
                         doc.title,
                         doc.text,
                         doc.url,
@@ -271,7 +272,7 @@ class EvidenceStore:
     async def _search(self, expression: str, limit: int, k: int) -> tuple[SearchHit, ...]:
         index = await self._visible_index(limit)
         sql = (
-            "SELECT d.id, d.published_at, d.title, d.source, d.url, "
+            "SELECT d.id, d.published_us, d.published_at, d.title, d.source, d.url, "
             f"bm25({index}) AS score, "
             f"snippet({index}, 1, '[', ']', '…', 16) "
             f"FROM temp.{index} JOIN main.documents AS d ON d.rowid = {index}.rowid "
@@ -283,12 +284,13 @@ class EvidenceStore:
         return tuple(
             SearchHit(
                 id=r[0],
-                published_at=_from_iso(r[1]),
-                title=r[2],
-                source=r[3],
-                url=r[4],
-                score=float(r[5]),
-                snippet=r[6],
+                published_us=r[1],
+                published_at=_from_iso(r[2]),
+                title=r[3],
+                source=r[4],
+                url=r[5],
+                score=float(r[6]),
+                snippet=r[7],
             )
             for r in rows
         )
@@ -330,7 +332,8 @@ class EvidenceStore:
             await anyio.lowlevel.checkpoint()
             return self._read[doc_id]
         async with self._db.execute(
-            "SELECT id, published_at, title, text, url, source, stance FROM documents WHERE id = ?",
+            "SELECT id, published_us, published_at, title, text, url, source, stance "
+            "FROM documents WHERE id = ?",
             (doc_id,),
         ) as cursor:
             row = await cursor.fetchone()
@@ -339,8 +342,8 @@ class EvidenceStore:
     async def documents(self) -> list[StoredDocument]:
         """Every document, by date then id (for building questions from a whole store)."""
         async with self._db.execute(
-            "SELECT id, published_at, title, text, url, source, stance FROM documents "
-            "ORDER BY published_us, id"
+            "SELECT id, published_us, published_at, title, text, url, source, stance "
+            "FROM documents ORDER BY published_us, id"
         ) as cursor:
             rows = await cursor.fetchall()
         return [_row_to_document(tuple(row)) for row in rows]
