@@ -45,6 +45,7 @@ from worldsim.models.pool import Shared
 from worldsim.models.routes import resolve_settings
 from worldsim.offline import OfflineModel
 from worldsim.roles.registry import RoleSpec
+from worldsim.sim.collector import collector_paced
 from worldsim.sim.direct import (
     DirectResult,
     default_direct_role,
@@ -267,14 +268,16 @@ def unwrap_error(exc: BaseException) -> BaseException:
 
 
 async def guarded(writer: TraceWriter, body: Callable[[], Awaitable[RunResult]]) -> RunResult:
-    """Run ``body``; a failure ends the trace with a sealed ``run_failed`` and is re-raised.
+    """Run ``body`` (with the collector paced for a run, :mod:`worldsim.sim.collector`); a
+    failure ends the trace with a sealed ``run_failed`` and is re-raised.
 
     Cancellation (Ctrl-C, a kill) writes nothing: the trace stays open-ended, resumable. So
     does a failed write of the trace (a full disk): like a crash, it ends with no ``run_failed``
     and no ``run_failed`` log line, and the error raised says what happened.
     """
     try:
-        return await body()
+        with collector_paced():
+            return await body()
     except BaseException as raw:
         exc = unwrap_error(raw)
         if isinstance(exc, Exception):

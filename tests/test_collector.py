@@ -1,0 +1,96 @@
+"""The collector's pace during runs: raised inside, restored after the last run ends."""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from worldsim.domain.cards import load_card
+from worldsim.domain.config import RunConfig
+from worldsim.domain.policy import load_policy
+from worldsim.sim.collector import RUN_THRESHOLD, collector_paced
+from worldsim.sim.session import run_card
+
+from .support import DEMO_CARD
+
+
+@pytest.fixture(autouse=True)
+def default_thresholds() -> Iterator[None]:
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    yield
+    gc.set_threshold(*before)
+
+
+def test_raised_inside_and_restored_after() -> None:
+    with collector_paced():
+        assert gc.get_threshold() == (RUN_THRESHOLD, 10, 10)
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_nested_runs_restore_only_when_the_last_ends() -> None:
+    with collector_paced():
+        with collector_paced():
+            assert gc.get_threshold()[0] == RUN_THRESHOLD
+        assert gc.get_threshold()[0] == RUN_THRESHOLD
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_restored_after_a_failure() -> None:
+    with pytest.raises(RuntimeError), collector_paced():
+        raise RuntimeError("the run failed")
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+@pytest.mark.parametrize("young", [0, RUN_THRESHOLD * 3])
+def test_off_or_higher_is_left_alone(young: int) -> None:
+    gc.set_threshold(young, 5, 5)
+    with collector_paced():
+        assert gc.get_threshold() == (young, 5, 5)
+    assert gc.get_threshold() == (young, 5, 5)
+
+
+def test_runs_in_threads_overlapping_in_any_order() -> None:
+    """Two threads whose runs overlap (the first to start ends first): restored once both end."""
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: list[int] = []
+
+    def first() -> None:
+        with collector_paced():
+            first_in.set()
+            second_in.wait(5)
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(5)
+        with collector_paced():
+            second_in.set()
+            first_out.wait(5)
+            seen.append(gc.get_threshold()[0])
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == [RUN_THRESHOLD]  # still raised after the first run ended
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_a_run_paces_the_collector_and_restores_it(tmp_path: Path) -> None:
+    card = load_card(DEMO_CARD)
+    config = RunConfig(card=card, policy=load_policy("no_branch"), seed=1, ticks=2)
+    seen: list[int] = []
+
+    def observe(event: str, fields: Mapping[str, Any]) -> None:
+        seen.append(gc.get_threshold()[0])
+
+    anyio.run(lambda: run_card(config, tmp_path, fsync=False, observer=observe))
+    assert seen and set(seen) == {RUN_THRESHOLD}
+    assert gc.get_threshold() == (700, 10, 10)
