@@ -9,13 +9,15 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.support import DEMO_CARD, ROOT, invoke
 from worldsim.domain.cards import load_card
 from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
 from worldsim.scoring.hindsight.forecast import forecast_graph_of, trace_records
-from worldsim.sim.session import run_card
+from worldsim.sim.session import resume_run, run_card
 from worldsim.trace.forecast import extract_forecast, record_views
 from worldsim.trace.reader import read_trace
 from worldsim.trace.records import ForecastGraph
@@ -67,3 +69,41 @@ def test_a_trace_from_before_the_record_is_scored_by_deriving_its_graph(tmp_path
     derived = forecast_graph_of(views)
     assert derived is not None
     assert derived == ForecastGraph.model_validate(read_trace(path).first("forecast_graph").fields)
+
+
+@pytest.fixture(scope="module")
+def graph_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, ForecastGraph, int]:
+    """An uninterrupted graph-condition run: its bytes, its graph, where its world ends."""
+    path = _run(tmp_path_factory.mktemp("graph"), "search_graph")
+    trace = read_trace(path)
+    init = trace.first("world_initialized")
+    assert init is not None
+    after_init = len(b"".join(line.raw + b"\n" for line in trace.lines[: init.number]))
+    graph = ForecastGraph.model_validate(trace.first("forecast_graph").fields)
+    return path.read_bytes(), graph, after_init
+
+
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.data())
+def test_a_resumed_run_writes_the_graph_of_its_whole_history(
+    graph_run: tuple[bytes, ForecastGraph, int], tmp_path: Path, data: st.DataObject
+) -> None:
+    """Cut anywhere after the world and resumed: the graph covers the records written before
+    the resumption (read back from the trace) and after it (kept as written), as the
+    uninterrupted run's does."""
+    blob, whole, after_init = graph_run
+    before_graph = blob.index(b'"type":"forecast_graph"')
+    cut = data.draw(st.integers(after_init, before_graph - 2), label="cut")
+    path = tmp_path / "cut.jsonl"
+    path.write_bytes(blob[:cut])
+    anyio.run(lambda: resume_run(path, fsync=False))
+    trace = read_trace(path)
+    assert trace.first("run_resumed") is not None
+    record = ForecastGraph.model_validate(trace.first("forecast_graph").fields)
+    types = [line.type for line in trace.effective]
+    assert record == extract_forecast(
+        record_views(trace.effective[: types.index("forecast_graph")])
+    )
+    assert record == whole

@@ -35,8 +35,9 @@ from worldsim.roles.contracts import AgentRole, InitRole, ReportRole, ReviewRole
 from worldsim.roles.registry import RoleSpec, get_role, registered_roles
 from worldsim.sim.forks import ForkBook
 from worldsim.sim.plan import ModelSource, build_roles, route_table
-from worldsim.sim.settlement import Outcome, RunResult, settle
+from worldsim.sim.settlement import Outcome, RunResult, forecast_views, settle
 from worldsim.trace.audit import check_world
+from worldsim.trace.forecast import ForecastRecords
 from worldsim.trace.records import (
     InterventionData,
     Observation,
@@ -120,11 +121,19 @@ class Engine:
         self.world_source: WorldSource = "seeds"
         self.gateway: Gateway | None = None
         self._retrievals: list[RetrievalRecord] = []
+        # what the forecast graph is made from, kept as it is written (a condition with a graph)
+        self.forecast: ForecastRecords | None = None
+        if config.graph:
+            self._keep_forecast(ForecastRecords())
 
     # ------------------------------------------------------------------ helpers
 
     async def _trace_call(self, call: LlmCallData) -> None:
         await self.writer.emit("llm_call", call, tl=call.timeline, tick=call.tick)
+
+    def _keep_forecast(self, records: ForecastRecords) -> None:
+        self.forecast = records
+        self.writer.tap = records.keep
 
     def _notify(self, event: str, **payload: Any) -> None:
         if self.observer is not None:
@@ -233,6 +242,9 @@ class Engine:
         self.init_problems = list(point.init_problems)
         self.world_source = point.world_source
         self._retrievals = list(point.retrievals)
+        if self.forecast is not None:  # the effective records so far, then what is written
+            before = await anyio.to_thread.run_sync(forecast_views, self.writer.path)
+            self._keep_forecast(ForecastRecords(before))
         await self._simulate(point.starts)
         return await self._settle(started)
 
@@ -260,6 +272,7 @@ class Engine:
             world_source=self.world_source,
             proposals_seen=self.proposals_seen,
             gateway=self.gateway,
+            forecast=self.forecast,
         )
         reporter: ReportRole = self.roles["reporter"]
         return await settle(self.config, outcome, reporter, self.writer, self.guard, started)

@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from worldsim.domain.config import RunConfig
 from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import ModelError, ReplayMissError
@@ -20,9 +18,15 @@ from worldsim.gateway import Gateway
 from worldsim.models import LeakageGuard
 from worldsim.roles.contracts import ReportRole
 from worldsim.trace.audit import audit_run
-from worldsim.trace.forecast import FORECAST_TYPES, extract_forecast, record_views
+from worldsim.trace.forecast import (
+    FORECAST_TYPES,
+    ForecastRecords,
+    RecordView,
+    extract_forecast,
+    record_views,
+)
 from worldsim.trace.reader import iter_effective
-from worldsim.trace.records import ExtractionData, ForecastGraph, ReportData, RunCompletedData
+from worldsim.trace.records import ExtractionData, ReportData, RunCompletedData
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.build import WorldSource
 from worldsim.world.extraction import Leaf, extract
@@ -30,13 +34,13 @@ from worldsim.world.moves import Report, TimelineSummary
 from worldsim.world.timeline import Timeline
 from worldsim.world.views import ReportContext
 
-__all__ = ["Outcome", "RunResult", "settle", "trace_name"]
+__all__ = ["Outcome", "RunResult", "forecast_views", "settle", "trace_name"]
 
 
-def _forecast_graph(path: Path) -> ForecastGraph:
-    """The graph of the run's records so far (its effective ones, after a resume), read as a
-    stream and keeping only the records the graph is made from."""
-    return extract_forecast(record_views(iter_effective(path), FORECAST_TYPES))
+def forecast_views(path: Path) -> list[RecordView]:
+    """The views of a trace's effective records the forecast graph is made from (a resumed
+    run's records before it resumed), read as a stream keeping only those."""
+    return record_views(iter_effective(path), FORECAST_TYPES)
 
 
 def trace_name(card_id: str, method: str, seed: int) -> str:
@@ -90,6 +94,7 @@ class Outcome:
     world_source: WorldSource
     proposals_seen: set[tuple[str, int, str]]
     gateway: Gateway | None
+    forecast: ForecastRecords | None = None  # kept as written, when the run builds a graph
 
 
 async def settle(
@@ -102,9 +107,8 @@ async def settle(
 ) -> RunResult:
     """Forecast graph, extraction, report, audit and the sealed end of the trace."""
     card, seed = config.card, config.seed
-    if config.graph:
-        graph = await anyio.to_thread.run_sync(_forecast_graph, writer.path)
-        await writer.emit("forecast_graph", graph)
+    if outcome.forecast is not None:
+        await writer.emit("forecast_graph", extract_forecast(outcome.forecast.views()))
     timelines = outcome.timelines.values()
     options = None if card.kind == "binary" else [ep.id for ep in card.scored_endpoints]
     leaves = [

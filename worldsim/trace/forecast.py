@@ -30,6 +30,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from worldsim.domain.cards import parse_utc
 from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import TraceIncomplete
@@ -40,6 +42,7 @@ __all__ = [
     "ForecastEvent",
     "ForecastGraph",
     "ForecastLink",
+    "ForecastRecords",
     "RecordView",
     "extract_forecast",
     "record_views",
@@ -95,6 +98,31 @@ def record_views(
         for line in lines
         if types is None or line.type in types
     ]
+
+
+class ForecastRecords:
+    """The records a run's forecast graph is made from, kept as the lines the writer wrote
+    (:data:`FORECAST_TYPES` only), so the graph needs no second reading of the trace.
+
+    ``before`` are the views of a resumed run's effective records up to its resumption.
+    """
+
+    def __init__(self, before: Iterable[RecordView] = ()) -> None:
+        self._before = list(before)
+        self._lines: list[bytes] = []
+
+    def keep(self, type_: str, line: bytes) -> None:
+        """A writer's tap: keep ``line`` if the graph is made from records of ``type_``."""
+        if type_ in FORECAST_TYPES:
+            self._lines.append(line)
+
+    def views(self) -> list[RecordView]:
+        """Every kept record, in the order written, read as the trace reader reads it."""
+        decode = msgspec.json.decode
+        return self._before + [
+            RecordView(type=r["type"], tl=r["tl"], tick=r["tick"], data=r["data"], run=r["run"])
+            for r in map(decode, self._lines)
+        ]
 
 
 def _timeline_masses(records: Iterable[RecordView]) -> dict[str, float]:

@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -188,6 +189,8 @@ class TraceWriter:
         self.records_written = 0
         # signs the terminal record's seal when set (``run --sign-key``); never written out
         self.signer: Signer | None = None
+        # handed (type, line) of every record once written, when set
+        self.tap: Callable[[str, bytes], None] | None = None
 
     @classmethod
     async def create(
@@ -276,6 +279,8 @@ class TraceWriter:
         self._prev = hashlib.sha256(line).hexdigest()
         self._seq += 1
         self.records_written += 1
+        if self.tap is not None:
+            self.tap(type_, line)
         if durable and self._fsync:
             try:
                 await anyio.to_thread.run_sync(os.fsync, self._lock.fd)
