@@ -4,7 +4,8 @@ Each point runs in a fresh process, as a user's ``worldsim run`` would: the demo
 evidence, cohorts, events and hypotheses, its actors replaced by generated ones
 (:func:`benchmarks._common.generated_actors_card`, activity 0.8), 8 ticks, the offline model,
 ``fsync=False``. Reported per point: agent-steps (``proposal`` records), agent-steps per second
-of the run itself (start-up, imports and card loading excluded), the process's peak RSS, and the
+of the run itself (start-up, imports and card loading excluded), the run's CPU seconds (steadier
+than its wall time on a shared machine), the process's peak RSS, and the
 trace's size; then the growth exponent of run time against actors, fitted on log-log between
 points, and branching against no_branch at 10³ actors.
 """
@@ -41,14 +42,15 @@ def _point(actors: int, policy: str) -> dict[str, Any]:
     card = generated_actors_card(actors)
     config = RunConfig(card=card, policy=load_policy(policy), seed=3, ticks=TICKS)
     with tempfile.TemporaryDirectory(prefix="worldsim-scale-") as tmp:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         result = anyio.run(lambda: run_card(config, Path(tmp), overwrite=True, fsync=False))
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
         data = result.trace.read_bytes()
     return {
         "actors": actors,
         "policy": policy,
         "run_s": seconds,
+        "run_cpu_s": cpu_seconds,
         "agent_steps": data.count(b'"type":"proposal"'),
         "timelines": data.count(b'"type":"timeline_started"'),
         "trace_mb": len(data) / 1e6,
@@ -99,6 +101,7 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             "timelines": p["timelines"],
             "agent-steps": p["agent_steps"],
             "run s": p["run_s"],
+            "run CPU s": p["run_cpu_s"],
             "agent-steps/s": round(p["steps_per_s"]),
             "growth exponent": p.get("exponent_from_previous"),
             "÷ no_branch": p.get("vs_no_branch"),
