@@ -28,9 +28,9 @@ def test_pools_borrow_one_client_per_route_and_never_close_it() -> None:
         own = build_pool(models, None, environ=environ)
         for pool in (first, second, own):
             pool.for_route(route)
-        borrowed = first.client(route)._client  # type: ignore[union-attr]
-        assert second.client(route)._client is borrowed  # type: ignore[union-attr]
-        made = own.client(route)._client  # type: ignore[union-attr]
+        borrowed = first.client(route).client  # type: ignore[union-attr]
+        assert second.client(route).client is borrowed  # type: ignore[union-attr]
+        made = own.client(route).client  # type: ignore[union-attr]
         assert made is not borrowed
         assert len(clients) == 1
         await first.aclose()

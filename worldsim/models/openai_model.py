@@ -17,30 +17,26 @@ A server that rejects a response format (llama-cpp-python answers HTTP 500 "Inpu
 caught by validation. An invalid reply gets one repair round trip with the validation error;
 a second invalid reply is a recorded failure.
 
-Replies are streamed (``stream_options.include_usage`` for the token counts) unless the route
-says not to or the server refuses, so an attempt times out on *no progress*, not on total time;
-a call still running after ``wait_report_s`` is reported every ``wait_report_s`` with its
-elapsed time and the chunks streamed so far.
+Each request body goes out through the route's :class:`~worldsim.models.transport.Transport`:
+the budget reservation, retries, streamed replies (timed out on *no progress*), refused
+parameters and the reports of a slow call are its; this module decides what to ask.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 import anyio
-import openai
 import structlog
-from openai import AsyncOpenAI, AsyncStream
+from openai import AsyncOpenAI
 from pydantic import ValidationError
 
 from worldsim.domain.contracts import ModelRequest, ModelResponse
 from worldsim.domain.errors import BudgetExhausted, ModelError
 from worldsim.models.call import CallErrorEntry, LlmCallData, OutputMode, ToolCallEntry, Usage
-from worldsim.models.inflight import waiting
 from worldsim.models.limits import AdaptiveLimiter
 from worldsim.models.messages import (
     ANSWER_TOOL,
@@ -48,25 +44,19 @@ from worldsim.models.messages import (
     describe_invalid,
     initial_messages,
     repair_prompt,
-    streamed,
 )
-from worldsim.models.pricing import Budget, PriceTable, input_token_bound
+from worldsim.models.pricing import Budget, PriceTable
 from worldsim.models.refusals import (
     CallFailed,
     CutStreams,
     FormatRejected,
     ParamRejected,
     ToolsRejected,
-    read_refusal,
-    rejected_param,
 )
 from worldsim.models.retry import (
-    Attempt,
     DeadlineReached,
     RetryPolicy,
     TransientError,
-    call_with_retries,
-    classify,
 )
 from worldsim.models.routes import RouteSettings
 from worldsim.models.schema import (
@@ -76,7 +66,8 @@ from worldsim.models.schema import (
     schema_name,
 )
 from worldsim.models.secrets import Redactor
-from worldsim.models.stream import Reply, StreamState, read_stream, reply_from_json
+from worldsim.models.stream import Reply
+from worldsim.models.transport import Transport
 
 __all__ = ["OpenAIModel"]
 
@@ -135,31 +126,24 @@ class OpenAIModel:
         if not modes or any(m not in _MODES for m in modes):
             raise ValueError(f"modes must be some of {_MODES}")
         self._settings = settings
-        self._retry = retry or RetryPolicy()
-        self._limiter = limiter
-        self._prices = prices
-        self._price = prices.lookup((settings.route.name, settings.route.model)) if prices else None
-        self._budget = budget if budget is not None else Budget()
-        self._redact = redactor if redactor is not None else Redactor([settings.secret_key])
+        self._transport = Transport(
+            settings,
+            retry=retry or RetryPolicy(),
+            limiter=limiter,
+            prices=prices,
+            budget=budget if budget is not None else Budget(),
+            redactor=redactor if redactor is not None else Redactor([settings.secret_key]),
+            stream=stream,
+            wait_report_s=wait_report_s,
+            client=client,
+        )
         self._max_string_length = max_string_length
         self._strict = strict
         self._modes = tuple(dict.fromkeys(modes))
         self._mode: OutputMode = self._modes[0]
         self._max_tokens_scale = max_tokens_scale
         self._temperature = temperature
-        self._stream = stream
-        self._wait_report_s = wait_report_s
-        # reasoning models want max_completion_tokens and only their default temperature
-        self._token_param = "max_tokens"
-        self._send_temperature = True
         self._send_tools = True
-        self._owns_client = client is None  # a borrowed client is closed by its owner
-        self._client = client or AsyncOpenAI(
-            base_url=settings.base_url,
-            api_key=settings.api_key,
-            max_retries=0,
-            timeout=self._retry.timeout_s + 5.0,
-        )
 
     @property
     def route(self) -> str:
@@ -172,11 +156,15 @@ class OpenAIModel:
 
     @property
     def limiter(self) -> AdaptiveLimiter | anyio.CapacityLimiter | None:
-        return self._limiter
+        return self._transport.limiter
+
+    @property
+    def client(self) -> AsyncOpenAI:
+        """The HTTP client requests go through (borrowed, or this model's own)."""
+        return self._transport.client
 
     async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.close()
+        await self._transport.aclose()
 
     async def __aenter__(self) -> OpenAIModel:
         return self
@@ -215,7 +203,7 @@ class OpenAIModel:
                     if mode == "tools":  # gateway tools first if it likes, then the answer
                         payload["tool_choice"] = "required"
                 try:
-                    reply, cut_usd = await self._round_trip(
+                    reply, cut_usd = await self._transport.round_trip(
                         request, payload, mode, errors.append, attempts + 1
                     )
                     extra_usd += cut_usd
@@ -225,7 +213,7 @@ class OpenAIModel:
                 except ParamRejected as exc:
                     attempts = exc.entry.attempt
                     errors.append(exc.entry)
-                    self._adapt(exc)
+                    self._transport.adapt(exc)
                     continue
                 except ToolsRejected as exc:
                     # a server without function calling: answer from the prompt alone
@@ -245,12 +233,13 @@ class OpenAIModel:
                     attempts = exc.entry.attempt
                     raise CallFailed(
                         f"gave up after {attempts} attempts; last error {exc.entry.kind}: "
-                        f"{exc.entry.message}" + self._hint(exc.entry)
+                        f"{exc.entry.message}" + self._transport.hint(exc.entry)
                     ) from None
                 except DeadlineReached as exc:
                     attempts = exc.entry.attempt
                     raise CallFailed(
-                        f"{exc.entry.message} (after {attempts} attempts)" + self._hint(exc.entry),
+                        f"{exc.entry.message} (after {attempts} attempts)"
+                        + self._transport.hint(exc.entry),
                         exc.entry,
                     ) from None
                 attempts = reply.attempt
@@ -344,9 +333,9 @@ class OpenAIModel:
         payload: dict[str, Any] = {
             "model": self._settings.route.model,
             "messages": messages,
-            self._token_param: math.ceil(request.max_tokens * self._max_tokens_scale),
+            self._transport.token_param: math.ceil(request.max_tokens * self._max_tokens_scale),
         }
-        if self._send_temperature:
+        if self._transport.send_temperature:
             payload["temperature"] = (
                 request.temperature if self._temperature is None else self._temperature
             )
@@ -379,171 +368,6 @@ class OpenAIModel:
             payload["tool_choice"] = {"type": "function", "function": {"name": ANSWER_TOOL}}
         return payload
 
-    async def _round_trip(
-        self,
-        request: ModelRequest,
-        payload: dict[str, Any],
-        mode: OutputMode,
-        on_error: Callable[[CallErrorEntry], None],
-        first_attempt: int,
-    ) -> tuple[Reply, float]:
-        """One round trip, its retries included. Each attempt holds its own worst case on the
-        budget and settles it to what it cost: the reply's cost, or, for an attempt cut
-        mid-stream, the usage the server reported for it, else (tokens had arrived, the count
-        is unknown) its whole reservation. No attempt is sent that does not fit, so a run never
-        spends past its cap. Returns the reply and what the cut attempts were charged."""
-        bound = self._bound(payload)
-        cut: list[float] = []
-        try:
-            reply = await call_with_retries(
-                functools.partial(self._attempt, payload, mode, request, bound, cut),
-                self._retry,
-                on_error,
-                limiter=self._limiter,
-                first_attempt=first_attempt,
-            )
-        except Exception as exc:
-            if sum(cut):
-                raise CutStreams(sum(cut), exc) from None
-            raise
-        return reply, sum(cut)
-
-    def _cut_charge(self, usage: Usage | None, bound: float) -> float:
-        if self._prices is None:
-            return 0.0
-        return bound if usage is None else (self._cost(usage, None) or 0.0)
-
-    async def _attempt(
-        self,
-        payload: dict[str, Any],
-        mode: OutputMode,
-        request: ModelRequest,
-        bound: float,
-        cut: list[float],
-        attempt: Attempt,
-    ) -> Reply:
-        site = request.site
-        async with self._budget.reserve(bound, request) as spend:
-            state = StreamState()
-            failure: Exception | None = None
-            async with anyio.create_task_group() as reports:
-                reports.start_soon(self._report_waiting, state, site.role, payload)
-                try:
-                    with waiting(self.route, site.role, site.agent, state):
-                        reply = await self._send(payload, mode, attempt, state)
-                except BaseException as exc:
-                    if state.tokens:  # generated, perhaps billed, then cut
-                        charge = self._cut_charge(state.usage, bound)
-                        cut.append(charge)
-                        spend.settle(charge)
-                    if not isinstance(exc, Exception):
-                        raise  # cancellation: the task group passes it on as it is
-                    failure = exc  # raised below, outside the group, so not wrapped in one
-                finally:
-                    reports.cancel_scope.cancel()
-            if failure is not None:
-                raise failure
-            spend.settle(self._cost(reply.usage, reply.model))
-            return reply
-
-    async def _report_waiting(self, state: StreamState, role: str, payload: dict[str, Any]) -> None:
-        """A plain line every ``wait_report_s`` while the attempt runs: slow, not hung."""
-        if self._wait_report_s <= 0:
-            return
-        while True:
-            await anyio.sleep(self._wait_report_s)
-            logger.warning(
-                "model call still running",
-                route=self.route,
-                role=role,
-                elapsed_s=round(state.elapsed_s),
-                chunks=state.tokens,
-                max_tokens=payload[self._token_param],
-            )
-
-    async def _send(
-        self, payload: dict[str, Any], mode: OutputMode, attempt: Attempt, state: StreamState
-    ) -> Reply:
-        # The payload is already plain JSON; posting it directly skips the client's per-call
-        # parameter transform, which walks every message and the whole JSON schema and costs
-        # more than the request itself against a fast local server. The HTTP read timeout sits
-        # behind the attempt's own no-progress timeout.
-        options: Any = {"timeout": openai.Timeout(attempt.timeout_s + 5.0, connect=30.0)}
-        number = attempt.number
-        try:
-            reply: Reply | None
-            if self._stream:
-                body = streamed(payload)
-                chunks = await self._client.post(
-                    "/chat/completions",
-                    cast_to=object,
-                    body=body,
-                    options=options,
-                    stream=True,
-                    stream_cls=AsyncStream[object],  # chunks as plain JSON
-                )
-                async with chunks:
-                    reply = await read_stream(chunks, number, self._redact, state, attempt.progress)
-                if reply is None:  # a server that ignored ``stream``: ask it without from now
-                    self._stream = False
-            else:
-                completion = await self._client.post(
-                    "/chat/completions", cast_to=object, body=payload, options=options
-                )
-                reply = reply_from_json(completion, number, self._redact)
-        except openai.APIStatusError as exc:
-            raise self._refusal(exc, payload, mode, number) from exc
-        except (openai.APIError, ValueError) as exc:
-            entry, retryable, retry_after = classify(exc, number, self._redact)
-            if retryable:
-                raise TransientError(entry, retry_after) from exc
-            raise CallFailed(f"{entry.kind}: {entry.message}", entry) from exc
-        if reply is None:
-            entry = CallErrorEntry(
-                attempt=number, kind="bad_response", message="reply has no choices"
-            )
-            raise TransientError(entry)
-        return reply
-
-    def _refusal(
-        self, exc: openai.APIStatusError, payload: dict[str, Any], mode: OutputMode, number: int
-    ) -> Exception:
-        return read_refusal(
-            exc,
-            offered_tools="tools" in payload,
-            mode=mode,
-            number=number,
-            redact=self._redact,
-            adaptable=lambda e: rejected_param(
-                e,
-                stream=self._stream,
-                token_param=self._token_param,
-                send_temperature=self._send_temperature,
-            ),
-        )
-
-    def _hint(self, entry: CallErrorEntry) -> str:
-        """What to change when attempts ran out on timeouts or the deadline."""
-        if entry.kind not in ("timeout", "deadline"):
-            return ""
-        return (
-            f". Route {self.route} is slower than its settings allow: raise its timeout_s "
-            "(routes file, or --timeout) or the run's deadline_s, lower max_tokens_scale, or "
-            "try output_mode: text (constrained decoding is slow on local servers); "
-            f"`worldsim models check {self.route}` measures it"
-        )
-
-    def _adapt(self, exc: ParamRejected) -> None:
-        if exc.param == "max_tokens":
-            self._token_param = "max_completion_tokens"
-        elif exc.param == "temperature":
-            self._send_temperature = False
-        elif exc.param == "stream":
-            self._stream = False
-        else:  # pragma: no cover - _rejected_param names only these
-            raise CallFailed(f"server rejected parameter {exc.param}", exc.entry)
-        logger.info("request parameter adapted", route=self.route, param=exc.param)
-
     def _downgrade(self, mode: OutputMode, entry: CallErrorEntry) -> OutputMode:
         order = self._modes
         place = order.index(mode) if mode in order else len(order)
@@ -554,20 +378,6 @@ class OpenAIModel:
             logger.info("output mode downgraded", route=self.route, from_mode=mode, to_mode=lower)
             self._mode = lower
         return lower
-
-    def _bound(self, payload: dict[str, Any]) -> float:
-        """The most one attempt with ``payload`` can cost (0 on an unpriced route), counting
-        the body as it is sent (with the stream fields when it streams)."""
-        if self._price is None:
-            return 0.0
-        body = streamed(payload) if self._stream else payload
-        return self._price.worst_case(input_token_bound(body), int(payload[self._token_param]))
-
-    def _cost(self, usage: Usage, resolved_model: str | None) -> float | None:
-        if self._prices is None:
-            return None
-        route = self._settings.route
-        return self._prices.cost((route.name, route.model, resolved_model), usage)
 
     def _record(
         self,
@@ -587,7 +397,7 @@ class OpenAIModel:
             requested_model=model,
             output_mode=mode,
             base_url_host=self._settings.base_url_host,
-            redact=self._redact,
+            redact=self._transport.redact,
         )
         if last is not None:
             record.resolved_model = last.model
@@ -599,6 +409,6 @@ class OpenAIModel:
         record.latency_s = round(time.perf_counter() - started, 6)
         record.attempts = attempts
         record.errors = list(errors)
-        cost = self._cost(usage, record.resolved_model)
+        cost = self._transport.cost(usage, record.resolved_model)
         record.cost_usd = cost + extra_usd if cost is not None else None
         return record
