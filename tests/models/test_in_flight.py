@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 from rich.progress import Progress
 
-from worldsim.cli.run import in_flight_column
+from worldsim.cli.progress import in_flight_column
 from worldsim.models import OpenAIModel
 from worldsim.models.inflight import describe, in_flight, waiting
 from worldsim.models.stream import StreamState

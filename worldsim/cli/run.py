@@ -28,7 +28,6 @@ from worldsim.domain.errors import ConfigError
 from worldsim.world.extraction import EXTRACTION_RULES
 
 if TYPE_CHECKING:
-    from rich.progress import Progress, ProgressColumn, Task
     from rich.table import Table
 
     from worldsim.domain.config import ModelConfig, RunConfig
@@ -39,54 +38,6 @@ if TYPE_CHECKING:
 # `worldsim --help` and `worldsim roles` start without numpy, openai or aiosqlite.
 
 __all__: list[str] = []
-
-
-class _Progress:
-    """Turns engine events into a live rich display on standard error."""
-
-    def __init__(self, progress: "Progress", label: str, ticks: int) -> None:
-        self.progress = progress
-        self.task = progress.add_task(label, total=ticks, status="")
-        self.ticks = ticks
-        self.timelines = 0
-        self.forks = 0
-        self.rejected = 0
-        self.tick_steps = 0
-
-    def __call__(self, event: str, payload: Any) -> None:
-        if event == "timeline_started":
-            self.timelines += 1
-            self.progress.update(self.task, total=self.ticks * self.timelines)
-        elif event == "fork":
-            self.forks += 1
-        elif event == "fork_rejected":
-            self.rejected += 1
-        elif event == "tick_committed":
-            self.tick_steps += 1
-            self.progress.update(self.task, completed=self.tick_steps)
-        elif event == "timeline_ended":
-            # a timeline that ends early gives back its unrun ticks
-            done = self.tick_steps
-            self.progress.update(self.task, completed=done)
-        self.progress.update(
-            self.task,
-            status=f"timelines {self.timelines} · forks {self.forks} · rejected {self.rejected}",
-        )
-
-
-def in_flight_column() -> "ProgressColumn":
-    """A progress column naming the model calls that have waited 2 s or more, the longest
-    first, with their elapsed time and the chunks streamed so far (redrawn live)."""
-    from rich.progress import ProgressColumn
-    from rich.text import Text
-
-    from worldsim.models.inflight import describe, in_flight
-
-    class InFlight(ProgressColumn):
-        def render(self, task: "Task") -> Text:
-            return Text(describe(in_flight(min_elapsed_s=2.0)), style="yellow")
-
-    return InFlight()
 
 
 def _one_card(card: Path | None, extra: list[str]) -> Path | None:
@@ -439,7 +390,7 @@ def run(
     started = time.perf_counter()
     show = not json_out and err_console.is_terminal
 
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from worldsim.cli.progress import RunProgress, run_progress
 
     async def go() -> None:
         # the replicates share their HTTP clients: making one costs more than many calls
@@ -447,19 +398,9 @@ def run(
             await each_seed(Shared(clients=clients))
 
     async def each_seed(shared: Shared) -> None:
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total} tick steps"),
-            TextColumn("{task.fields[status]}"),
-            TimeElapsedColumn(),
-            in_flight_column(),
-            console=err_console,
-            disable=not show,
-            transient=True,
-        ) as progress:
+        with run_progress(err_console, show=show) as progress:
             for cfg in configs:
-                observer = _Progress(
+                observer = RunProgress(
                     progress, f"{cfg.card.id} seed {cfg.seed}", cfg.effective_ticks
                 )
                 result = await run_card(
