@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from worldsim.domain.errors import ConfigError, LeakageError, ModelError
 from worldsim.models import LeakageGuard, LeakageGuardModel, Price, PriceTable, Usage
 from worldsim.models.leakage import fingerprint
+from worldsim.scoring.audit import record_strings
 from worldsim.testing import ScriptedModel
 
 
@@ -101,3 +103,38 @@ def test_scanning_strings_together_counts_what_each_holds_alone(
     for text in texts:
         alone.update(guard.scan(text))
     assert dict(guard.scan_each(texts)) == dict(alone)
+
+
+# ``ſ`` and the Kelvin sign casefold to ASCII letters, ``ß`` to two; quotes, backslashes and
+# control characters are escaped in JSON, non-ASCII characters too when ``ensure_ascii``
+_JSON_TEXT = st.text(alphabet=st.sampled_from('aAbBß sſ\u212ak"\\\n\x01é'), max_size=10)
+_FORBIDDEN_CHARS = st.sampled_from('aAbBßsSk"\\\n é')
+_JSON_VALUE = st.recursive(
+    st.none() | st.integers(-5, 5) | st.floats(allow_nan=False) | _JSON_TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_JSON_TEXT, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@example(forbidden=["é"], value=["café"], ascii_only=True)  # written as caf\u00e9
+@example(forbidden=['a"b'], value={"k": 'a"b'}, ascii_only=False)  # written as a\"b
+@example(forbidden=["a\nb"], value="xa\nb", ascii_only=False)  # written as a\nb
+@example(forbidden=["k"], value="\u212a", ascii_only=False)  # the Kelvin sign folds to k
+@given(
+    forbidden=st.lists(st.text(alphabet=_FORBIDDEN_CHARS, max_size=3), max_size=3),
+    value=_JSON_VALUE,
+    ascii_only=st.booleans(),
+)
+def test_a_line_said_to_hold_no_forbidden_string_holds_none(
+    forbidden: list[str], value: Any, ascii_only: bool
+) -> None:
+    """The quick test before a trace line's strings are scanned never skips a line whose
+    strings hold a forbidden string, whatever the escapes and case foldings (``ſ``, the
+    Kelvin sign and ``ß`` fold to ASCII), in the writer's form or with every non-ASCII
+    character escaped."""
+    guard = LeakageGuard.from_strings(forbidden)
+    raw = json.dumps({"data": value}, separators=(",", ":"), ensure_ascii=ascii_only).encode()
+    found = guard.scan_each(record_strings(json.loads(raw)))
+    if found:
+        assert guard.may_occur_in(raw)

@@ -93,6 +93,22 @@ class LeakageGuard:
                 hits[fingerprint(needle)] = count
         return hits
 
+    def may_occur_in(self, raw: bytes) -> bool:
+        """Whether a forbidden string may occur in the strings of ``raw``, a JSON text: False
+        only when none occurs in the text itself, casefolded, and the text holds no escape (a
+        backslash) that could spell one otherwise. A quick test before the strings are parsed
+        and scanned one by one: a string's characters stand unescaped and in a row in the text,
+        and casefolding maps each character on its own."""
+        if not self._needles:
+            return False
+        if b"\\" in raw:
+            return True
+        try:
+            folded = raw.decode("utf-8").casefold()
+        except UnicodeDecodeError:
+            return True
+        return any(needle in folded for needle in self._needles)
+
     def scan_each(self, texts: Iterable[str]) -> Mapping[str, int]:
         """:meth:`scan` of each string on its own, summed: the strings are joined by a
         character no forbidden string holds, so no occurrence spans two of them."""

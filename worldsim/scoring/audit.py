@@ -126,6 +126,11 @@ def record_strings(value: Any) -> Iterator[str]:
             stack.extend(item)
 
 
+#: The record types the audit reads beyond the leakage scan (the rest are parsed only when
+#: a masked entity may occur in them).
+_AUDITED_TYPES = frozenset({"tick_committed", "fork", "extraction"})
+
+
 class TraceScan:
     """A trace's audit, taken as its effective lines stream past: the masked entities of its
     card's label counted in every string of every record (``guard_for(card_id)`` gives the
@@ -133,7 +138,8 @@ class TraceScan:
     from (a leaf's ledger is its timeline's last committed one, else its parent's at the fork).
 
     Each string is matched on its own (a record's strings are scanned joined by a character no
-    masked entity holds, so no occurrence spans two).
+    masked entity holds, so no occurrence spans two); a line is parsed for the scan only when
+    an entity may occur in its text (`LeakageGuard.may_occur_in`).
     """
 
     def __init__(self, guard_for: Callable[[str], LeakageGuard | None]) -> None:
@@ -144,14 +150,16 @@ class TraceScan:
         self._leaves: list[Any] = []
 
     def see(self, line: TraceLine) -> None:
-        data = line.fields
         kind = line.type
         if kind == "run_started":
-            card = data.get("card")
+            card = line.fields.get("card")
             card_id = card.get("id") if isinstance(card, dict) else None
             self._guard = self._guard_for(card_id if isinstance(card_id, str) else "")
-        if self._guard is not None:
-            self._counts.update(self._guard.scan_each(record_strings(data)))
+        if self._guard is not None and self._guard.may_occur_in(line.raw):
+            self._counts.update(self._guard.scan_each(record_strings(line.fields)))
+        if kind not in _AUDITED_TYPES:
+            return
+        data = line.fields
         if kind == "tick_committed" and line.tl is not None:
             ledger = data.get("ledger")
             self._ledgers[line.tl] = ledger if isinstance(ledger, dict) else {}
