@@ -30,12 +30,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from worldsim.domain.cards import parse_utc
 from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import TraceIncomplete
-from worldsim.trace.reader import TraceLine, iter_input_trace
+from worldsim.trace.reader import TraceLine, iter_input_trace, parse_line
 from worldsim.trace.records import ForecastEvent, ForecastGraph, ForecastLink
 
 __all__ = [
@@ -118,10 +116,9 @@ class ForecastRecords:
 
     def views(self) -> list[RecordView]:
         """Every kept record, in the order written, read as the trace reader reads it."""
-        decode = msgspec.json.decode
         return self._before + [
             RecordView(type=r["type"], tl=r["tl"], tick=r["tick"], data=r["data"], run=r["run"])
-            for r in map(decode, self._lines)
+            for r in map(parse_line, self._lines)
         ]
 
 
