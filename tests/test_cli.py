@@ -273,13 +273,15 @@ def test_replay_re_extracts_a_multiple_choice_distribution(tmp_path: Path) -> No
     # a recorded distribution that the rebuilt leaves do not give is caught
     from worldsim.domain.errors import TraceError
     from worldsim.trace.reader import read_trace
-    from worldsim.trace.replay import re_extract, replay_steps
+    from worldsim.trace.replay import extract_again, replay_steps
 
     tr = read_trace(trace)
-    recorded, leaves = next(item[1] for item in replay_steps(tr) if isinstance(item, tuple))
+    recorded, leaves, at = next(item[1] for item in replay_steps(tr) if isinstance(item, tuple))
     shifted = {**recorded.p_options, "film_a": recorded.p_options["film_a"] + 0.01}
-    with pytest.raises(TraceError, match="p_options"):
-        re_extract(tr, recorded.model_copy(update={"p_options": shifted}), leaves)
+    with pytest.raises(TraceError, match="p_options") as caught:
+        changed = recorded.model_copy(update={"p_options": shifted})
+        extract_again(tr.started.card, changed, leaves, file=tr.path, line=at)
+    assert caught.value.line == tr.first("extraction").number
 
 
 def test_replay_names_what_exists_for_a_missing_tick_or_timeline(tmp_path: Path) -> None:

@@ -85,10 +85,10 @@ def replay(
             ):
                 steps.append(item)
         elif item[0] == "extraction":
-            recorded, leaves = item[1]
+            recorded, leaves, at = item[1]
             if recorded is not None:
                 recomputed = extract_again(
-                    first.data.card, recorded, leaves, file=stream.path, line=seen.extraction
+                    first.data.card, recorded, leaves, file=stream.path, line=at
                 )
     _torn_note(stream.tail()[0])
     if timeline is not None and timeline not in seen_timelines:
@@ -153,13 +153,12 @@ def _no_extraction(why: str, json_out: bool) -> None:
 
 class _Seen:
     """What ``replay`` prints of the effective lines besides the ticks, noted as they pass:
-    the interventions, the last report and audit, and the extraction's line."""
+    the interventions, and the last report and audit."""
 
     def __init__(self) -> None:
         self.interventions: list[Any] = []
         self.report: Any = None
         self.audit: Any = None
-        self.extraction: int | None = None
 
     def lines(self, lines: "Iterable[TraceLine]") -> "Iterator[TraceLine]":
         for line in lines:
@@ -170,8 +169,6 @@ class _Seen:
                 self.report = line.data
             elif kind == "audit":
                 self.audit = line.data
-            elif kind == "extraction":
-                self.extraction = line.number
             yield line
 
 

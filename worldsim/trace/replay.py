@@ -31,7 +31,6 @@ __all__ = [
     "ReplayResult",
     "TickStep",
     "extract_again",
-    "re_extract",
     "replay",
     "replay_direct",
     "replay_lines",
@@ -146,7 +145,8 @@ def _fail(line: TraceLine, message: str) -> TraceError:
 
 
 def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
-    """Yield each rebuilt tick in trace order, then ``("extraction", (recorded, leaves))``.
+    """Yield each rebuilt tick in trace order, then ``("extraction", (recorded, leaves,
+    line))``, ``line`` the number of the recorded extraction's line.
 
     Raises :class:`TraceError` naming the line at the first inconsistency.
     """
@@ -186,6 +186,7 @@ def replay_lines(
     pending_children: dict[str, tuple[WorldState, float]] = {}
     ended: dict[str, Leaf] = {}
     recorded: ExtractionData | None = None
+    recorded_at: int | None = None
 
     for line in lines:
         t = line.type
@@ -303,7 +304,7 @@ def replay_lines(
                         raise _fail(line, "settled timeline with open scored endpoints")
                     ended[tl] = Leaf(tl, d.mass, d.settlement, d.forced_p_yes, d.forced_probs)
             elif t == "extraction":
-                recorded = rec.data
+                recorded, recorded_at = rec.data, line.number
         except TraceError:
             raise
         except StateError as exc:
@@ -312,14 +313,14 @@ def replay_lines(
         if complete():
             raise TraceError("trace has no world_initialized record", file=path)
         # cut off (or failed) before the world was built: nothing to rebuild
-        yield ("extraction", (None, ()))
+        yield ("extraction", (None, (), None))
         yield ("cursors", ({}, {}))
         return
     if pending_children and complete():
         raise TraceError(
             f"forked timelines never started: {', '.join(sorted(pending_children))}", file=path
         )
-    yield ("extraction", (recorded, tuple(ended.values())))
+    yield ("extraction", (recorded, tuple(ended.values()), recorded_at))
     yield ("cursors", (cursors, pending_children))
 
 
@@ -331,23 +332,19 @@ def replay(path_or_trace: str | Path | Trace) -> ReplayResult:
     steps: list[TickStep] = []
     recorded: ExtractionData | None = None
     leaves: tuple[Leaf, ...] = ()
+    at: int | None = None
     for item in replay_steps(trace):
         if isinstance(item, TickStep):
             steps.append(item)
         elif item[0] == "extraction":
-            recorded, leaves = item[1]
-    recomputed = re_extract(trace, recorded, leaves) if recorded is not None else None
+            recorded, leaves, at = item[1]
+    recomputed = (
+        extract_again(trace.started.card, recorded, leaves, file=trace.path, line=at)
+        if recorded is not None
+        else None
+    )
     mass_sum = recomputed.mass_sum if recomputed is not None else None
     return ReplayResult(trace, tuple(steps), recorded, recomputed, mass_sum)
-
-
-def re_extract(trace: Trace, recorded: ExtractionData, leaves: Sequence[Leaf]) -> ExtractionData:
-    """Apply the recorded rule to the rebuilt leaves; it must give the recorded extraction
-    exactly, over a mass that sums to 1. Raises TraceError otherwise."""
-    line = next((ln for ln in reversed(trace.effective) if ln.type == "extraction"), None)
-    return extract_again(
-        trace.started.card, recorded, leaves, file=trace.path, line=line.number if line else None
-    )
 
 
 def extract_again(
@@ -358,8 +355,9 @@ def extract_again(
     file: Path,
     line: int | None,
 ) -> ExtractionData:
-    """:func:`re_extract` for the trace at ``file`` of ``card``, whose extraction is on
-    ``line``."""
+    """Apply the recorded rule to the rebuilt leaves of the trace at ``file`` (of ``card``,
+    its extraction on ``line``); it must give the recorded extraction exactly, over a mass that
+    sums to 1. Raises TraceError otherwise."""
     options = (
         None
         if card.get("kind", "binary") == "binary"

@@ -77,11 +77,10 @@ class Verification:
 
 class _Pass:
     """One pass over a trace's lines: each is checked as it comes, and each effective one
-    noted (the extraction's line) and, with ``canonical``, hashed."""
+    hashed with ``canonical``."""
 
     def __init__(self, *, canonical: bool) -> None:
         self.hashed = CanonicalHash() if canonical else None
-        self.extraction_line: int | None = None
 
     def checked(self, lines: Iterable[TraceLine]) -> Iterator[TraceLine]:
         """Each line, once its record validates and is in the writer's form; a line waits in
@@ -94,9 +93,7 @@ class _Pass:
             yield line
 
     def note(self, line: TraceLine) -> None:
-        """An effective line: the extraction's line is noted, and every line hashed."""
-        if line.type == "extraction":
-            self.extraction_line = line.number
+        """An effective line, hashed when the canonical hash was asked for."""
         if self.hashed is not None:
             self.hashed.add(line)
 
@@ -138,7 +135,7 @@ def verify_trace(
         recorded, recomputed = direct.recorded, direct.recomputed
     else:
         effective = scan.counted(stream_effective(stream))
-        recorded, recomputed = _replayed(read, scan, card, effective, on_step)
+        recorded, recomputed = _replayed(read, card, effective, on_step)
     torn_line, unterminated = read.tail()
     last, terminal = read.last, read.terminal
     assert last is not None  # the first line was read
@@ -166,7 +163,6 @@ def verify_trace(
 
 def _replayed(
     read: Trace | TraceStream,
-    scan: _Pass,
     card: dict[str, Any],
     effective: Iterator[TraceLine],
     on_step: Callable[[TickStep], None] | None,
@@ -176,15 +172,16 @@ def _replayed(
     run did not get that far)."""
     recorded: ExtractionData | None = None
     leaves: Any = ()
+    at: int | None = None
     for item in replay_lines(read.path, effective, lambda: read.complete):
         if isinstance(item, TickStep):
             if on_step is not None:
                 on_step(item)
         elif item[0] == "extraction":
-            recorded, leaves = item[1]
+            recorded, leaves, at = item[1]
     if recorded is None:
         return None, None
-    again = extract_again(card, recorded, leaves, file=read.path, line=scan.extraction_line)
+    again = extract_again(card, recorded, leaves, file=read.path, line=at)
     return recorded, again
 
 
