@@ -237,7 +237,7 @@ class Trace:
         """The trace's anchor: the SHA-256 of its last complete line (what the ``prev`` of a
         following record would carry). It fixes every line before it through the chain, so a
         head recorded elsewhere (a prereg lock, a printed run summary) pins the whole trace."""
-        return hashlib.sha256(self.lines[-1].raw).hexdigest()
+        return _head(self.lines[-1])
 
     def of_type(self, *types: str) -> Iterator[TraceLine]:
         return (line for line in self.lines if line.type in types)
@@ -254,6 +254,10 @@ class Trace:
     def effective(self) -> list[TraceLine]:
         """The lines that count once resumes are taken into account (see trace.effective)."""
         return effective_lines(self.lines)
+
+
+def _head(last: TraceLine) -> str:
+    return hashlib.sha256(last.raw).hexdigest()
 
 
 def _terminal(last: TraceLine | None) -> TraceLine | None:
@@ -493,6 +497,13 @@ class TraceStream:
             yield line
 
     @property
+    def head(self) -> str:
+        """The head of the lines read so far (see :attr:`Trace.head`); there must be one."""
+        if self.last is None:
+            raise TraceIncomplete("trace has no complete record", file=self.path)
+        return _head(self.last)
+
+    @property
     def terminal(self) -> TraceLine | None:
         """The last line read, if it is a sealed (terminal) record."""
         return _terminal(self.last)
@@ -549,5 +560,10 @@ def _tail(path: Path, records: int, offset: int, last: bytes | None) -> tuple[in
 def trace_head(path: str | Path) -> str:
     """The head of the trace at ``path`` (see :attr:`Trace.head`), read through the checking
     reader: what a lock records to pin a trace. Raises :class:`TraceError` naming the first bad
-    line, :class:`TraceIncomplete` for a trace with no complete record."""
-    return read_trace(path).head
+    line, :class:`TraceIncomplete` for a trace with no complete record. Streamed: only the
+    last line is held."""
+    stream = TraceStream(path)
+    for _ in stream:
+        pass
+    stream.tail()  # no complete record: raises, saying what the file holds
+    return stream.head
