@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from worldsim.trace.reader import read_trace
 from worldsim.trace.replay import replay
 from worldsim.trace.schema import render_markdown
 from worldsim.trace.verify import verify_trace
+from worldsim.trace.writer import utc_stamp
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +35,17 @@ def trace_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     result = anyio.run(lambda: run_card(config, out, fsync=False))
     assert result.timelines > 1
     return result.trace.read_bytes()
+
+
+def test_a_stamp_is_the_time_now_in_utc_to_the_microsecond() -> None:
+    before = datetime.now(UTC)
+    stamps = [utc_stamp() for _ in range(3)]
+    after = datetime.now(UTC)
+    for stamp in stamps:
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", stamp)
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        assert before - timedelta(milliseconds=1) <= when <= after + timedelta(milliseconds=1)
+    assert stamps == sorted(stamps)
 
 
 def test_every_line_is_one_envelope_chained_to_the_last(trace_bytes: bytes, tmp_path: Path) -> None:
