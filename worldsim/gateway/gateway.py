@@ -8,6 +8,7 @@ source precision rests on logged access rather than on what an agent says it rea
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
@@ -71,7 +72,10 @@ class DocumentView(_Frozen):
     stance: float | None = None
 
 
+@functools.lru_cache(maxsize=16_384)
 def _result(hit: SearchHit) -> SearchResult:
+    """A hit as an agent sees it (made once per hit: the store answers a query it has answered
+    before with the same hits)."""
     return SearchResult(
         id=hit.id,
         title=hit.title,

@@ -6,6 +6,7 @@ from pydantic models, so they can be handed to an OpenAI-compatible API as funct
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -93,6 +94,12 @@ OPEN_DOCUMENT = ToolSpec(
 GATEWAY_TOOLS: tuple[ToolSpec, ...] = (SEARCH_EVIDENCE, OPEN_DOCUMENT)
 
 
+@functools.lru_cache(maxsize=16_384)
+def _json_ready(view: BaseModel) -> dict[str, Any]:
+    """A frozen hit's or document's JSON form, made once (callers get a copy of it)."""
+    return view.model_dump(mode="json")
+
+
 @dataclass(frozen=True, slots=True)
 class AgentTools:
     """The gateway tools as one agent in one timeline and tick calls them."""
@@ -118,7 +125,7 @@ class AgentTools:
                 hits = await self.gateway.search(
                     args.query, args.k, agent=self.agent, timeline=self.timeline, tick=self.tick
                 )
-                return {"results": [h.model_dump(mode="json") for h in hits]}
+                return {"results": [dict(_json_ready(h)) for h in hits]}
             if name == OPEN_DOCUMENT.name:
                 opened = OpenDocumentArgs.model_validate(raw)
                 try:
@@ -127,7 +134,7 @@ class AgentTools:
                     )
                 except GatewayRefusal as exc:
                     return {"error": exc.message, "reason": exc.reason, "doc_id": exc.doc_id}
-                return {"document": doc.model_dump(mode="json")}
+                return {"document": dict(_json_ready(doc))}
         except ValidationError as exc:
             field, message = first_error(exc)
             raise ConfigError(message, field=f"{name}.{field}") from None

@@ -36,6 +36,11 @@ def _target_endpoint(state: WorldState, favours: str | None) -> str:
     return next((ep.id for ep in scored if ep.polarity == "yes"), scored[0].id)
 
 
+def _clip(value: float, low: float, high: float) -> float:
+    """``np.clip`` of one float (the same value, without an array round trip)."""
+    return min(max(value, low), high)
+
+
 def _verb(direction: float) -> str:
     if direction > 0.5:
         return "pushes hard for"
@@ -67,8 +72,8 @@ class OfflineActor:
         push, cites = await _read_evidence(
             ctx, f"{actor.name} {title.title if title else ''}", hits
         )
-        direction = float(np.clip(actor.stance + noise + push, -1.0, 1.0))
-        magnitude = float(np.clip(actor.influence * vigour * salience, 0.0, 1.0))
+        direction = _clip(actor.stance + noise + push, -1.0, 1.0)
+        magnitude = _clip(actor.influence * vigour * salience, 0.0, 1.0)
         return [
             Proposal(
                 agent=ctx.agent,

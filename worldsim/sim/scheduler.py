@@ -398,7 +398,8 @@ class Engine:
         roles_of = dict(active)
         for agent in sorted(results):
             for i, p in enumerate(results[agent]):
-                proposals.append(p.model_copy(update={"agent": agent, "index": i}))
+                named = p.agent == agent and p.index == i
+                proposals.append(p if named else p.model_copy(update={"agent": agent, "index": i}))
         for p in proposals:
             self.proposals_seen.add((tl.id, k, p.agent))
             unretrieved = (
