@@ -84,17 +84,20 @@ def to_epoch_us(moment: datetime) -> int:
 
 
 @functools.lru_cache(maxsize=16_384)
-def fts_query(query: str) -> str | None:
-    """Turn free text into a safe FTS5 expression: every word quoted, joined with OR.
+def _query_terms(query: str) -> tuple[str, ...]:
+    """The words of free text as quoted FTS5 phrases: lower-cased, each once, in order, at most
+    64. Agents write free text; FTS5 syntax (quotes, ``NEAR``, ``-``, ``:``) must never turn a
+    query into a syntax error or an unintended operator."""
+    words = dict.fromkeys(t.lower() for t in _TOKEN.findall(query))
+    return tuple(f'"{word}"' for word in words)[:_MAX_QUERY_TERMS]
 
-    Agents write free text; FTS5 syntax (quotes, ``NEAR``, ``-``, ``:``) must never turn a query
-    into a syntax error or an unintended operator. BM25 still rewards documents matching more
-    terms. ``None`` when the text holds no word at all.
-    """
-    terms = list(dict.fromkeys(t.lower() for t in _TOKEN.findall(query)))[:_MAX_QUERY_TERMS]
-    if not terms:
-        return None
-    return " OR ".join(f'"{t}"' for t in terms)
+
+def fts_query(query: str) -> str | None:
+    """Turn free text into a safe FTS5 expression: every word quoted (:func:`_query_terms`),
+    joined with OR. BM25 still rewards documents matching more terms. ``None`` when the text
+    holds no word at all."""
+    terms = _query_terms(query)
+    return " OR ".join(terms) if terms else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +207,8 @@ class EvidenceStore:
         self._visible: dict[int, str] = {}  # cutoff (epoch µs) -> its temporary FTS5 table
         self._visible_lock = anyio.Lock()
         # Answers already given, until documents are added: agents ask the same few things.
-        self._found: dict[tuple[str, int, int], tuple[SearchHit, ...]] = {}
+        self._found: dict[tuple[tuple[str, ...], int, int], tuple[SearchHit, ...]] = {}
+        self._held: dict[tuple[str, int], bool] = {}  # (term, cutoff) -> a visible doc holds it
         self._read: dict[str, StoredDocument | None] = {}
 
     async def add(self, docs: Iterable[EvidenceDoc]) -> IngestReport:
@@ -256,18 +260,47 @@ class EvidenceStore:
         given once is given again from memory (still a checkpoint) until documents are added.
         """
         limit = to_epoch_us(before)
-        if k < 1:
+        terms = _query_terms(query)
+        if k < 1 or not terms:
             return []
-        expression = fts_query(query)
-        if expression is None:
-            return []
-        key = (expression, limit, k)
+        key = (terms, limit, k)
         found = self._found.get(key)
         if found is None:
-            found = _keep(self._found, key, await self._search(*key))
+            held = tuple([term for term in terms if await self._holds(term, limit)])
+            found = _keep(self._found, key, await self._ranked(held, limit, k))
         else:
             await anyio.lowlevel.checkpoint()
         return list(found)
+
+    async def _ranked(self, terms: tuple[str, ...], limit: int, k: int) -> tuple[SearchHit, ...]:
+        """The ``k`` best matches of the terms some visible document holds.
+
+        A term no visible document holds changes nothing in a ranking: it matches no row, adds
+        exactly 0.0 to every row's BM25 sum (the other terms keep their order and their IDF), and
+        gives a snippet nothing to mark. Dropping such terms lets queries that differ only there
+        (an agent's name before the same question) share one ranking: a phrase lookup costs a
+        twentieth of a ranked search with snippets.
+        """
+        if not terms:
+            await anyio.lowlevel.checkpoint()
+            return ()
+        key = (terms, limit, k)
+        found = self._found.get(key)
+        if found is None:
+            found = _keep(self._found, key, await self._search(" OR ".join(terms), limit, k))
+        else:
+            await anyio.lowlevel.checkpoint()
+        return found
+
+    async def _holds(self, term: str, limit: int) -> bool:
+        """Whether a document published before ``limit`` holds the phrase ``term``."""
+        held = self._held.get((term, limit))
+        if held is None:
+            index = await self._visible_index(limit)
+            sql = f"SELECT 1 FROM temp.{index} WHERE {index} MATCH ? LIMIT 1"
+            async with self._db.execute(sql, (term,)) as cursor:
+                held = _keep(self._held, (term, limit), await cursor.fetchone() is not None)
+        return held
 
     async def _search(self, expression: str, limit: int, k: int) -> tuple[SearchHit, ...]:
         index = await self._visible_index(limit)
@@ -323,6 +356,7 @@ class EvidenceStore:
             await self._db.commit()
             self._visible.clear()
             self._found.clear()
+            self._held.clear()
             self._read.clear()
 
     async def get(self, doc_id: str) -> StoredDocument | None:

@@ -1,0 +1,107 @@
+"""A search ranks exactly as SQLite ranks the whole query, though it drops the words no visible
+document holds before ranking (so that queries differing only there share one ranking)."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from worldsim.domain.cards import EvidenceDoc
+from worldsim.gateway import memory_store
+from worldsim.gateway.store import fts_query
+
+EPOCH = datetime(2026, 3, 1, tzinfo=UTC)
+HELD = ("merger", "review", "approval", "regulators", "approved", "rain", "votes", "delay")
+#: words no document is made of (names, numbers, a stem of no held word)
+ABSENT = ("actor", "0042", "zebra", "reviewer", "7", "ünïcode")
+
+texts = st.lists(st.sampled_from(HELD), min_size=1, max_size=10).map(" ".join)
+documents = st.lists(
+    st.tuples(st.integers(-(10**6), 10**6), texts, texts), min_size=1, max_size=12
+).map(
+    lambda rows: [
+        EvidenceDoc(id=f"d{i}", published_at=EPOCH + timedelta(seconds=s), title=title, text=text)
+        for i, (s, title, text) in enumerate(rows)
+    ]
+)
+queries = st.lists(st.sampled_from(HELD + ABSENT), min_size=1, max_size=8).map(" ".join)
+asks = st.lists(
+    st.tuples(queries, st.integers(1, 8), st.integers(-(10**6), 10**6 + 1)), min_size=1, max_size=6
+)
+
+
+def _whole_query(
+    docs: list[EvidenceDoc], query: str, before: datetime, k: int
+) -> list[tuple[str, float, str]]:
+    """The ranking of the whole OR query, computed here from the documents alone: an FTS5
+    table of the documents published before ``before``, ranked by ``bm25`` with snippets."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE f USING fts5(title, text, tokenize='porter unicode61')")
+    db.execute("CREATE TABLE d (rowid INTEGER PRIMARY KEY, id TEXT, published REAL)")
+    for rowid, doc in enumerate(docs, start=1):
+        published = doc.published_at.timestamp()
+        if published < before.timestamp():
+            db.execute(
+                "INSERT INTO f (rowid, title, text) VALUES (?, ?, ?)", (rowid, doc.title, doc.text)
+            )
+            db.execute("INSERT INTO d VALUES (?, ?, ?)", (rowid, doc.id, published))
+    expression = fts_query(query)
+    assert expression is not None
+    rows = db.execute(
+        "SELECT d.id, bm25(f) AS score, snippet(f, 1, '[', ']', '…', 16) FROM f "
+        "JOIN d ON d.rowid = f.rowid WHERE f MATCH ? "
+        "ORDER BY score ASC, d.published DESC, d.id ASC LIMIT ?",
+        (expression, k),
+    ).fetchall()
+    db.close()
+    return [(str(i), float(score), str(snippet)) for i, score, snippet in rows]
+
+
+async def _searched(
+    docs: list[EvidenceDoc], asked: list[tuple[str, int, int]]
+) -> list[list[tuple[str, float, str]]]:
+    async with memory_store(docs) as store:
+        return [
+            [
+                (hit.id, hit.score, hit.snippet)
+                for hit in await store.search(query, before=EPOCH + timedelta(seconds=at), k=k)
+            ]
+            for query, k, at in asked
+        ]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(docs=documents, asked=asks)
+def test_a_search_ranks_as_the_whole_query_whatever_words_no_document_holds(
+    docs: list[EvidenceDoc], asked: list[tuple[str, int, int]]
+) -> None:
+    """Same hits, order, BM25 scores (to the last bit) and snippets as the whole query."""
+    searched = asyncio.run(_searched(docs, asked))
+    expected = [
+        _whole_query(docs, query, EPOCH + timedelta(seconds=at), k) for query, k, at in asked
+    ]
+    assert searched == expected
+
+
+@pytest.mark.parametrize("name", ["actor 1", "actor 2", "zebra"])
+def test_queries_that_differ_in_words_no_document_holds_get_the_same_hits(name: str) -> None:
+    docs = [
+        EvidenceDoc(id="a", published_at=EPOCH, title="Merger review", text="merger review votes"),
+        EvidenceDoc(id="b", published_at=EPOCH, title="Rain", text="rain delay for the review"),
+    ]
+    later = EPOCH + timedelta(days=1)
+
+    async def main() -> tuple[list[object], list[object]]:
+        async with memory_store(docs) as store:
+            plain = await store.search("merger review", before=later, k=5)
+            named = await store.search(f"{name} merger review", before=later, k=5)
+            return list(plain), list(named)
+
+    plain, named = asyncio.run(main())
+    assert [h.id for h in plain] == ["a", "b"]  # type: ignore[attr-defined]
+    assert named == plain
