@@ -40,6 +40,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "private": folder / "mine.key",
         "public": folder / "mine.key.pub",
         "other_public": folder / "other.key.pub",
+        "other_private": folder / "other.key",
     }
 
 
@@ -153,12 +154,38 @@ def test_a_signed_run_resumed_is_signed_again_at_its_new_end(
     assert f"head {trace_head(crashed)}" in resumed.out.replace("\n", "")
     assert cli("verify", crashed, "--public-key", keys["public"]).code == 0
     assert read_trace(crashed).first("run_resumed") is not None
-    # resumed without the key, the new end is unsigned and the key no longer confirms it
-    again = tmp_path / "again" / TRACE
-    again.parent.mkdir()
-    again.write_bytes(blob[: len(blob) * 2 // 3])
-    assert cli("run", "--resume", again).code == 0
-    assert cli("verify", again, "--public-key", keys["public"]).code == 1
+
+
+@pytest.mark.parametrize("given", [None, "other_private"])
+def test_a_signed_run_is_resumed_only_with_its_key(
+    keys: dict[str, Path], signed: Path, tmp_path: Path, given: str | None
+) -> None:
+    """Without a key, or with another one, the resume is refused before anything is written:
+    the run's start names the key its end is to be signed with."""
+    key_id = read_trace(signed).started.signed_by
+    assert key_id == load_public_key(keys["public"]).key_id
+    blob = signed.read_bytes()
+    crashed = tmp_path / TRACE
+    crashed.write_bytes(blob[: len(blob) * 2 // 3])
+    with_key = ["--sign-key", keys[given]] if given else []
+    refused = cli("run", "--resume", crashed, *with_key)
+    assert refused.code == 2
+    assert f"signed with key {key_id}" in refused.err.replace("\n", "")
+    assert "Traceback" not in refused.err
+    assert crashed.read_bytes() == blob[: len(blob) * 2 // 3]
+
+
+def test_an_unsigned_run_records_no_key_and_may_be_signed_when_resumed(
+    keys: dict[str, Path], tmp_path: Path
+) -> None:
+    ran = cli("run", DEMO_CARD, "--ticks", "2", "--out", tmp_path)
+    assert ran.code == 0, ran.err
+    trace = tmp_path / TRACE
+    assert read_trace(trace).started.signed_by == ""
+    blob = trace.read_bytes()
+    trace.write_bytes(blob[: len(blob) * 2 // 3])
+    assert cli("run", "--resume", trace, "--sign-key", keys["private"]).code == 0
+    assert cli("verify", trace, "--public-key", keys["public"]).code == 0
 
 
 def _bad_keys(folder: Path, keys: dict[str, Path]) -> dict[str, tuple[Path, str]]:

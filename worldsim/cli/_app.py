@@ -34,7 +34,8 @@ SignKeyOption = Annotated[
     typer.Option(
         metavar="FILE",
         help="Sign the sealed last record of each trace with this Ed25519 private key (PEM, "
-        "PKCS#8, unencrypted; see `worldsim keygen`). Not recorded in the trace.",
+        "PKCS#8, unencrypted; see `worldsim keygen`). The key is not recorded, its id is: a "
+        "signed run is resumed only with the same key.",
     ),
 ]
 """``--sign-key``, shared by the commands that write traces."""

@@ -285,6 +285,7 @@ async def forecast_card(
                 extraction_rule=DIRECT_RULE,
                 kind="direct",
                 config=config.to_dict() if config is not None else None,
+                signed_by=signer.key_id if signer is not None else "",
                 **(config.started_fields() if config is not None else {}),
             ),
         )

@@ -197,6 +197,7 @@ class Engine:
                 role_overrides=dict(config.roles),
                 extra_roles=list(config.added_roles),
                 config=config.to_dict(),
+                signed_by=self.writer.signer.key_id if self.writer.signer is not None else "",
                 **config.started_fields(),
             ),
         )

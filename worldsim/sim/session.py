@@ -62,7 +62,7 @@ from worldsim.sim.plan import (
 from worldsim.sim.resume import Cut, recorded_spend, restore_point, resume_config
 from worldsim.sim.scheduler import Engine, Observer
 from worldsim.sim.settlement import RunResult, trace_name
-from worldsim.trace.reader import read_trace
+from worldsim.trace.reader import Trace, read_trace
 from worldsim.trace.records import RunFailedData, RunResumedData
 from worldsim.trace.signing import Signer
 from worldsim.trace.writer import TraceLock, TraceWriter
@@ -395,6 +395,7 @@ async def _resume_locked(
     signer: Signer | None,
 ) -> RunResult:
     trace = read_trace(lock.path)
+    _check_signer(trace, signer)
     cut = Cut(trace)
     config = resume_config(trace, models)
     plan = role_plan(config)
@@ -433,6 +434,21 @@ async def _resume_locked(
 
         return await guarded(writer, body)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _check_signer(trace: Trace, signer: Signer | None) -> None:
+    """A run started to be signed is resumed with the key it names, so that its final record
+    is signed as its start said it would be (nothing is written before this check)."""
+    wanted = trace.started.signed_by
+    if not wanted or (signer is not None and signer.key_id == wanted):
+        return
+    given = "no key" if signer is None else f"key {signer.key_id}"
+    raise ConfigError(
+        f"this run is signed with key {wanted}, and the resume was given {given}: "
+        "resume it with --sign-key and the private key of that key id",
+        file=trace.path,
+        field="sign_key",
+    )
 
 
 async def forecast(

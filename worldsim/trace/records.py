@@ -110,6 +110,15 @@ class RunStartedData(_Data):
             "causal_simulation, search or near_resolution"
         ),
     )
+    signed_by: str = Field(
+        "",
+        pattern=r"^([0-9a-f]{64})?$",
+        description=(
+            "the id of the key the run's final record is to be signed with (a resumed run "
+            "must be resumed with that key); empty when the run is not signed, and in traces "
+            "written by earlier versions"
+        ),
+    )
 
 
 class WorldInitializedData(_Data):

@@ -98,8 +98,10 @@ precise, and none says more:
   it. It is an Ed25519 signature of the bytes `worldsim.trace-seal/1 ` followed by the seal's
   64 hex digits (the prefix keeps a trace key from signing anything else); `data.key_id` is the
   SHA-256 of the raw 32-byte public key. `verify` checks the signature of the final terminal
-  record only (a resumed run is signed again at its new end); without `--public-key` it reports
-  "signed by key ID (not checked)" or "unsigned" and does not fail. Anyone can strip a signature
+  record only (a resumed run is signed again at its new end, and must be: a run started with a
+  key names it in `run_started.signed_by`, and `run --resume` refuses another key or none);
+  without `--public-key` it reports "signed by key ID (not checked)" or "unsigned" and does not
+  fail. Anyone can strip a signature
   and reseal: an unsigned trace proves nothing about who wrote it, and `--public-key` refuses it.
 * **None of them prove** that the model calls really happened or returned what is recorded,
   that the key holder (or whoever recorded a head) was honest, that the documents a run read
@@ -205,6 +207,11 @@ unless a revision below says otherwise.
   (per cohort, `null` or its `count` and the `sha256` of its four arrays), so every committed
   digest covers the members' bytes. Only then: a card without members is written as before
   (its cohorts have no `members` key), and its traces and canonical hash are unchanged.
+* **0.2.0 — the signing key named at the start.** `run_started` gains `signed_by`: the id of
+  the key a run started with `--sign-key` is to be signed with at its end (`""` when unsigned,
+  and in traces written before). `run --resume` of such a run refuses (exit 2, before anything
+  is written) unless given the same key, so a resumed run cannot end unsigned by omission. The
+  canonical hash keeps none of `run_started`'s new field: unchanged.
 
 ## Record types
 
