@@ -45,8 +45,9 @@ from worldsim.domain.errors import (
     ReplayMissError,
     WorldsimRuntimeError,
 )
-from worldsim.models.call import canonical_json, request_hash
+from worldsim.models.call import request_hash
 from worldsim.models.schema import extract_json
+from worldsim.world.canonical import canonical_json
 
 __all__ = [
     "CACHE_FILE",
@@ -230,7 +231,7 @@ class ResponseCache:
                     *cache_key(route, request, variant),
                     route,
                     reply,
-                    canonical_json(call),
+                    canonical_json(call).decode(),
                     datetime.now(UTC).isoformat(timespec="seconds"),
                 ),
             )

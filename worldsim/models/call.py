@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from worldsim.domain.contracts import CallSite, ModelRequest
+from worldsim.world.canonical import canonical_json
 
 __all__ = [
     "CacheStatus",
@@ -24,7 +25,6 @@ __all__ = [
     "OutputMode",
     "PromptMessage",
     "Usage",
-    "canonical_json",
     "output_schema",
     "output_schema_of",
     "request_hash",
@@ -161,11 +161,6 @@ class LlmCallData(BaseModel):
         )
 
 
-def canonical_json(value: Any) -> str:
-    """Sorted keys, no whitespace, UTF-8 kept: the form every hash in worldsim is taken over."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def output_schema(output_type: type[BaseModel]) -> dict[str, Any]:
     """The JSON schema pydantic generates for an output model (a fresh copy, safe to edit)."""
     return dict(json.loads(_schema_text(output_type)))
@@ -179,7 +174,7 @@ def output_schema_of(request: ModelRequest) -> dict[str, Any]:
 @functools.lru_cache(maxsize=512)
 def _schema_text(output_type: type[BaseModel]) -> str:
     # Generating a schema costs about a millisecond; every call needs it at least twice.
-    return canonical_json(output_type.model_json_schema())
+    return canonical_json(output_type.model_json_schema()).decode()
 
 
 def request_hash(request: ModelRequest, *, model: str, output_mode: str | None) -> str:
@@ -195,4 +190,4 @@ def request_hash(request: ModelRequest, *, model: str, output_mode: str | None) 
     }
     if output_mode is not None:
         payload["output_mode"] = output_mode
-    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical_json(payload)).hexdigest()

@@ -26,7 +26,7 @@ from worldsim.domain.config import RouteOptions
 from worldsim.domain.contracts import Model
 from worldsim.domain.errors import ConfigError
 from worldsim.models.cache import CachedModel, ResponseCache
-from worldsim.models.call import OutputMode, canonical_json
+from worldsim.models.call import OutputMode
 from worldsim.models.leakage import LeakageGuard, LeakageGuardModel
 from worldsim.models.limits import DEFAULT_MAX_CONNECTIONS, RouteLimiters
 from worldsim.models.openai_model import OpenAIModel
@@ -42,6 +42,7 @@ from worldsim.models.routes import (
 )
 from worldsim.models.schema import DEFAULT_MAX_STRING_LENGTH
 from worldsim.models.secrets import Redactor
+from worldsim.world.canonical import canonical_json
 
 __all__ = [
     "LOCAL_ESCALATION",
@@ -278,7 +279,7 @@ def _cache_variant(ro: RouteOptions) -> str:
     """The route settings that change what a request sends, for the cache key."""
     sent = {"max_tokens_scale": ro.max_tokens_scale, "temperature": ro.temperature}
     chosen = {k: v for k, v in sent.items() if v is not None}
-    return canonical_json(chosen) if chosen else ""
+    return canonical_json(chosen).decode() if chosen else ""
 
 
 def route_limits(routes: RouteTable, options: ModelOptions) -> dict[str, int]:
