@@ -207,6 +207,22 @@ async def test_agent_tools_run_calls_and_return_refusals_as_data() -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_tool_answer_changed_by_its_caller_leaves_the_next_answer_alone() -> None:
+    """Answers are made once per hit and document; each caller gets its own copy."""
+    async with memory_store(DOCS) as store:
+        tools = AgentTools(Gateway(store, cutoff=CUTOFF), agent="firm", timeline="t0", tick=1)
+        first = await tools.call("search_evidence", {"query": "merger", "k": 2})
+        opened = await tools.call("open_document", {"doc_id": "a"})
+        expected = (json.dumps(first), json.dumps(opened))
+        first["results"][0]["title"] = "changed"
+        first["results"].pop()
+        opened["document"]["text"] = "changed"
+        again = await tools.call("search_evidence", {"query": "merger", "k": 2})
+        reopened = await tools.call("open_document", {"doc_id": "a"})
+        assert (json.dumps(again), json.dumps(reopened)) == expected
+
+
+@pytest.mark.asyncio
 async def test_gateway_for_card_uses_inline_evidence_and_as_of_cutoff() -> None:
     card = _card([d.model_dump(mode="json") for d in DOCS])
     async with gateway_for_card(card) as gateway:

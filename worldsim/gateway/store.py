@@ -332,6 +332,9 @@ class EvidenceStore:
         """The temporary FTS5 table of the documents published before ``limit`` (epoch µs),
         built on first use and kept until documents are added. Temporary tables live beside
         the connection, so a store opened read-only still gets one."""
+        name = self._visible.get(limit)  # a table is named here only once it is built
+        if name is not None:
+            return name
         async with self._visible_lock:
             name = self._visible.get(limit)
             if name is None:

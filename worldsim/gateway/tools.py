@@ -6,7 +6,6 @@ from pydantic models, so they can be handed to an OpenAI-compatible API as funct
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -94,10 +93,21 @@ OPEN_DOCUMENT = ToolSpec(
 GATEWAY_TOOLS: tuple[ToolSpec, ...] = (SEARCH_EVIDENCE, OPEN_DOCUMENT)
 
 
-@functools.lru_cache(maxsize=16_384)
+#: Views remembered by identity (each entry holds its view, so its id is not reused meanwhile).
+_JSON_READY_SIZE = 16_384
+_JSON_READY: dict[int, tuple[BaseModel, dict[str, Any]]] = {}
+
+
 def _json_ready(view: BaseModel) -> dict[str, Any]:
-    """A frozen hit's or document's JSON form, made once (callers get a copy of it)."""
-    return view.model_dump(mode="json")
+    """A frozen hit's or document's JSON form, made once per object (the gateway hands out the
+    same view object for the same hit or document); callers get a copy of it."""
+    key = id(view)
+    seen = _JSON_READY.get(key)
+    if seen is None or seen[0] is not view:
+        if len(_JSON_READY) >= _JSON_READY_SIZE:
+            del _JSON_READY[next(iter(_JSON_READY))]
+        seen = _JSON_READY[key] = (view, view.model_dump(mode="json"))
+    return seen[1]
 
 
 @dataclass(frozen=True, slots=True)
