@@ -8,7 +8,6 @@ source precision rests on logged access rather than on what an agent says it rea
 
 from __future__ import annotations
 
-import functools
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
@@ -20,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from worldsim.domain.cards import Card, EvidenceDatabase, utc_iso
 from worldsim.domain.errors import ConfigError, GatewayRefusal
+from worldsim.domain.memo import IdentityMemo
 from worldsim.gateway.access import AccessLog, RetrievalRecord
 from worldsim.gateway.store import (
     EvidenceStore,
@@ -72,18 +72,26 @@ class DocumentView(_Frozen):
     stance: float | None = None
 
 
-@functools.lru_cache(maxsize=16_384)
+#: Hits and documents as agents see them (the store answers a query or a read it answered
+#: before with the same objects).
+_RESULTS: IdentityMemo[SearchResult] = IdentityMemo(4_096)
+_VIEWS: IdentityMemo[DocumentView] = IdentityMemo(1_024)
+
+
 def _result(hit: SearchHit) -> SearchResult:
-    """A hit as an agent sees it (made once per hit: the store answers a query it has answered
-    before with the same hits)."""
-    return SearchResult(
-        id=hit.id,
-        title=hit.title,
-        published_at=utc_iso(hit.published_at),
-        source=hit.source,
-        url=hit.url,
-        snippet=hit.snippet,
-        score=hit.score,
+    """A hit as an agent sees it, made once per hit."""
+    return _RESULTS.get(
+        "result",
+        hit,
+        lambda: SearchResult(
+            id=hit.id,
+            title=hit.title,
+            published_at=utc_iso(hit.published_at),
+            source=hit.source,
+            url=hit.url,
+            snippet=hit.snippet,
+            score=hit.score,
+        ),
     )
 
 
@@ -102,8 +110,6 @@ class Gateway:
         self._cutoff = cutoff.astimezone(UTC)
         self._cutoff_us = to_epoch_us(self._cutoff)
         self._log = AccessLog()
-        # each document's view, made once (views are frozen), with the stored document it shows
-        self._views: dict[str, tuple[StoredDocument, DocumentView]] = {}
 
     @property
     def cutoff(self) -> datetime:
@@ -208,20 +214,19 @@ class Gateway:
     def _view(self, doc: StoredDocument) -> DocumentView:
         """The view of a stored document, made once for as long as the store gives the same
         document back (it gives a new one after documents are added)."""
-        seen = self._views.get(doc.id)
-        if seen is not None and seen[0] is doc:
-            return seen[1]
-        view = DocumentView(
-            id=doc.id,
-            title=doc.title,
-            published_at=utc_iso(doc.published_at),
-            text=doc.text,
-            source=doc.source,
-            url=doc.url,
-            stance=doc.stance,
+        return _VIEWS.get(
+            "view",
+            doc,
+            lambda: DocumentView(
+                id=doc.id,
+                title=doc.title,
+                published_at=utc_iso(doc.published_at),
+                text=doc.text,
+                source=doc.source,
+                url=doc.url,
+                stance=doc.stance,
+            ),
         )
-        self._views[doc.id] = (doc, view)
-        return view
 
     def unretrieved_citations(
         self, cited: Sequence[str], agent: str, *, timeline: str | None = None

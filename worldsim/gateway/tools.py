@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from worldsim.domain.errors import ConfigError, GatewayRefusal
 from worldsim.domain.files import first_error
+from worldsim.domain.memo import IdentityMemo
 
 if TYPE_CHECKING:
     from worldsim.gateway.gateway import Gateway
@@ -93,21 +94,13 @@ OPEN_DOCUMENT = ToolSpec(
 GATEWAY_TOOLS: tuple[ToolSpec, ...] = (SEARCH_EVIDENCE, OPEN_DOCUMENT)
 
 
-#: Views remembered by identity (each entry holds its view, so its id is not reused meanwhile).
-_JSON_READY_SIZE = 16_384
-_JSON_READY: dict[int, tuple[BaseModel, dict[str, Any]]] = {}
+#: JSON forms of the views the gateway hands out (the same object for the same hit or document).
+_JSON_READY: IdentityMemo[dict[str, Any]] = IdentityMemo(2_048)
 
 
 def _json_ready(view: BaseModel) -> dict[str, Any]:
-    """A frozen hit's or document's JSON form, made once per object (the gateway hands out the
-    same view object for the same hit or document); callers get a copy of it."""
-    key = id(view)
-    seen = _JSON_READY.get(key)
-    if seen is None or seen[0] is not view:
-        if len(_JSON_READY) >= _JSON_READY_SIZE:
-            del _JSON_READY[next(iter(_JSON_READY))]
-        seen = _JSON_READY[key] = (view, view.model_dump(mode="json"))
-    return seen[1]
+    """A frozen hit's or document's JSON form, made once per view; callers get a copy of it."""
+    return _JSON_READY.get("json", view, lambda: view.model_dump(mode="json"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,6 @@ between a reply and the world are :mod:`worldsim.roles.apply`.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import math
@@ -108,34 +107,41 @@ class PromptedRole:
         the view. With ``tools`` (an agent's gateway tools) the model may search and open
         documents before it answers, every access logged by the tool."""
         prompt = self.prompt
+        once: list[tuple[ChatMessage, ...]] = []
 
-        @functools.cache
         def messages() -> tuple[ChatMessage, ...]:
-            system, user = prompt.render(**variables(), **structured)
-            user_message = ChatMessage("user", user)
-            return (ChatMessage("system", system), user_message) if system else (user_message,)
+            if not once:
+                system, user = prompt.render(**variables(), **structured)
+                user_message = ChatMessage("user", user)
+                once.append(
+                    (ChatMessage("system", system), user_message) if system else (user_message,)
+                )
+            return once[0]
 
-        request = ModelRequest(
-            messages=messages,
-            view=RoleView(context=context, variables=structured),
-            output_type=self.output_type,
-            site=site,
-            prompt_version=self.prompt.version,
-            temperature=self.prompt.meta.temperature,
-            seed=self.seed,
-            max_tokens=self.prompt.meta.max_tokens,
-        )
-        if tools is not None and self.prompt.meta.tools:
-            offered = _offered(self.prompt.meta.tools)
+        offered: tuple[dict[str, Any], ...] = ()
+        handler = None
+        if tools is not None and prompt.meta.tools:
+            offered = _offered(prompt.meta.tools)
 
-            async def run_tool(name: str, arguments: str) -> str:
+            async def handler(name: str, arguments: str) -> str:
                 try:
                     result = await tools.call(name, arguments)
                 except ConfigError as exc:  # the model's malformed call is its to read
                     result = {"error": exc.message}
                 return json.dumps(result)
 
-            request = dataclasses.replace(request, tools=offered, tool_handler=run_tool)
+        request = ModelRequest(
+            messages=messages,
+            view=RoleView(context=context, variables=structured),
+            output_type=self.output_type,
+            site=site,
+            prompt_version=prompt.version,
+            temperature=prompt.meta.temperature,
+            seed=self.seed,
+            max_tokens=prompt.meta.max_tokens,
+            tools=offered,
+            tool_handler=handler,
+        )
         response = await self.model.request(request)
         if not isinstance(response.output, self.output_type):
             raise ModelError(

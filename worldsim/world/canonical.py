@@ -9,15 +9,15 @@ digest then costs in proportion to what changed, plus one pass of SHA-256.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
+
+from worldsim.domain.memo import IdentityMemo
 
 __all__ = ["canonical_json", "rendered"]
 
 #: Parts remembered; a run keeps a handful alive at a time (one per part and live state).
-_CAPACITY = 256
-_rendered: OrderedDict[tuple[str, int], tuple[object, bytes]] = OrderedDict()
+_RENDERED: IdentityMemo[bytes] = IdentityMemo(256)
 
 
 def canonical_json(value: Any) -> bytes:
@@ -26,18 +26,6 @@ def canonical_json(value: Any) -> bytes:
 
 
 def rendered(kind: str, part: object, render: Callable[[], bytes]) -> bytes:
-    """``render()``'s bytes for the immutable ``part``, computed once while ``part`` is remembered.
-
-    Keyed by identity: the memo holds the part itself, so its id cannot be reused by another
-    object while the entry exists.
-    """
-    key = (kind, id(part))
-    hit = _rendered.get(key)
-    if hit is not None and hit[0] is part:
-        _rendered.move_to_end(key)
-        return hit[1]
-    data = render()
-    _rendered[key] = (part, data)
-    if len(_rendered) > _CAPACITY:
-        _rendered.popitem(last=False)
-    return data
+    """``render()``'s bytes for the immutable ``part``, computed once while ``part`` is remembered
+    (keyed by identity, see :class:`~worldsim.domain.memo.IdentityMemo`)."""
+    return _RENDERED.get(kind, part, render)
