@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import anyio
@@ -12,21 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.gateway.strategies import EPOCH, documents, texts
 from worldsim.domain.cards import EvidenceDoc
 from worldsim.gateway import memory_store, open_store
 
-EPOCH = datetime(2026, 3, 1, tzinfo=UTC)
-WORDS = ("merger", "review", "approval", "regulators", "approved", "rain", "votes", "delay")
-
-texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=10).map(" ".join)
-documents = st.lists(
-    st.tuples(st.integers(-(10**6), 10**6), texts, texts), min_size=1, max_size=12
-).map(
-    lambda rows: [
-        EvidenceDoc(id=f"d{i}", published_at=EPOCH + timedelta(seconds=s), title=title, text=text)
-        for i, (s, title, text) in enumerate(rows)
-    ]
-)
 asks = st.lists(
     st.tuples(texts, st.integers(1, 8), st.integers(-(10**6), 10**6 + 1)), min_size=1, max_size=5
 )

@@ -5,31 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.gateway.strategies import EPOCH, WORDS, documents
 from worldsim.domain.cards import EvidenceDoc
 from worldsim.gateway import memory_store
 from worldsim.gateway.store import fts_query
 
-EPOCH = datetime(2026, 3, 1, tzinfo=UTC)
-HELD = ("merger", "review", "approval", "regulators", "approved", "rain", "votes", "delay")
-#: words no document is made of (names, numbers, a stem of no held word)
-ABSENT = ("actor", "0042", "zebra", "reviewer", "7", "ünïcode")
+#: words the documents are not made of: names, numbers, and one whose stem they hold
+OTHER = ("actor", "0042", "zebra", "reviewer", "7", "ünïcode")
 
-texts = st.lists(st.sampled_from(HELD), min_size=1, max_size=10).map(" ".join)
-documents = st.lists(
-    st.tuples(st.integers(-(10**6), 10**6), texts, texts), min_size=1, max_size=12
-).map(
-    lambda rows: [
-        EvidenceDoc(id=f"d{i}", published_at=EPOCH + timedelta(seconds=s), title=title, text=text)
-        for i, (s, title, text) in enumerate(rows)
-    ]
-)
-queries = st.lists(st.sampled_from(HELD + ABSENT), min_size=1, max_size=8).map(" ".join)
+queries = st.lists(st.sampled_from(WORDS + OTHER), min_size=1, max_size=8).map(" ".join)
 asks = st.lists(
     st.tuples(queries, st.integers(1, 8), st.integers(-(10**6), 10**6 + 1)), min_size=1, max_size=6
 )
