@@ -95,6 +95,24 @@ def _result(hit: SearchHit) -> SearchResult:
     )
 
 
+def _view(doc: StoredDocument) -> DocumentView:
+    """A stored document as an agent sees it, made once for as long as the store gives the same
+    document back (it gives a new one after documents are added)."""
+    return _VIEWS.get(
+        "view",
+        doc,
+        lambda: DocumentView(
+            id=doc.id,
+            title=doc.title,
+            published_at=utc_iso(doc.published_at),
+            text=doc.text,
+            source=doc.source,
+            url=doc.url,
+            stance=doc.stance,
+        ),
+    )
+
+
 class Gateway:
     """Evidence access bound to a fixed cutoff; every call is appended to the access log.
 
@@ -209,24 +227,7 @@ class Gateway:
                 timeline=timeline,
                 tick=tick,
             )
-        return self._view(doc)
-
-    def _view(self, doc: StoredDocument) -> DocumentView:
-        """The view of a stored document, made once for as long as the store gives the same
-        document back (it gives a new one after documents are added)."""
-        return _VIEWS.get(
-            "view",
-            doc,
-            lambda: DocumentView(
-                id=doc.id,
-                title=doc.title,
-                published_at=utc_iso(doc.published_at),
-                text=doc.text,
-                source=doc.source,
-                url=doc.url,
-                stance=doc.stance,
-            ),
-        )
+        return _view(doc)
 
     def unretrieved_citations(
         self, cited: Sequence[str], agent: str, *, timeline: str | None = None
