@@ -444,10 +444,9 @@ def _check_signer(trace: Trace, signer: Signer | None) -> None:
         return
     given = "no key" if signer is None else f"key {signer.key_id}"
     raise ConfigError(
-        f"this run is signed with key {wanted}, and the resume was given {given}: "
-        "resume it with --sign-key and the private key of that key id",
+        f"this run was started to be signed with key {wanted}, and the resume was given "
+        f"{given}: resume it with --sign-key and that key's private key file",
         file=trace.path,
-        field="sign_key",
     )
 
 
