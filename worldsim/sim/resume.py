@@ -22,6 +22,7 @@ from worldsim.domain.errors import ConfigError
 from worldsim.domain.policy import BranchPolicy
 from worldsim.sim.scheduler import RestorePoint
 from worldsim.trace.effective import void_lines
+from worldsim.trace.forecast import FORECAST_TYPES, record_views
 from worldsim.trace.reader import Trace
 from worldsim.trace.replay import replay_steps
 from worldsim.world.build import WorldSource
@@ -104,8 +105,9 @@ class Cut:
 
 
 def restore_point(cut: Cut, config: RunConfig) -> RestorePoint:
-    """Rebuild from the kept lines the timelines that ended, the ones still to run, and the
-    forks, proposals and retrievals the report and the audit need."""
+    """Rebuild from the kept lines the timelines that ended, the ones still to run, the forks,
+    proposals and retrievals the report and the audit need, and what the forecast graph is made
+    from (when the run builds one)."""
     ticks = config.effective_ticks
     trace, kept = cut.trace, cut.kept
     point = RestorePoint(ended={}, starts=[])
@@ -197,4 +199,5 @@ def restore_point(cut: Cut, config: RunConfig) -> RestorePoint:
         d = fork.data
         child = Timeline(child_id, d.parent, fork.record.tick, d.depth, mass, d.slots_child, state)
         starts.append((child, fork.record.tick + 1, True))
-    return replace(point, forks_rejected=rejected, world_source=source)
+    forecast = record_views(kept, FORECAST_TYPES) if config.graph else []
+    return replace(point, forks_rejected=rejected, world_source=source, forecast=forecast)

@@ -35,9 +35,9 @@ from worldsim.roles.contracts import AgentRole, InitRole, ReportRole, ReviewRole
 from worldsim.roles.registry import RoleSpec, get_role, registered_roles
 from worldsim.sim.forks import ForkBook
 from worldsim.sim.plan import ModelSource, build_roles, route_table
-from worldsim.sim.settlement import Outcome, RunResult, forecast_views, settle
+from worldsim.sim.settlement import Outcome, RunResult, settle
 from worldsim.trace.audit import check_world
-from worldsim.trace.forecast import ForecastRecords
+from worldsim.trace.forecast import ForecastRecords, RecordView
 from worldsim.trace.records import (
     InterventionData,
     Observation,
@@ -86,6 +86,8 @@ class RestorePoint:
     init_problems: list[str] = field(default_factory=list)
     world_source: WorldSource = "seeds"
     retrievals: list[RetrievalRecord] = field(default_factory=list)
+    forecast: list[RecordView] = field(default_factory=list)
+    """What the forecast graph is made from among the kept records (a run that builds one)."""
 
 
 class Engine:
@@ -243,9 +245,8 @@ class Engine:
         self.init_problems = list(point.init_problems)
         self.world_source = point.world_source
         self._retrievals = list(point.retrievals)
-        if self.forecast is not None:  # the effective records so far, then what is written
-            before = await anyio.to_thread.run_sync(forecast_views, self.writer.path)
-            self._keep_forecast(ForecastRecords(before))
+        if self.forecast is not None:  # the records kept before, then what is written
+            self._keep_forecast(ForecastRecords(point.forecast))
         await self._simulate(point.starts)
         return await self._settle(started)
 

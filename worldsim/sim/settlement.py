@@ -18,14 +18,7 @@ from worldsim.gateway import Gateway
 from worldsim.models import LeakageGuard
 from worldsim.roles.contracts import ReportRole
 from worldsim.trace.audit import audit_run
-from worldsim.trace.forecast import (
-    FORECAST_TYPES,
-    ForecastRecords,
-    RecordView,
-    extract_forecast,
-    record_views,
-)
-from worldsim.trace.reader import iter_effective
+from worldsim.trace.forecast import ForecastRecords, extract_forecast
 from worldsim.trace.records import ExtractionData, ReportData, RunCompletedData
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.build import WorldSource
@@ -34,13 +27,7 @@ from worldsim.world.moves import Report, TimelineSummary
 from worldsim.world.timeline import Timeline
 from worldsim.world.views import ReportContext
 
-__all__ = ["Outcome", "RunResult", "forecast_views", "settle", "trace_name"]
-
-
-def forecast_views(path: Path) -> list[RecordView]:
-    """The views of a trace's effective records the forecast graph is made from (a resumed
-    run's records before it resumed), read as a stream keeping only those."""
-    return record_views(iter_effective(path), FORECAST_TYPES)
+__all__ = ["Outcome", "RunResult", "settle", "trace_name"]
 
 
 def trace_name(card_id: str, method: str, seed: int) -> str:
