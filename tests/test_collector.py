@@ -1,4 +1,4 @@
-"""The collector's pace during runs: raised inside, restored after the last run ends."""
+"""The collector's pace during runs and trace reads: raised inside, restored after the last ends."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ import anyio
 import pytest
 
 from worldsim.domain.cards import load_card
+from worldsim.domain.collector import PACED_THRESHOLD, collector_paced
 from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
-from worldsim.sim.collector import RUN_THRESHOLD, collector_paced
 from worldsim.sim.session import run_card
+from worldsim.trace.reader import iter_trace
 
 from .support import DEMO_CARD
 
@@ -30,15 +31,15 @@ def default_thresholds() -> Iterator[None]:
 
 def test_raised_inside_and_restored_after() -> None:
     with collector_paced():
-        assert gc.get_threshold() == (RUN_THRESHOLD, 10, 10)
+        assert gc.get_threshold() == (PACED_THRESHOLD, 10, 10)
     assert gc.get_threshold() == (700, 10, 10)
 
 
 def test_nested_runs_restore_only_when_the_last_ends() -> None:
     with collector_paced():
         with collector_paced():
-            assert gc.get_threshold()[0] == RUN_THRESHOLD
-        assert gc.get_threshold()[0] == RUN_THRESHOLD
+            assert gc.get_threshold()[0] == PACED_THRESHOLD
+        assert gc.get_threshold()[0] == PACED_THRESHOLD
     assert gc.get_threshold() == (700, 10, 10)
 
 
@@ -48,7 +49,7 @@ def test_restored_after_a_failure() -> None:
     assert gc.get_threshold() == (700, 10, 10)
 
 
-@pytest.mark.parametrize("young", [0, RUN_THRESHOLD * 3])
+@pytest.mark.parametrize("young", [0, PACED_THRESHOLD * 3])
 def test_off_or_higher_is_left_alone(young: int) -> None:
     gc.set_threshold(young, 5, 5)
     with collector_paced():
@@ -79,7 +80,7 @@ def test_runs_in_threads_overlapping_in_any_order() -> None:
         t.start()
     for t in threads:
         t.join(10)
-    assert seen == [RUN_THRESHOLD]  # still raised after the first run ended
+    assert seen == [PACED_THRESHOLD]  # still raised after the first run ended
     assert gc.get_threshold() == (700, 10, 10)
 
 
@@ -92,5 +93,22 @@ def test_a_run_paces_the_collector_and_restores_it(tmp_path: Path) -> None:
         seen.append(gc.get_threshold()[0])
 
     anyio.run(lambda: run_card(config, tmp_path, fsync=False, observer=observe))
-    assert seen and set(seen) == {RUN_THRESHOLD}
+    assert seen and set(seen) == {PACED_THRESHOLD}
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_reading_a_trace_paces_the_collector_until_the_reader_stops(tmp_path: Path) -> None:
+    card = load_card(DEMO_CARD)
+    config = RunConfig(card=card, policy=load_policy("no_branch"), seed=1, ticks=2)
+    trace = anyio.run(lambda: run_card(config, tmp_path, fsync=False)).trace
+    assert gc.get_threshold() == (700, 10, 10)
+
+    seen = {gc.get_threshold()[0] for _ in iter_trace(trace)}
+    assert seen == {PACED_THRESHOLD}
+    assert gc.get_threshold() == (700, 10, 10)
+
+    lines = iter_trace(trace)
+    next(lines)
+    assert gc.get_threshold()[0] == PACED_THRESHOLD
+    lines.close()  # a reader that stops early (as a dropped generator is closed)
     assert gc.get_threshold() == (700, 10, 10)

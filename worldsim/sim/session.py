@@ -19,6 +19,7 @@ import anyio
 import structlog
 
 from worldsim.domain.bounds import DEFAULT_MAX_TRACE_MB
+from worldsim.domain.collector import collector_paced
 from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.contracts import Model
 from worldsim.domain.errors import (
@@ -45,7 +46,6 @@ from worldsim.models.pool import Shared
 from worldsim.models.routes import resolve_settings
 from worldsim.offline import OfflineModel
 from worldsim.roles.registry import RoleSpec
-from worldsim.sim.collector import collector_paced
 from worldsim.sim.direct import (
     DirectResult,
     default_direct_role,
@@ -268,7 +268,7 @@ def unwrap_error(exc: BaseException) -> BaseException:
 
 
 async def guarded(writer: TraceWriter, body: Callable[[], Awaitable[RunResult]]) -> RunResult:
-    """Run ``body`` (with the collector paced for a run, :mod:`worldsim.sim.collector`); a
+    """Run ``body`` (with the collector paced for a run, :mod:`worldsim.domain.collector`); a
     failure ends the trace with a sealed ``run_failed`` and is re-raised.
 
     Cancellation (Ctrl-C, a kill) writes nothing: the trace stays open-ended, resumable. So
