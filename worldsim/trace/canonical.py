@@ -68,10 +68,12 @@ def _content(type_: str, data: dict[str, Any]) -> dict[str, Any]:
 
 class CanonicalHash:
     """The canonical hash, taken as a trace's effective lines stream past: each line's hashed
-    content is kept until :meth:`hexdigest` sorts it into the canonical order."""
+    content is kept, as its canonical JSON bytes, until :meth:`hexdigest` sorts the entries into
+    the canonical order. The hash is the SHA-256 of the canonical JSON of the list of entries,
+    fed entry by entry (a compact JSON list is its items' bytes joined by commas in brackets)."""
 
     def __init__(self) -> None:
-        self._entries: list[tuple[tuple[Any, ...], list[Any]]] = []
+        self._entries: list[tuple[tuple[Any, ...], bytes]] = []
 
     def add(self, line: TraceLine) -> None:
         t = line.type
@@ -85,11 +87,17 @@ class CanonicalHash:
         agent = str(data.get("agent", ""))
         index = int(data.get("index", 0) or 0)
         key = (group, path, rec.tick if rec.tick is not None else -1, _PHASE[t], agent, index)
-        self._entries.append((key, [t, tl, rec.tick, _content(t, data)]))
+        self._entries.append((key, canonical_json([t, tl, rec.tick, _content(t, data)])))
 
     def hexdigest(self) -> str:
         entries = sorted(self._entries, key=lambda e: e[0])
-        return hashlib.sha256(canonical_json([entry for _, entry in entries])).hexdigest()
+        digest = hashlib.sha256(b"[")
+        for i, (_, entry) in enumerate(entries):
+            if i:
+                digest.update(b",")
+            digest.update(entry)
+        digest.update(b"]")
+        return digest.hexdigest()
 
 
 def canonical_hash(trace: Trace) -> str:
