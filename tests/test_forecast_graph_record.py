@@ -1,7 +1,9 @@
-"""A run whose agent condition builds the forecast-time causal graph writes it into its trace;
-KER is read from that record, and is not defined for a run whose condition builds none. (The
-record is derived from the others, so the canonical hash leaves it out: the demo cards' pins in
-tests/test_canonical_pins.py were taken before runs wrote it.)"""
+"""A run whose agent condition builds the forecast-time causal graph records it in its trace (its
+digest and sizes); KER is read from the graph its records give, checked against that digest, and
+is not defined for a run whose condition builds none. A record written before digests holds the
+graph itself and is read as it is. (The record is derived from the others, so the canonical hash
+leaves it out: the demo cards' pins in tests/test_canonical_pins.py were taken before runs wrote
+it.)"""
 
 from __future__ import annotations
 
@@ -15,12 +17,15 @@ from hypothesis import strategies as st
 from tests.support import DEMO_CARD, ROOT, invoke
 from worldsim.domain.cards import load_card
 from worldsim.domain.config import RunConfig
+from worldsim.domain.errors import ConfigError
 from worldsim.domain.policy import load_policy
 from worldsim.scoring.hindsight.forecast import forecast_graph_of, trace_records
 from worldsim.sim.session import resume_run, run_card
 from worldsim.trace.forecast import extract_forecast, record_views
 from worldsim.trace.reader import read_trace
-from worldsim.trace.records import ForecastGraph
+from worldsim.trace.records import ForecastGraph, ForecastGraphData
+from worldsim.trace.verify import verify_trace
+from worldsim.trace.writer import SEALED_TYPES, TraceWriter
 
 
 def _run(tmp_path: Path, condition: str, *, label: str | None = None) -> Path:
@@ -43,11 +48,14 @@ def test_a_graph_condition_writes_its_graph_before_the_extraction(
     types = [line.type for line in trace.effective]
     assert types.count("forecast_graph") == 1
     assert types.index("forecast_graph") == types.index("extraction") - 1
-    record = ForecastGraph.model_validate(trace.first("forecast_graph").fields)
+    record = ForecastGraphData.model_validate(trace.first("forecast_graph").fields)
     before = trace.effective[: types.index("forecast_graph")]
-    assert record == extract_forecast(record_views(before))
-    assert record.events  # the demo card's timelines make events
-    assert forecast_graph_of(trace_records(trace.path)) == record
+    graph = extract_forecast(record_views(before))
+    assert graph.events  # the demo card's timelines make events
+    assert record.digest == graph.digest()
+    assert (record.event_count, record.link_count) == (len(graph.events), len(graph.links))
+    assert record.events == () and record.links == ()  # named, not held
+    assert forecast_graph_of(trace_records(trace.path)) == graph
 
 
 @pytest.mark.parametrize("condition", ["vanilla", "search"])
@@ -68,7 +76,64 @@ def test_a_trace_from_before_the_record_is_scored_by_deriving_its_graph(tmp_path
     views = [r for r in trace_records(path) if r.type != "forecast_graph"]
     derived = forecast_graph_of(views)
     assert derived is not None
-    assert derived == ForecastGraph.model_validate(read_trace(path).first("forecast_graph").fields)
+    assert derived.digest() == read_trace(path).first("forecast_graph").fields["digest"]
+
+
+def _rewritten(source: Path, target: Path, graph_data: dict[str, object]) -> Path:
+    """``source``'s records written again by the writer into ``target`` (a sound trace of its
+    own), its ``forecast_graph`` record's data replaced by ``graph_data``."""
+    records = []
+    for line in read_trace(source).lines:
+        data = dict(graph_data) if line.type == "forecast_graph" else dict(line.fields)
+        if line.type in SEALED_TYPES:
+            data["seal"] = ""  # the writer seals terminal records again
+        records.append((line.type, line.tl, line.tick, data))
+
+    async def write() -> None:
+        writer = await TraceWriter.create(target, "rewritten0000001", fsync=False)
+        try:
+            for type_, tl, tick, data in records:
+                await writer.emit(type_, data, tl=tl, tick=tick)
+        finally:
+            await writer.aclose()
+
+    anyio.run(write)
+    return target
+
+
+def test_a_record_that_holds_the_graph_itself_is_read_as_it_is(tmp_path: Path) -> None:
+    """A trace written before digests: its recorded graph is the one scored (even where the
+    records would now give another), and it verifies."""
+    source = _run(tmp_path, "search_graph")
+    derived = forecast_graph_of(trace_records(source))
+    assert derived is not None and len(derived.events) > 1
+    held = derived.model_copy(update={"events": derived.events[1:]})  # not what they give
+    old = _rewritten(source, tmp_path / "old.jsonl", held.model_dump(mode="json"))
+    assert verify_trace(old).complete
+    assert forecast_graph_of(trace_records(old)) == held
+
+
+def test_a_graph_the_records_give_otherwise_than_recorded_is_refused(tmp_path: Path) -> None:
+    source = _run(tmp_path, "search_graph")
+    record = read_trace(source).first("forecast_graph").fields
+    bad = _rewritten(source, tmp_path / "bad.jsonl", {**record, "digest": "0" * 64})
+    with pytest.raises(ConfigError) as caught:
+        forecast_graph_of(trace_records(bad), file=bad)
+    assert caught.value.field == "forecast_graph.digest"
+    assert "digest is not the one the run recorded" in caught.value.message
+    graph = ROOT / "scenarios" / "hindsight" / "merger-review.json"
+    ker = invoke("hindsight", "ker", bad, "--hindsight", graph)
+    assert ker.code == 2 and "bad.jsonl" in ker.err and "Traceback" not in ker.err
+
+
+def test_a_record_holds_the_digest_or_the_graph_not_both(tmp_path: Path) -> None:
+    source = _run(tmp_path, "search_graph")
+    record = read_trace(source).first("forecast_graph").fields
+    graph = forecast_graph_of(trace_records(source))
+    assert graph is not None
+    both = {**record, "events": [e.model_dump(mode="json") for e in graph.events[:1]]}
+    with pytest.raises(ValueError, match="digest or the graph, not both"):
+        ForecastGraphData.model_validate(both)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +144,8 @@ def graph_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, Forecast
     init = trace.first("world_initialized")
     assert init is not None
     after_init = len(b"".join(line.raw + b"\n" for line in trace.lines[: init.number]))
-    graph = ForecastGraph.model_validate(trace.first("forecast_graph").fields)
+    graph = forecast_graph_of(trace_records(path))
+    assert graph is not None
     return path.read_bytes(), graph, after_init
 
 
@@ -101,9 +167,8 @@ def test_a_resumed_run_writes_the_graph_of_its_whole_history(
     anyio.run(lambda: resume_run(path, fsync=False))
     trace = read_trace(path)
     assert trace.first("run_resumed") is not None
-    record = ForecastGraph.model_validate(trace.first("forecast_graph").fields)
+    record = ForecastGraphData.model_validate(trace.first("forecast_graph").fields)
     types = [line.type for line in trace.effective]
-    assert record == extract_forecast(
-        record_views(trace.effective[: types.index("forecast_graph")])
-    )
-    assert record == whole
+    graph = extract_forecast(record_views(trace.effective[: types.index("forecast_graph")]))
+    assert record.digest == graph.digest() == whole.digest()
+    assert graph == whole

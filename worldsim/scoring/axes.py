@@ -203,7 +203,7 @@ def load_graphs(
 
 def _trace_axes(row: PredictionRow, graph: HindsightGraph, window: float | None) -> TraceAxes:
     records = trace_records(row.source)
-    forecast = forecast_graph_of(records)
+    forecast = forecast_graph_of(records, file=row.source)
     srcp = source_precision(records, graph)
     ker = (
         None

@@ -19,7 +19,12 @@ from worldsim.models import LeakageGuard
 from worldsim.roles.contracts import ReportRole
 from worldsim.trace.audit import audit_run
 from worldsim.trace.forecast import ForecastRecords, extract_forecast
-from worldsim.trace.records import ExtractionData, ReportData, RunCompletedData
+from worldsim.trace.records import (
+    ExtractionData,
+    ForecastGraphData,
+    ReportData,
+    RunCompletedData,
+)
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.build import WorldSource
 from worldsim.world.extraction import Leaf, extract
@@ -95,7 +100,8 @@ async def settle(
     """Forecast graph, extraction, report, audit and the sealed end of the trace."""
     card, seed = config.card, config.seed
     if outcome.forecast is not None:
-        await writer.emit("forecast_graph", extract_forecast(outcome.forecast.views()))
+        graph = extract_forecast(outcome.forecast.views())
+        await writer.emit("forecast_graph", ForecastGraphData.of(graph))
     timelines = outcome.timelines.values()
     options = None if card.kind == "binary" else [ep.id for ep in card.scored_endpoints]
     leaves = [

@@ -37,6 +37,7 @@ from worldsim.trace.reader import TraceLine, iter_input_trace, parse_line
 from worldsim.trace.records import ForecastEvent, ForecastGraph, ForecastLink
 
 __all__ = [
+    "FORECAST_TYPES",
     "ForecastEvent",
     "ForecastGraph",
     "ForecastLink",

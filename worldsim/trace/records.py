@@ -7,14 +7,16 @@ models (``python -m worldsim.trace.schema``).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from worldsim.domain.cards import UtcDatetime
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.models.call import LlmCallData
 from worldsim.world.build import WorldSource
+from worldsim.world.canonical import canonical_json
 from worldsim.world.moves import BranchCandidate, Claim, Proposal, Review
 from worldsim.world.outcome import ExtractionData, LeafData
 from worldsim.world.state import Delta
@@ -26,6 +28,7 @@ __all__ = [
     "ExtractionData",
     "ForecastEvent",
     "ForecastGraph",
+    "ForecastGraphData",
     "ForecastLink",
     "ForkData",
     "ForkRejectedData",
@@ -394,8 +397,8 @@ class ForecastLink(BaseModel):
 
 
 class ForecastGraph(BaseModel):
-    """The forecast-time causal graph of a run: the data of a ``forecast_graph`` record
-    (`worldsim.trace.forecast.extract_forecast` derives it from the run's other records)."""
+    """The forecast-time causal graph of a run (`worldsim.trace.forecast.extract_forecast`
+    derives it from the run's records)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -405,10 +408,72 @@ class ForecastGraph(BaseModel):
     events: tuple[ForecastEvent, ...] = ()
     links: tuple[ForecastLink, ...] = ()
 
+    def digest(self) -> str:
+        """SHA-256 (hex) of the graph's canonical JSON: what a ``forecast_graph`` record holds."""
+        return hashlib.sha256(canonical_json(self.model_dump(mode="json"))).hexdigest()
+
+
+class ForecastGraphData(_Data):
+    """The data of a ``forecast_graph`` record: the run's forecast graph, named by its digest
+    and sizes; scoring derives the graph from the run's records and checks it against them.
+    A trace written before graphs were recorded this way holds the graph itself (``events``,
+    ``links``) and no digest."""
+
+    run: str | None = None
+    card_id: str | None = None
+    as_of: UtcDatetime | None = None
+    digest: str = Field(
+        "",
+        pattern=r"^([0-9a-f]{64})?$",
+        description="SHA-256 of the canonical JSON of the graph the run's records give "
+        "('' in a record that holds the graph itself)",
+    )
+    event_count: int = Field(0, ge=0)
+    link_count: int = Field(0, ge=0)
+    events: tuple[ForecastEvent, ...] = Field(
+        (), description="the graph's events, in a record written before digests ([] since)"
+    )
+    links: tuple[ForecastLink, ...] = Field(
+        (), description="the graph's links, in a record written before digests ([] since)"
+    )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> ForecastGraphData:
+        if self.digest and (self.events or self.links):
+            raise ValueError(
+                "a forecast_graph record holds its graph's digest or the graph, not both"
+            )
+        return self
+
+    @classmethod
+    def of(cls, graph: ForecastGraph) -> ForecastGraphData:
+        """The record of ``graph``: its digest and sizes."""
+        return cls(
+            run=graph.run,
+            card_id=graph.card_id,
+            as_of=graph.as_of,
+            digest=graph.digest(),
+            event_count=len(graph.events),
+            link_count=len(graph.links),
+        )
+
+    @property
+    def graph(self) -> ForecastGraph | None:
+        """The graph a record written before digests holds (``None`` for one with a digest)."""
+        if self.digest:
+            return None
+        return ForecastGraph(
+            run=self.run,
+            card_id=self.card_id,
+            as_of=self.as_of,
+            events=self.events,
+            links=self.links,
+        )
+
 
 class ForecastGraphRecord(_Envelope):
     type: Literal["forecast_graph"]
-    data: ForecastGraph
+    data: ForecastGraphData
 
 
 class RunCompletedRecord(_Envelope):
@@ -436,7 +501,7 @@ RECORD_TYPES: dict[str, type[BaseModel]] = {
     "llm_call": LlmCallData,
     "run_resumed": RunResumedData,
     "intervention": InterventionData,
-    "forecast_graph": ForecastGraph,
+    "forecast_graph": ForecastGraphData,
     "extraction": ExtractionData,
     "report": ReportData,
     "audit": AuditData,

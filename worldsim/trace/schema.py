@@ -60,9 +60,9 @@ is an envelope:
   with the same values as `json.loads`; the hashes are over the bytes as written, so the
   canonical form is unchanged.
 * `verify` checks every line (chain, seal, schema, the writer's canonical form, replay) in one
-  streamed pass, holding each timeline's open tick and the record being checked (the largest
-  is the `forecast_graph`, which grows with the run), and computes the canonical hash only when
-  asked (`--canonical`: the content it covers is held to be sorted).
+  streamed pass, holding each timeline's open tick and the record being checked (no record
+  grows with the whole run: a tick's records are the largest), and computes the canonical hash
+  only when asked (`--canonical`: the content it covers is held to be sorted).
 * `iter_effective` streams the *effective* history: the records a `run_resumed` marker voids
   (see "resume" in docs/concepts.md) are left out, and every other line is passed on as soon as
   it is known to count (a timeline's record once that timeline commits a boundary after it).
@@ -212,6 +212,14 @@ unless a revision below says otherwise.
   and in traces written before). `run --resume` of such a run refuses (exit 2, before anything
   is written) unless given the same key, so a resumed run cannot end unsigned by omission. The
   canonical hash keeps none of `run_started`'s new field: unchanged.
+* **0.2.0 — the forecast graph named by its digest.** A `forecast_graph` record held the whole
+  graph, the largest record of a run and growing with it (a sixth of a `no_branch` trace),
+  though every event and link in it is derived from the run's other records. It now holds the
+  graph's `digest` (SHA-256 of its canonical JSON), `event_count` and `link_count`, with
+  `events` and `links` empty; scoring, `worldsim view` and `hindsight ker` derive the graph
+  from the records and refuse a trace whose records give another digest (exit 2, naming the
+  file and `forecast_graph.digest`). A record written before holds the graph itself and no
+  digest, and is read as it is. The canonical hash leaves the record out: unchanged.
 
 ## Record types
 
@@ -238,8 +246,8 @@ _WHAT = {
     "intervention": "a change made to the world before it ran: kind, date, tick, applied or why "
     "not",
     "run_resumed": "a resume marker: the records of ticks left uncommitted before it are void",
-    "forecast_graph": "the forecast-time causal graph (events, causal links), for a condition "
-    "that builds one",
+    "forecast_graph": "the forecast-time causal graph's digest and sizes (the graph itself in "
+    "traces written before digests), for a condition that builds one",
     "extraction": "the extraction rule's p_yes, unresolved mass, concentration, leaves",
     "report": "the reporter's summary and claims with trace references",
     "audit": "the audit vector",

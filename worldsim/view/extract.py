@@ -21,8 +21,9 @@ from typing import Any
 
 from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
+from worldsim.scoring.hindsight.forecast import forecast_graph_of
 from worldsim.scoring.hindsight.pressure import simulated_pressure as pressure_series
-from worldsim.trace.forecast import record_views
+from worldsim.trace.forecast import FORECAST_TYPES, record_views
 from worldsim.trace.reader import Trace, TraceLine, read_trace
 from worldsim.trace.replay import ReplayResult, TickStep
 from worldsim.trace.signing import PublicKey
@@ -112,10 +113,18 @@ def trace_data(
         "report": _last(effective, "report"),
         "audit": _last(effective, "audit"),
         "interventions": [line.fields for line in effective if line.type == "intervention"],
-        "forecast_graph": _last(effective, "forecast_graph"),
+        "forecast_graph": _forecast_graph(effective, trace.path),
         "extraction": _last(effective, "extraction"),
         "pressure": {"simulated": simulated_pressure(effective), **(pressure or {})},
     }
+
+
+def _forecast_graph(effective: list[TraceLine], path: Path) -> dict[str, Any] | None:
+    """The run's forecast graph as scoring reads it (derived from the records and checked
+    against the run's digest), or ``None`` when its condition builds none."""
+    views = record_views(effective, FORECAST_TYPES | {"forecast_graph"})
+    graph = forecast_graph_of(views, file=path)
+    return None if graph is None else graph.model_dump(mode="json")
 
 
 def verification(checked: Verified, *, anchored: bool = False) -> dict[str, Any]:

@@ -1,11 +1,13 @@
-"""A run's forecast-time causal graph for scoring: the trace's own ``forecast_graph`` record, or
-forecast events from a graph file or a plain list.
+"""A run's forecast-time causal graph for scoring, from its trace, or forecast events from a
+graph file or a plain list.
 
 The graph and its extraction live with the trace (`worldsim.trace.forecast`): a run whose agent
-condition builds the graph writes it into its trace. `forecast_graph_of` reads that record; a
-trace written before runs recorded it, under a graph-building condition, gets the graph derived
-the same way; a run whose condition builds none (``vanilla``, ``search``) has none, so KER is
-not defined for it.
+condition builds the graph records it in its trace as a ``forecast_graph`` record holding the
+graph's digest. `forecast_graph_of` derives the graph from the run's records and checks it
+against that digest; a record written before digests holds the graph itself, which is used as
+it is; a trace written before runs recorded the graph, under a graph-building condition, gets
+the graph derived; a run whose condition builds none (``vanilla``, ``search``) has none, so KER
+is not defined for it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from worldsim.domain.config import GRAPH_CONDITIONS
-from worldsim.domain.errors import CardError
+from worldsim.domain.errors import CardError, ConfigError
 from worldsim.domain.files import first_error, load_document
 from worldsim.trace.forecast import (
     ForecastEvent,
@@ -27,6 +29,7 @@ from worldsim.trace.forecast import (
     record_views,
     trace_records,
 )
+from worldsim.trace.records import ForecastGraphData
 
 __all__ = [
     "ForecastEvent",
@@ -41,24 +44,47 @@ __all__ = [
 ]
 
 
-def forecast_graph_of(records: Sequence[RecordView]) -> ForecastGraph | None:
-    """The run's forecast graph: its ``forecast_graph`` record; derived for an older trace of a
-    graph-building condition; ``None`` when its condition builds no graph."""
-    for r in records:
-        if r.type == "forecast_graph":
-            return ForecastGraph.model_validate(r.data)
-    started = next((r for r in records if r.type == "run_started"), None)
-    condition = started.data.get("condition") if started is not None else None
-    if condition is not None and condition not in GRAPH_CONDITIONS:
-        return None
-    return extract_forecast(list(records))
+def forecast_graph_of(
+    records: Sequence[RecordView], *, file: str | Path | None = None
+) -> ForecastGraph | None:
+    """The run's forecast graph, derived from ``records`` (a trace's effective records, read
+    from ``file``) and checked against the digest its ``forecast_graph`` record holds; the graph
+    an older record holds itself; ``None`` when the run's condition builds no graph.
+
+    A graph that derives otherwise than the run recorded (a trace written by a version whose
+    extraction differed) is a ConfigError naming the file: its KER would not be the run's."""
+    recorded = next((r for r in records if r.type == "forecast_graph"), None)
+    if recorded is None:
+        started = next((r for r in records if r.type == "run_started"), None)
+        condition = started.data.get("condition") if started is not None else None
+        if condition is not None and condition not in GRAPH_CONDITIONS:
+            return None
+        return extract_forecast(list(records))
+    try:
+        data = ForecastGraphData.model_validate(recorded.data)
+    except ValidationError as exc:
+        field, message = first_error(exc)
+        raise ConfigError(message, file=file, field=f"forecast_graph.{field}") from None
+    if data.graph is not None:
+        return data.graph
+    graph = extract_forecast(list(records))
+    if graph.digest() != data.digest:
+        raise ConfigError(
+            f"the run's records give a forecast graph of {len(graph.events)} events and "
+            f"{len(graph.links)} links whose digest is not the one the run recorded "
+            f"({data.event_count} events, {data.link_count} links): the graph's extraction "
+            "differs from the run's",
+            file=file,
+            field="forecast_graph.digest",
+        )
+    return graph
 
 
 def load_forecast_events(path: str | Path) -> list[ForecastEvent]:
     """Forecast events from a trace (``.jsonl``), a forecast graph, or a JSON list of events."""
     p = Path(path)
     if p.suffix.lower() == ".jsonl":
-        graph = forecast_graph_of(trace_records(p))
+        graph = forecast_graph_of(trace_records(p), file=p)
         if graph is None:
             raise CardError(
                 "this run's agent condition builds no forecast graph, so KER is not defined",
