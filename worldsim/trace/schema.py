@@ -218,8 +218,10 @@ unless a revision below says otherwise.
   graph's `digest` (SHA-256 of its canonical JSON), `event_count` and `link_count`, with
   `events` and `links` empty; scoring, `worldsim view` and `hindsight ker` derive the graph
   from the records and refuse a trace whose records give another digest (exit 2, naming the
-  file and `forecast_graph.digest`). A record written before holds the graph itself and no
-  digest, and is read as it is. The canonical hash leaves the record out: unchanged.
+  file and `forecast_graph.digest`). `verify` checks the record's schema but does not derive
+  the graph (that would hold every accepted proposal until the end). A record written before
+  holds the graph itself and no digest, and is read as it is. The canonical hash leaves the
+  record out: unchanged.
 
 ## Record types
 
