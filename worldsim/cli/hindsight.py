@@ -116,9 +116,10 @@ def forecast_graph(
     """Extract the simulated events of every timeline, and their causal links, from a trace."""
     from worldsim.domain.files import write_files
     from worldsim.scoring.hindsight.forecast import extract_forecast, trace_records
+    from worldsim.trace.forecast import FORECAST_TYPES
 
     try:
-        graph = extract_forecast(trace_records(trace))
+        graph = extract_forecast(trace_records(trace, FORECAST_TYPES))
     except WorldsimError as exc:
         fail(str(exc), code=exc.exit_code)
     write_files({output: (graph.model_dump_json(indent=2) + "\n").encode()})
@@ -186,12 +187,12 @@ def sources(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Source precision of the documents the run's agents retrieved or cited."""
-    from worldsim.scoring.hindsight.evidence import source_precision
-    from worldsim.scoring.hindsight.forecast import trace_records
+    from worldsim.scoring.hindsight.evidence import ACCESS_TYPES, source_precision
+    from worldsim.trace.forecast import stream_records
 
     try:
         graph, _ = _load_checked(hindsight)
-        result = source_precision(trace_records(trace), graph)
+        result = source_precision(stream_records(trace, ACCESS_TYPES), graph)
     except WorldsimError as exc:
         fail(str(exc), code=exc.exit_code)
     if as_json:

@@ -22,13 +22,14 @@ from pathlib import Path
 from worldsim.domain.errors import CardError, ConfigError
 from worldsim.domain.files import sha256_file
 from worldsim.scoring.hindsight import DEFAULT_DATE_WINDOW_DAYS
-from worldsim.scoring.hindsight.evidence import source_precision
-from worldsim.scoring.hindsight.forecast import forecast_graph_of, trace_records
+from worldsim.scoring.hindsight.evidence import ACCESS_TYPES, source_precision
+from worldsim.scoring.hindsight.forecast import GRAPH_TYPES, forecast_graph_of, trace_records
 from worldsim.scoring.hindsight.graph import HindsightGraph, load_hindsight, validate_graph
 from worldsim.scoring.hindsight.ker import key_event_recall
 from worldsim.scoring.inputs import PredictionRow
 from worldsim.scoring.metrics import MethodSummary
 from worldsim.scoring.table import MatchedTable
+from worldsim.trace.forecast import stream_records
 
 __all__ = [
     "Axes",
@@ -202,9 +203,9 @@ def load_graphs(
 
 
 def _trace_axes(row: PredictionRow, graph: HindsightGraph, window: float | None) -> TraceAxes:
-    records = trace_records(row.source)
-    forecast = forecast_graph_of(records, file=row.source)
-    srcp = source_precision(records, graph)
+    # two streamed passes: the graph's records are held, the accesses only counted
+    forecast = forecast_graph_of(trace_records(row.source, GRAPH_TYPES), file=row.source)
+    srcp = source_precision(stream_records(row.source, ACCESS_TYPES), graph)
     ker = (
         None
         if forecast is None  # the run's condition builds no graph: KER is not defined

@@ -24,7 +24,7 @@ Causal links the trace records:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -45,6 +45,7 @@ __all__ = [
     "RecordView",
     "extract_forecast",
     "record_views",
+    "stream_records",
     "trace_records",
 ]
 
@@ -60,16 +61,27 @@ class RecordView:
     run: str | None = None
 
 
-def trace_records(path: str | Path) -> list[RecordView]:
-    """The effective records of a trace, streamed through the one trace reader.
+def trace_records(path: str | Path, types: Collection[str] | None = None) -> list[RecordView]:
+    """The effective records of a trace (with ``types``, of those types only), read through the
+    one trace reader (see :func:`stream_records`)."""
+    return list(stream_records(path, types))
+
+
+def stream_records(path: str | Path, types: Collection[str] | None = None) -> Iterator[RecordView]:
+    """The effective records of a trace (with ``types``, of those types only: the others are
+    never parsed), each made as its line is read and held by no one but the consumer.
 
     The hash chain must hold (a damaged trace is a ConfigError naming the line); a resumed run
-    counts only the records of its effective history; a torn final line is ignored.
+    counts only the records of its effective history; a torn final line is ignored; a trace
+    with no complete record is a TraceIncomplete once the stream is read.
     """
-    records = record_views(iter_input_trace(path))
-    if not records:
+    seen = False
+    for line in iter_input_trace(path):
+        seen = True
+        if types is None or line.type in types:
+            yield _view(line)
+    if not seen:
         raise TraceIncomplete("trace has no complete record", file=path)
-    return records
 
 
 FORECAST_TYPES = frozenset(
@@ -92,11 +104,11 @@ def record_views(
 ) -> list[RecordView]:
     """The envelope fields and data of trace lines (the effective ones, as the reader gives);
     with ``types``, of the lines of those types only (the others are never parsed)."""
-    return [
-        RecordView(type=line.type, tl=line.tl, tick=line.tick, data=line.fields, run=line.run)
-        for line in lines
-        if types is None or line.type in types
-    ]
+    return [_view(line) for line in lines if types is None or line.type in types]
+
+
+def _view(line: TraceLine) -> RecordView:
+    return RecordView(type=line.type, tl=line.tl, tick=line.tick, data=line.fields, run=line.run)
 
 
 class ForecastRecords:

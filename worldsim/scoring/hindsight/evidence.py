@@ -15,7 +15,10 @@ from pydantic import BaseModel, ConfigDict
 from worldsim.scoring.hindsight.forecast import RecordView
 from worldsim.scoring.hindsight.graph import HindsightGraph
 
-__all__ = ["SourcePrecision", "accessed_documents", "source_precision"]
+__all__ = ["ACCESS_TYPES", "SourcePrecision", "accessed_documents", "source_precision"]
+
+ACCESS_TYPES = frozenset({"retrieval", "proposal"})
+"""The record types :func:`accessed_documents` reads."""
 
 
 class SourcePrecision(BaseModel):

@@ -21,6 +21,7 @@ from worldsim.domain.config import GRAPH_CONDITIONS
 from worldsim.domain.errors import CardError, ConfigError
 from worldsim.domain.files import first_error, load_document
 from worldsim.trace.forecast import (
+    FORECAST_TYPES,
     ForecastEvent,
     ForecastGraph,
     ForecastLink,
@@ -32,6 +33,7 @@ from worldsim.trace.forecast import (
 from worldsim.trace.records import ForecastGraphData
 
 __all__ = [
+    "GRAPH_TYPES",
     "ForecastEvent",
     "ForecastGraph",
     "ForecastLink",
@@ -42,6 +44,10 @@ __all__ = [
     "record_views",
     "trace_records",
 ]
+
+
+GRAPH_TYPES = FORECAST_TYPES | {"forecast_graph"}
+"""The record types :func:`forecast_graph_of` reads (pass them to ``trace_records``)."""
 
 
 def forecast_graph_of(
@@ -84,7 +90,7 @@ def load_forecast_events(path: str | Path) -> list[ForecastEvent]:
     """Forecast events from a trace (``.jsonl``), a forecast graph, or a JSON list of events."""
     p = Path(path)
     if p.suffix.lower() == ".jsonl":
-        graph = forecast_graph_of(trace_records(p), file=p)
+        graph = forecast_graph_of(trace_records(p, GRAPH_TYPES), file=p)
         if graph is None:
             raise CardError(
                 "this run's agent condition builds no forecast graph, so KER is not defined",
