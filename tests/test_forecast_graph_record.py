@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from tests.support import DEMO_CARD, ROOT, invoke
 from worldsim.domain.cards import load_card
 from worldsim.domain.config import RunConfig
-from worldsim.domain.errors import ConfigError
+from worldsim.domain.errors import ConfigError, TraceIncomplete
 from worldsim.domain.policy import load_policy
 from worldsim.scoring.hindsight.forecast import forecast_graph_of, trace_records
 from worldsim.sim.session import resume_run, run_card
-from worldsim.trace.forecast import extract_forecast, record_views
+from worldsim.trace.forecast import extract_forecast, record_views, stream_records
 from worldsim.trace.reader import read_trace
 from worldsim.trace.records import ForecastGraph, ForecastGraphData
 from worldsim.trace.verify import verify_trace
@@ -172,3 +172,16 @@ def test_a_resumed_run_writes_the_graph_of_its_whole_history(
     graph = extract_forecast(record_views(trace.effective[: types.index("forecast_graph")]))
     assert record.digest == graph.digest() == whole.digest()
     assert graph == whole
+
+
+def test_streamed_records_of_some_types_are_those_of_the_whole_list(tmp_path: Path) -> None:
+    path = _run(tmp_path, "search_graph")
+    whole = trace_records(path)
+    some = list(stream_records(path, {"retrieval", "proposal"}))
+    assert some == [r for r in whole if r.type in {"retrieval", "proposal"}]
+    assert {r.type for r in some} == {"retrieval", "proposal"}
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    records = stream_records(empty)  # nothing is read until the stream is
+    with pytest.raises(TraceIncomplete, match="no complete record"):
+        list(records)
