@@ -226,12 +226,17 @@ def pressure(
 ) -> None:
     """Chart cumulative causal pressure, market price and the simulated probability."""
     from worldsim.scoring.hindsight.forecast import trace_records
-    from worldsim.scoring.hindsight.pressure import read_market, require_matplotlib, write_pressure
+    from worldsim.scoring.hindsight.pressure import (
+        PRESSURE_TYPES,
+        read_market,
+        require_matplotlib,
+        write_pressure,
+    )
 
     try:
         require_matplotlib()
         graph, _ = _load_checked(hindsight)
-        records = trace_records(trace) if trace is not None else None
+        records = trace_records(trace, PRESSURE_TYPES) if trace is not None else None
         prices = read_market(market) if market is not None else None
         written = write_pressure(
             output, graph, records=records, market=prices, image_format=image_format

@@ -32,6 +32,7 @@ from worldsim.scoring.hindsight.graph import HindsightGraph
 
 __all__ = [
     "DIRECTION_SIGN",
+    "PRESSURE_TYPES",
     "PressurePoint",
     "causal_pressure",
     "read_market",
@@ -73,6 +74,10 @@ def causal_pressure(graph: HindsightGraph) -> list[PressurePoint]:
         )
         points.append(PressurePoint(date=date, value=total))
     return points
+
+
+PRESSURE_TYPES = frozenset({"tick_started", "tick_committed"})
+"""The record types :func:`simulated_pressure` reads."""
 
 
 def simulated_pressure(records: Iterable[RecordView]) -> list[PressurePoint]:
