@@ -97,10 +97,13 @@ class _Pass:
             self.hashed.add(line)
 
     def counted(self, lines: Iterable[TraceLine]) -> Iterator[TraceLine]:
-        """The effective lines, each noted as it passes."""
+        """The effective lines, each noted as it passes; once replay has moved on from a line,
+        its validated record is let go (a trace read whole, as the viewer holds it, would
+        otherwise keep every record as objects)."""
         for line in lines:
             self.note(line)
             yield line
+            line.release(record=True)
 
 
 def verify_trace(
