@@ -115,8 +115,11 @@ def forecast_graph(
 ) -> None:
     """Extract the simulated events of every timeline, and their causal links, from a trace."""
     from worldsim.domain.files import write_files
-    from worldsim.scoring.hindsight.forecast import extract_forecast, trace_records
-    from worldsim.trace.forecast import FORECAST_TYPES
+    from worldsim.scoring.hindsight.forecast import (
+        FORECAST_TYPES,
+        extract_forecast,
+        trace_records,
+    )
 
     try:
         graph = extract_forecast(trace_records(trace, FORECAST_TYPES))
@@ -188,7 +191,7 @@ def sources(
 ) -> None:
     """Source precision of the documents the run's agents retrieved or cited."""
     from worldsim.scoring.hindsight.evidence import ACCESS_TYPES, source_precision
-    from worldsim.trace.forecast import stream_records
+    from worldsim.scoring.hindsight.forecast import stream_records
 
     try:
         graph, _ = _load_checked(hindsight)

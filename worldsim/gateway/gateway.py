@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar, cast
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
@@ -73,44 +73,22 @@ class DocumentView(_Frozen):
 
 
 #: Hits and documents as agents see them (the store answers a query or a read it answered
-#: before with the same objects).
-_RESULTS: IdentityMemo[SearchResult] = IdentityMemo(4_096)
-_VIEWS: IdentityMemo[DocumentView] = IdentityMemo(1_024)
+#: before with the same objects, and gives a new document after documents are added).
+_SHOWN: IdentityMemo[BaseModel] = IdentityMemo(4_096)
+
+_Shown = TypeVar("_Shown", SearchResult, DocumentView)
 
 
-def _result(hit: SearchHit) -> SearchResult:
-    """A hit as an agent sees it, made once per hit."""
-    return _RESULTS.get(
-        "result",
-        hit,
-        lambda: SearchResult(
-            id=hit.id,
-            title=hit.title,
-            published_at=utc_iso(hit.published_at),
-            source=hit.source,
-            url=hit.url,
-            snippet=hit.snippet,
-            score=hit.score,
-        ),
-    )
+def _shown(model: type[_Shown], stored: SearchHit | StoredDocument) -> _Shown:
+    """``stored`` as an agent sees it: ``model``'s fields of it, its date as UTC ISO text;
+    made once per stored object."""
 
+    def make() -> BaseModel:
+        fields = {name: getattr(stored, name) for name in model.model_fields}
+        fields["published_at"] = utc_iso(stored.published_at)
+        return model(**fields)
 
-def _view(doc: StoredDocument) -> DocumentView:
-    """A stored document as an agent sees it, made once for as long as the store gives the same
-    document back (it gives a new one after documents are added)."""
-    return _VIEWS.get(
-        "view",
-        doc,
-        lambda: DocumentView(
-            id=doc.id,
-            title=doc.title,
-            published_at=utc_iso(doc.published_at),
-            text=doc.text,
-            source=doc.source,
-            url=doc.url,
-            stance=doc.stance,
-        ),
-    )
+    return cast(_Shown, _SHOWN.get(model.__name__, stored, make))
 
 
 class Gateway:
@@ -183,7 +161,7 @@ class Gateway:
                 doc_ids=tuple(h.id for h in visible),
             )
         )
-        return [_result(h) for h in visible]
+        return [_shown(SearchResult, h) for h in visible]
 
     async def open_document(
         self,
@@ -227,7 +205,7 @@ class Gateway:
                 timeline=timeline,
                 tick=tick,
             )
-        return _view(doc)
+        return _shown(DocumentView, doc)
 
     def unretrieved_citations(
         self, cited: Sequence[str], agent: str, *, timeline: str | None = None

@@ -23,13 +23,17 @@ from worldsim.domain.errors import CardError, ConfigError
 from worldsim.domain.files import sha256_file
 from worldsim.scoring.hindsight import DEFAULT_DATE_WINDOW_DAYS
 from worldsim.scoring.hindsight.evidence import ACCESS_TYPES, source_precision
-from worldsim.scoring.hindsight.forecast import GRAPH_TYPES, forecast_graph_of, trace_records
+from worldsim.scoring.hindsight.forecast import (
+    GRAPH_TYPES,
+    forecast_graph_of,
+    stream_records,
+    trace_records,
+)
 from worldsim.scoring.hindsight.graph import HindsightGraph, load_hindsight, validate_graph
 from worldsim.scoring.hindsight.ker import key_event_recall
 from worldsim.scoring.inputs import PredictionRow
 from worldsim.scoring.metrics import MethodSummary
 from worldsim.scoring.table import MatchedTable
-from worldsim.trace.forecast import stream_records
 
 __all__ = [
     "Axes",

@@ -21,9 +21,9 @@ from typing import Any
 
 from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
-from worldsim.scoring.hindsight.forecast import forecast_graph_of
+from worldsim.scoring.hindsight.forecast import GRAPH_TYPES, forecast_graph_of
 from worldsim.scoring.hindsight.pressure import simulated_pressure as pressure_series
-from worldsim.trace.forecast import FORECAST_TYPES, record_views
+from worldsim.trace.forecast import record_views
 from worldsim.trace.reader import Trace, TraceLine, read_trace
 from worldsim.trace.replay import ReplayResult, TickStep
 from worldsim.trace.signing import PublicKey
@@ -122,7 +122,7 @@ def trace_data(
 def _forecast_graph(effective: list[TraceLine], path: Path) -> dict[str, Any] | None:
     """The run's forecast graph as scoring reads it (derived from the records and checked
     against the run's digest), or ``None`` when its condition builds none."""
-    views = record_views(effective, FORECAST_TYPES | {"forecast_graph"})
+    views = record_views(effective, GRAPH_TYPES)
     graph = forecast_graph_of(views, file=path)
     return None if graph is None else graph.model_dump(mode="json")
 

@@ -28,11 +28,13 @@ from worldsim.trace.forecast import (
     RecordView,
     extract_forecast,
     record_views,
+    stream_records,
     trace_records,
 )
 from worldsim.trace.records import ForecastGraphData
 
 __all__ = [
+    "FORECAST_TYPES",
     "GRAPH_TYPES",
     "ForecastEvent",
     "ForecastGraph",
@@ -42,6 +44,7 @@ __all__ = [
     "forecast_graph_of",
     "load_forecast_events",
     "record_views",
+    "stream_records",
     "trace_records",
 ]
 
@@ -60,21 +63,22 @@ def forecast_graph_of(
     A graph that derives otherwise than the run recorded (a trace written by a version whose
     extraction differed) is a ConfigError naming the file: its KER would not be the run's."""
     recorded = next((r for r in records if r.type == "forecast_graph"), None)
-    if recorded is None:
+    data: ForecastGraphData | None = None
+    if recorded is not None:
+        try:
+            data = ForecastGraphData.model_validate(recorded.data)
+        except ValidationError as exc:
+            field, message = first_error(exc)
+            raise ConfigError(message, file=file, field=f"forecast_graph.{field}") from None
+        if data.graph is not None:
+            return data.graph
+    else:
         started = next((r for r in records if r.type == "run_started"), None)
         condition = started.data.get("condition") if started is not None else None
         if condition is not None and condition not in GRAPH_CONDITIONS:
             return None
-        return extract_forecast(list(records))
-    try:
-        data = ForecastGraphData.model_validate(recorded.data)
-    except ValidationError as exc:
-        field, message = first_error(exc)
-        raise ConfigError(message, file=file, field=f"forecast_graph.{field}") from None
-    if data.graph is not None:
-        return data.graph
     graph = extract_forecast(list(records))
-    if graph.digest() != data.digest:
+    if data is not None and graph.digest() != data.digest:
         raise ConfigError(
             f"the run's records give a forecast graph of {len(graph.events)} events and "
             f"{len(graph.links)} links whose digest is not the one the run recorded "
