@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from worldsim.domain.cards import Card
+from worldsim.trace.writer import SEALED_TYPES, genesis_hash, seal_line
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_CARD = ROOT / "scenarios" / "merger-review.yaml"
@@ -57,3 +61,25 @@ def invoke(*args: str | Path) -> Outcome:
     if exc is not None and not isinstance(exc, SystemExit):
         raise exc
     return Outcome(result.exit_code, result.stdout, result.stderr)
+
+
+Edit = Callable[[list[dict[str, Any]]], None]
+
+
+def forge(source: Path, target: Path, edit: Edit) -> None:
+    """Apply ``edit`` to the parsed records, then renumber, re-chain and reseal every line as
+    the writer would: the forged trace is internally consistent."""
+    records = [json.loads(raw) for raw in source.read_bytes().splitlines()]
+    edit(records)
+    prev = genesis_hash(records[0]["run"])
+    lines: list[bytes] = []
+    for seq, obj in enumerate(records):
+        obj["seq"], obj["prev"] = seq, prev
+        if obj["type"] in SEALED_TYPES:
+            obj["data"].update(seal="", signature="")
+        line = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+        if obj["type"] in SEALED_TYPES:
+            line = seal_line(line)
+        lines.append(line)
+        prev = hashlib.sha256(line).hexdigest()
+    target.write_bytes(b"".join(line + b"\n" for line in lines))

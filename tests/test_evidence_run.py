@@ -73,11 +73,11 @@ def test_retrievals_are_traced_and_the_future_never_reaches_an_agent(
     card = _card_with_database(demo_card, tmp_path)
     result = run(card, "branching", 1)
     trace = read_trace(result.trace)
-    retrievals = [line.record for line in trace.of_type("retrieval")]
+    retrievals = trace.accesses()
     assert retrievals, "agents searched the gateway"
-    seen = {doc for r in retrievals for doc in r.data.doc_ids}
+    seen = {doc for r in retrievals for doc in r.doc_ids}
     assert seen == {"d-early", "d-critics"}
-    assert all(r.data.cutoff.isoformat().startswith("2027-01-04") for r in retrievals)
+    assert all(r.cutoff.isoformat().startswith("2027-01-04") for r in retrievals)
     cited = {c for line in trace.of_type("proposal") for c in line.record.data.cites}
     assert cited == {"d-early", "d-critics"}
     assert all(not line.record.data.unretrieved_citations for line in trace.of_type("proposal"))

@@ -177,9 +177,9 @@ def test_a_resumed_run_writes_the_graph_of_its_whole_history(
 def test_streamed_records_of_some_types_are_those_of_the_whole_list(tmp_path: Path) -> None:
     path = _run(tmp_path, "search_graph")
     whole = trace_records(path)
-    some = list(stream_records(path, {"retrieval", "proposal"}))
-    assert some == [r for r in whole if r.type in {"retrieval", "proposal"}]
-    assert {r.type for r in some} == {"retrieval", "proposal"}
+    some = list(stream_records(path, {"retrievals", "proposal"}))
+    assert some == [r for r in whole if r.type in {"retrievals", "proposal"}]
+    assert {r.type for r in some} == {"retrievals", "proposal"}
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     records = stream_records(empty)  # nothing is read until the stream is

@@ -117,7 +117,7 @@ def test_actors_search_and_open_through_logged_tools(demo_card: Card, tmp_path: 
         [t.name for t in c.tool_calls] == ["search_evidence", "open_document", "open_document"]
         for c in calls
     )
-    retrievals = [line.record.data for line in trace.of_type("retrieval")]
+    retrievals = trace.accesses()
     refused = [r for r in retrievals if r.refused]
     assert refused and all(r.doc_id == FUTURE and r.reason == "after_cutoff" for r in refused)
     proposals = [

@@ -108,7 +108,7 @@ def test_a_direct_trace_streamed_or_held_gives_one_verdict(tmp_path: Path) -> No
 def test_an_unreadable_initial_state_is_a_trace_error_naming_its_line(
     recorded: Path, tmp_path: Path, damage: str
 ) -> None:
-    from tests.test_trace_anchors import forge
+    from tests.support import forge
 
     def edit(records: list[dict[str, Any]]) -> None:
         state = next(r for r in records if r["type"] == "world_initialized")["data"]["state"]

@@ -11,21 +11,19 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from tests.support import DEMO_CARD, ROOT, Outcome, invoke
+from tests.support import DEMO_CARD, ROOT, Edit, Outcome, forge, invoke
 from worldsim.domain.cards import load_card
 from worldsim.domain.config import DEFAULT_POLICY, ModelConfig, RunConfig
 from worldsim.domain.policy import load_policy
 from worldsim.sim.session import forecast, run_card
 from worldsim.trace.reader import read_trace, trace_head
 from worldsim.trace.verify import verify_trace
-from worldsim.trace.writer import SEALED_TYPES, genesis_hash, seal_line
 
 LABELS = ROOT / "scenarios" / "labels" / "merger-review.yaml"
 BRANCHING = "merger-review__branching__s0.jsonl"
@@ -39,28 +37,6 @@ bootstrap: {n_resamples: 100}
 
 
 cli = invoke
-
-
-Edit = Callable[[list[dict[str, Any]]], None]
-
-
-def forge(source: Path, target: Path, edit: Edit) -> None:
-    """Apply ``edit`` to the parsed records, then renumber, re-chain and reseal every line as
-    the writer would: the forged trace is internally consistent."""
-    records = [json.loads(raw) for raw in source.read_bytes().splitlines()]
-    edit(records)
-    prev = genesis_hash(records[0]["run"])
-    lines: list[bytes] = []
-    for seq, obj in enumerate(records):
-        obj["seq"], obj["prev"] = seq, prev
-        if obj["type"] in SEALED_TYPES:
-            obj["data"].update(seal="", signature="")
-        line = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
-        if obj["type"] in SEALED_TYPES:
-            line = seal_line(line)
-        lines.append(line)
-        prev = hashlib.sha256(line).hexdigest()
-    target.write_bytes(b"".join(line + b"\n" for line in lines))
 
 
 def _first(records: list[dict[str, Any]], type_: str) -> dict[str, Any]:
@@ -81,12 +57,10 @@ def _audit_counts(records: list[dict[str, Any]]) -> None:
 
 
 def _future_document(records: list[dict[str, Any]]) -> None:
-    at = records.index(_first(records, "retrieval"))
-    opened = json.loads(json.dumps(records[at]))
-    opened["data"].update(
-        tool="open_document", query=None, doc_id="mr-d99", doc_ids=["mr-d99"], k=None
-    )
-    records.insert(at + 1, opened)
+    accesses = _first(records, "retrievals")["data"]["accesses"]
+    opened = dict(accesses[0])
+    opened.update(tool="open_document", query=None, doc_id="mr-d99", doc_ids=["mr-d99"], k=None)
+    accesses.insert(1, opened)
 
 
 def _direct_forecast(records: list[dict[str, Any]]) -> None:

@@ -107,6 +107,16 @@ async def test_access_log_records_searches_opens_and_refusals() -> None:
         # what was drained still counts: the citation index and the documents received
         assert gateway.unretrieved_citations(["a", "c", "b"], "regulator", timeline="t0.1") == ["b"]
         assert "a" in gateway.documents and "late" not in gateway.documents
+        # drained by timeline: another timeline's records wait for their own drain
+        await gateway.search("rain", 3, agent="firm", timeline="t0", tick=4)
+        await gateway.open_document("b", agent="firm", timeline="t0.1", tick=4)
+        await gateway.search("wind", 3, agent="regulator", timeline="t0", tick=4)
+        mine = gateway.drain("t0")
+        assert [(r.agent, r.query) for r in mine] == [("firm", "rain"), ("regulator", "wind")]
+        assert [r.timeline for r in gateway.access_log] == ["t0.1"]
+        assert gateway.drain("t0") == [] and len(gateway.drain("t0.1")) == 1
+        assert gateway.access_log == ()
+        assert gateway.unretrieved_citations(["b"], "firm", timeline="t0.1") == []
     assert len(first) == 4
     search, opened, refused, missing = first
     assert search == RetrievalRecord(

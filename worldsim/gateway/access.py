@@ -15,31 +15,41 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, field_serializer
 
 from worldsim.domain.cards import utc_iso
 
-__all__ = ["AccessLog", "RetrievalRecord", "ToolName", "ancestry"]
+__all__ = ["ACCESS_FIELDS", "Access", "AccessLog", "RetrievalRecord", "ToolName", "ancestry"]
 
 ToolName = Literal["search_evidence", "open_document"]
 
 
-class RetrievalRecord(BaseModel):
-    """One logged gateway access; the ``data`` of a trace record of type ``"retrieval"``.
-
-    ``doc_ids`` are the documents the caller actually received: the hits of a search, or the
-    one document opened. A refused open has ``refused=True``, a ``reason`` and no ``doc_ids``.
-    """
+class Access(BaseModel):
+    """One gateway access as an agent made it: who called, which tool with what, and what came
+    back. ``doc_ids`` are the documents the caller actually received: the hits of a search, or
+    the one document opened. A refused open has ``refused=True``, a ``reason`` and no
+    ``doc_ids``. A trace's ``retrievals`` record holds a tick's accesses in this form."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     agent: str
-    timeline: str | None = None
-    tick: int | None = None
     tool: ToolName
     query: str | None = None
     doc_id: str | None = None
     k: int | None = None
-    cutoff: AwareDatetime
     doc_ids: tuple[str, ...] = ()
     refused: bool = False
     reason: Literal["unknown", "after_cutoff"] | None = None
+
+
+ACCESS_FIELDS = tuple(Access.model_fields)
+"""An access's fields, in the order a ``retrievals`` record writes them."""
+
+
+class RetrievalRecord(Access):
+    """One logged gateway access, with where it was made (timeline, tick) and the gateway's
+    cut-off; traces written before ``retrievals`` records hold one ``retrieval`` record of this
+    form per access."""
+
+    timeline: str | None = None
+    tick: int | None = None
+    cutoff: AwareDatetime
 
     @field_serializer("cutoff", when_used="json")
     def _utc(self, value: datetime) -> str:
@@ -77,6 +87,14 @@ class AccessLog(list[RetrievalRecord]):
     def forget(self) -> None:
         """Let the records go (they are in the trace); the index keeps what they said."""
         self.clear()
+
+    def take(self, timeline: str) -> list[RetrievalRecord]:
+        """Let the records made in ``timeline`` go and return them (in call order); the
+        others stay, and the index keeps what every record said."""
+        taken = [r for r in self if r.timeline == timeline]
+        if taken:
+            self[:] = [r for r in self if r.timeline != timeline]
+        return taken
 
     def extend(self, records: Iterable[RetrievalRecord]) -> None:
         for record in records:

@@ -128,12 +128,15 @@ class Gateway:
         self._log.extend(records)
         self._log.forget()
 
-    def drain(self) -> list[RetrievalRecord]:
-        """The records added since the previous drain (what the engine still has to trace);
-        the log lets them go, so a long run holds only what a tick adds, and keeps their index
-        for citation checks."""
-        fresh = list(self._log)
-        self._log.forget()
+    def drain(self, timeline: str | None = None) -> list[RetrievalRecord]:
+        """The records added since the previous drain (what the engine still has to trace),
+        or only those made in ``timeline``; the log lets them go, so a long run holds only what
+        a tick adds, and keeps their index for citation checks."""
+        if timeline is None:
+            fresh = list(self._log)
+            self._log.forget()
+        else:
+            fresh = self._log.take(timeline)
         return fresh
 
     async def search(

@@ -150,7 +150,9 @@ def restore_point(cut: Cut, config: RunConfig) -> RestorePoint:
         elif t == "world_initialized":
             point.init_problems[:] = list(line.data.problems)
             source = line.data.source
-        elif t == "retrieval":
+        elif t == "retrievals":
+            point.retrievals.extend(line.data.records(tl, line.record.tick))
+        elif t == "retrieval":  # a trace written before retrievals records
             point.retrievals.append(line.data)
 
     starts = point.starts

@@ -13,6 +13,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -42,6 +43,7 @@ from worldsim.trace.records import (
     InterventionData,
     Observation,
     ProposalData,
+    RetrievalsData,
     ReviewData,
     RunStartedData,
     TickCommittedData,
@@ -393,7 +395,7 @@ class Engine:
         async with anyio.create_task_group() as agents:
             for agent, role_name in active:
                 agents.start_soon(act, agent, role_name)
-        await self._trace_retrievals()
+        await self._trace_retrievals(tl)
 
         # (4) canonical order: agent id, then proposal index — never arrival
         proposals: list[Proposal] = []
@@ -482,12 +484,18 @@ class Engine:
         for child in children:
             tg.start_soon(self._run_timeline, child, k + 1, tg, True)
 
-    async def _trace_retrievals(self) -> None:
-        """Write the gateway accesses made since the last call (the tool logs, not the agent)."""
+    async def _trace_retrievals(self, tl: Timeline) -> None:
+        """Write the gateway accesses made in ``tl`` since the last call (the tool logs, not
+        the agent): one ``retrievals`` record per tick and cut-off they were made at."""
         if self.gateway is None:
             return
-        for record in self.gateway.drain():
-            await self.writer.emit("retrieval", record, tl=record.timeline, tick=record.tick)
+        groups: dict[tuple[int | None, datetime], list[RetrievalRecord]] = {}
+        for record in self.gateway.drain(tl.id):
+            groups.setdefault((record.tick, record.cutoff), []).append(record)
+        for (tick, _), records in groups.items():
+            await self.writer.emit(
+                "retrievals", RetrievalsData.payload(records), tl=tl.id, tick=tick
+            )
 
     async def _commit(self, tl: Timeline, k: int, state: WorldState) -> None:
         tl.state = state

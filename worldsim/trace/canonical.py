@@ -12,6 +12,7 @@ from typing import Any
 
 from worldsim.domain.contracts import lineage
 from worldsim.trace.reader import Trace, TraceLine
+from worldsim.trace.records import accesses_of
 from worldsim.world.state import canonical_json
 
 __all__ = ["CanonicalHash", "canonical_hash"]
@@ -23,6 +24,7 @@ _PHASE = {
     "timeline_started": 2,
     "tick_started": 3,
     "retrieval": 4,
+    "retrievals": 4,
     "llm_call": 5,
     "proposal": 6,
     "review": 7,
@@ -81,13 +83,19 @@ class CanonicalHash:
             return  # run_failed and other resume markers are operational
         rec = line.record
         data = rec.data.model_dump(mode="json")
-        tl = rec.tl
+        if t == "retrievals":  # hashed as the retrieval records it stands for
+            for access in accesses_of(t, data, rec.tl, rec.tick):
+                self._add("retrieval", rec.tl, rec.tick, access)
+        else:
+            self._add(t, rec.tl, rec.tick, data)
+
+    def _add(self, t: str, tl: str | None, tick: int | None, data: dict[str, Any]) -> None:
         path = lineage(tl) if tl else ()
         group = 1 if tl else (0 if _PHASE[t] <= 1 else 2)
         agent = str(data.get("agent", ""))
         index = int(data.get("index", 0) or 0)
-        key = (group, path, rec.tick if rec.tick is not None else -1, _PHASE[t], agent, index)
-        self._entries.append((key, canonical_json([t, tl, rec.tick, _content(t, data)])))
+        key = (group, path, tick if tick is not None else -1, _PHASE[t], agent, index)
+        self._entries.append((key, canonical_json([t, tl, tick, _content(t, data)])))
 
     def hexdigest(self) -> str:
         entries = sorted(self._entries, key=lambda e: e[0])

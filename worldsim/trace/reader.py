@@ -24,7 +24,7 @@ from worldsim.domain.collector import collector_paced
 from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.domain.files import first_error
 from worldsim.trace.effective import effective_lines, stream_effective
-from worldsim.trace.records import RECORD_TYPES, TRACE_ADAPTER
+from worldsim.trace.records import RECORD_TYPES, TRACE_ADAPTER, RetrievalData, RetrievalsData
 from worldsim.trace.writer import SEALED_TYPES, genesis_hash
 
 __all__ = [
@@ -245,6 +245,18 @@ class Trace:
 
     def first(self, type_: str) -> TraceLine | None:
         return next(self.of_type(type_), None)
+
+    def accesses(self) -> list[RetrievalData]:
+        """Every gateway access the trace records, as the gateway logged it: the accesses of
+        each ``retrievals`` record (or, in a trace written before, each ``retrieval``)."""
+        found: list[RetrievalData] = []
+        for line in self.of_type("retrievals", "retrieval"):
+            data = line.data
+            if isinstance(data, RetrievalsData):
+                found.extend(data.records(line.tl, line.tick))
+            else:
+                found.append(data)
+        return found
 
     def validate(self) -> None:
         """Validate every record against the schema and check the writer's canonical form."""

@@ -8,11 +8,22 @@ models (``python -m worldsim.trace.schema``).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    field_serializer,
+    model_validator,
+)
 
-from worldsim.domain.cards import UtcDatetime
+from worldsim.domain.cards import UtcDatetime, utc_iso
+from worldsim.gateway.access import ACCESS_FIELDS, Access
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.models.call import LlmCallData
 from worldsim.world.build import WorldSource
@@ -36,6 +47,7 @@ __all__ = [
     "LeafData",
     "ReportData",
     "RetrievalData",
+    "RetrievalsData",
     "ReviewData",
     "RunCompletedData",
     "RunFailedData",
@@ -47,6 +59,7 @@ __all__ = [
     "TimelineStartedData",
     "TraceRecord",
     "WorldInitializedData",
+    "accesses_of",
 ]
 
 SCHEMA_VERSION = 1
@@ -358,6 +371,56 @@ class RetrievalRecord(_Envelope):
     data: RetrievalData
 
 
+class RetrievalsData(_Data):
+    """The gateway accesses made in one timeline's tick, written once the tick's agents have
+    acted: by agent, each agent's in the order it made them. The record's ``tl`` and ``tick``
+    are where they were made; ``cutoff`` is the gateway's. Traces written before hold one
+    ``retrieval`` record per access instead (:func:`accesses_of` reads both)."""
+
+    cutoff: AwareDatetime
+    accesses: tuple[Access, ...]
+
+    @field_serializer("cutoff", when_used="json")
+    def _utc(self, value: datetime) -> str:
+        return utc_iso(value)
+
+    @staticmethod
+    def payload(records: Sequence[RetrievalData]) -> dict[str, Any]:
+        """The record's ``data`` for the accesses ``records`` (made at one timeline, tick and
+        cut-off), in its JSON form: built from the validated records field by field."""
+        ordered = sorted(records, key=lambda r: r.agent)  # stable: each agent's call order
+        return {
+            "cutoff": utc_iso(records[0].cutoff),
+            "accesses": [{f: getattr(r, f) for f in ACCESS_FIELDS} for r in ordered],
+        }
+
+    def records(self, tl: str | None, tick: int | None) -> list[RetrievalData]:
+        """The accesses as logged records (a record's ``tl`` and ``tick`` given)."""
+        return [
+            RetrievalData(**a.model_dump(), timeline=tl, tick=tick, cutoff=self.cutoff)
+            for a in self.accesses
+        ]
+
+
+class RetrievalsRecord(_Envelope):
+    type: Literal["retrievals"]
+    data: RetrievalsData
+
+
+def accesses_of(
+    type_: str, data: Mapping[str, Any], tl: str | None, tick: int | None
+) -> list[dict[str, Any]]:
+    """The gateway accesses a record's JSON ``data`` holds, each in a ``retrieval`` record's
+    form (agent, timeline, tick, tool, ..., cutoff): one for a ``retrieval`` record, a tick's
+    for a ``retrievals`` record, none for any other type."""
+    if type_ == "retrieval":
+        return [dict(data)]
+    if type_ != "retrievals":
+        return []
+    where = {"timeline": tl, "tick": tick, "cutoff": data.get("cutoff")}
+    return [{**access, **where} for access in data.get("accesses", [])]
+
+
 class ExtractionRecord(_Envelope):
     type: Literal["extraction"]
     data: ExtractionData
@@ -498,6 +561,7 @@ RECORD_TYPES: dict[str, type[BaseModel]] = {
     "tick_committed": TickCommittedData,
     "timeline_ended": TimelineEndedData,
     "retrieval": RetrievalData,
+    "retrievals": RetrievalsData,
     "llm_call": LlmCallData,
     "run_resumed": RunResumedData,
     "intervention": InterventionData,
@@ -521,6 +585,7 @@ TraceRecord = Annotated[
     | TickCommittedRecord
     | TimelineEndedRecord
     | RetrievalRecord
+    | RetrievalsRecord
     | LlmCallRecord
     | RunResumedRecord
     | InterventionRecord

@@ -25,6 +25,7 @@ from worldsim.scoring.hindsight.forecast import GRAPH_TYPES, forecast_graph_of
 from worldsim.scoring.hindsight.pressure import simulated_pressure as pressure_series
 from worldsim.trace.forecast import record_views
 from worldsim.trace.reader import Trace, TraceLine, read_trace
+from worldsim.trace.records import accesses_of
 from worldsim.trace.replay import ReplayResult, TickStep
 from worldsim.trace.signing import PublicKey
 from worldsim.trace.verify import Verification, verify_trace
@@ -109,7 +110,11 @@ def trace_data(
         "ticks": [_step(step, committed.get((step.timeline, step.tick), {})) for step in steps],
         "calls": [_call(line) for line in effective if line.type == "llm_call"],
         "documents": _documents(card),
-        "retrievals": [_retrieval(line) for line in effective if line.type == "retrieval"],
+        "retrievals": [
+            access
+            for line in effective
+            for access in accesses_of(line.type, line.fields, line.tl, line.tick)
+        ],
         "report": _last(effective, "report"),
         "audit": _last(effective, "audit"),
         "interventions": [line.fields for line in effective if line.type == "intervention"],
@@ -313,11 +318,6 @@ def _documents(card: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "days": days,
         }
     return docs
-
-
-def _retrieval(line: TraceLine) -> dict[str, Any]:
-    """One gateway access as recorded (agent, tool, query or document, cut-off, what came back)."""
-    return line.fields
 
 
 def _last(effective: list[TraceLine], kind: str) -> dict[str, Any] | None:

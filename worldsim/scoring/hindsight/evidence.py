@@ -1,9 +1,9 @@
 """Source precision: how much of what the agents actually looked at was on the causal path.
 
-Accessed documents are taken from logged access only — the ids in the trace's ``retrieval``
-records (what the gateway returned or opened) plus the ``cites`` of every proposal — never
-from what an agent claims in free text. Hindsight sources are the union of the hindsight
-events' ``source_ids``.
+Accessed documents are taken from logged access only — the ids in the trace's ``retrievals``
+records (what the gateway returned or opened; ``retrieval`` records in older traces) plus the
+``cites`` of every proposal — never from what an agent claims in free text. Hindsight sources
+are the union of the hindsight events' ``source_ids``.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from pydantic import BaseModel, ConfigDict
 
 from worldsim.scoring.hindsight.forecast import RecordView
 from worldsim.scoring.hindsight.graph import HindsightGraph
+from worldsim.trace.records import accesses_of
 
 __all__ = ["ACCESS_TYPES", "SourcePrecision", "accessed_documents", "source_precision"]
 
-ACCESS_TYPES = frozenset({"retrieval", "proposal"})
+ACCESS_TYPES = frozenset({"retrievals", "retrieval", "proposal"})
 """The record types :func:`accessed_documents` reads."""
 
 
@@ -42,9 +43,10 @@ def accessed_documents(records: Iterable[RecordView]) -> frozenset[str]:
     """Documents retrieved through the gateway or cited by a proposal, across all timelines."""
     found: set[str] = set()
     for record in records:
-        if record.type == "retrieval" and not record.data.get("refused", False):
-            found.update(_ids(record.data.get("doc_ids")))
-        elif record.type == "proposal":
+        for access in accesses_of(record.type, record.data, record.tl, record.tick):
+            if not access.get("refused", False):
+                found.update(_ids(access.get("doc_ids")))
+        if record.type == "proposal":
             found.update(_ids(record.data.get("cites")))
     return frozenset(found)
 

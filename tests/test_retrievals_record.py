@@ -1,0 +1,119 @@
+"""A tick's gateway accesses are one ``retrievals`` record; traces written before, with one
+``retrieval`` record per access, read the same everywhere the accesses are used."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.support import DEMO_CARD, forge
+from worldsim.domain.cards import load_card
+from worldsim.domain.config import RunConfig
+from worldsim.domain.policy import load_policy
+from worldsim.scoring.hindsight.evidence import accessed_documents
+from worldsim.scoring.hindsight.forecast import stream_records
+from worldsim.sim.resume import Cut, restore_point, resume_config
+from worldsim.sim.session import resume_run, run_card
+from worldsim.trace.canonical import canonical_hash
+from worldsim.trace.reader import read_trace
+from worldsim.trace.verify import verify_trace
+from worldsim.view.extract import trace_data, verified
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A branching run of the demo card (its evidence inline): several timelines at once."""
+    config = RunConfig(card=load_card(DEMO_CARD), policy=load_policy("branching"), seed=6)
+    out = tmp_path_factory.mktemp("run")
+    result = anyio.run(lambda: run_card(config, out, fsync=False))
+    assert result.forks >= 2
+    return result.trace
+
+
+def _as_written_before(records: list[dict[str, Any]]) -> None:
+    """Each ``retrievals`` record as the ``retrieval`` records a trace held before."""
+    rewritten: list[dict[str, Any]] = []
+    for record in records:
+        if record["type"] != "retrievals":
+            rewritten.append(record)
+            continue
+        data = record["data"]
+        for access in data["accesses"]:
+            where = {"timeline": record["tl"], "tick": record["tick"], "cutoff": data["cutoff"]}
+            rewritten.append({**record, "type": "retrieval", "data": {**access, **where}})
+    records[:] = rewritten
+
+
+@pytest.fixture(scope="module")
+def legacy(recorded: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("legacy") / "legacy.jsonl"
+    forge(recorded, path, _as_written_before)
+    return path
+
+
+def test_one_record_per_timeline_tick_ordered_by_agent(recorded: Path) -> None:
+    trace = read_trace(recorded)
+    assert trace.first("retrieval") is None
+    lines = list(trace.of_type("retrievals"))
+    places = [(line.tl, line.tick) for line in lines]
+    assert len(lines) > 1 and len(set(places)) == len(places)
+    assert len({line.tl for line in lines}) > 1, "the branching run traced several timelines"
+    for line in lines:
+        agents = [a.agent for a in line.data.accesses]
+        assert agents == sorted(agents)
+        # each agent searches, then opens what the search returned
+        first = {}
+        for access in line.data.accesses:
+            first.setdefault(access.agent, access)
+        assert all(a.tool == "search_evidence" for a in first.values())
+    # every access is where its record says it is
+    for access in trace.accesses():
+        assert access.timeline is not None and access.tick is not None
+
+
+def test_every_cited_document_was_retrieved_in_the_record_of_its_tick(recorded: Path) -> None:
+    trace = read_trace(recorded)
+    received: dict[tuple[str | None, int | None, str], set[str]] = collections.defaultdict(set)
+    for access in trace.accesses():
+        received[(access.timeline, access.tick, access.agent)].update(access.doc_ids)
+    proposals = [line for line in trace.of_type("proposal") if line.data.cites]
+    assert proposals
+    for line in proposals:
+        assert set(line.data.cites) <= received[(line.tl, line.tick, line.data.agent)]
+
+
+def test_a_trace_written_before_reads_the_same(recorded: Path, legacy: Path) -> None:
+    new, old = read_trace(recorded), read_trace(legacy)
+    assert old.first("retrievals") is None and old.first("retrieval") is not None
+    assert verify_trace(legacy).exit_code == 0
+    assert old.accesses() == new.accesses()
+    assert canonical_hash(old) == canonical_hash(new)
+
+    def retrieved(path: Path) -> frozenset[str]:  # proposals' citations left out
+        return accessed_documents(r for r in stream_records(path) if r.type != "proposal")
+
+    assert retrieved(legacy) == retrieved(recorded) != frozenset()
+    shown = trace_data(verified(legacy))["retrievals"]
+    assert shown and shown == trace_data(verified(recorded))["retrievals"]
+
+
+@pytest.mark.parametrize("form", ["recorded", "legacy"])
+def test_a_cut_run_restores_every_access_before_the_cut(
+    form: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    whole: Path = request.getfixturevalue(form)
+    full = read_trace(whole)
+    committed = [line for line in full.lines if line.type == "tick_committed"]
+    cut_after = committed[len(committed) // 2]
+    blob = b"".join(line.raw + b"\n" for line in full.lines[: cut_after.number + 1])
+    path = tmp_path / "cut.jsonl"
+    path.write_bytes(blob)
+    trace = read_trace(path)
+    point = restore_point(Cut(trace), resume_config(trace))
+    assert point.retrievals == trace.accesses() and point.retrievals
+    anyio.run(lambda: resume_run(path, fsync=False))
+    assert canonical_hash(read_trace(path)) == canonical_hash(full)
