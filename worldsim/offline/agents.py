@@ -65,7 +65,8 @@ class OfflineActor:
         """One move; ``hits`` are search results already found for this actor (else it searches)."""
         actor = ctx.state.actors[ctx.agent]
         noise = float(ctx.rng.normal(0.0, ACTOR_NOISE))
-        vigour = float(ctx.rng.uniform(0.5, 1.0))
+        # numpy's uniform(0.5, 1.0) draws 0.5 + 0.5 * random(): the same float, made faster
+        vigour = 0.5 + 0.5 * float(ctx.rng.random())
         salience = 1.0 + EVENT_SALIENCE * len(ctx.observations)
         endpoint = _target_endpoint(ctx.state, actor.favours)
         title = ctx.state.endpoint(endpoint)

@@ -23,7 +23,7 @@ from anyio.abc import TaskGroup
 from worldsim.domain.cards import card_hash
 from worldsim.domain.config import RunConfig
 from worldsim.domain.errors import ModelError, ReplayMissError, StateError
-from worldsim.domain.rng import rng_for
+from worldsim.domain.rng import AgentSeeds, rng_for
 from worldsim.domain.version import __version__, git_revision
 from worldsim.gateway import (
     AgentTools,
@@ -367,7 +367,9 @@ class Engine:
         # (3) all active agents at once, against the same snapshot
         results: dict[str, Sequence[Proposal]] = {}
 
-        async def act(agent: str, role_name: str) -> None:
+        seeds = AgentSeeds(seed, "agent", tl.id, k, [agent for agent, _ in active])
+
+        async def act(i: int, agent: str, role_name: str) -> None:
             role = self._tick_role(role_name)
             ctx = TickContext(
                 card=self.card,
@@ -378,7 +380,7 @@ class Engine:
                 agent=agent,
                 state=snapshot,
                 observations=observations,
-                rng=rng_for(seed, "agent", tl.id, k, agent),
+                rng=seeds.generator(i),  # rng_for(seed, "agent", tl.id, k, agent)
                 tools=(
                     AgentTools(self.gateway, agent, tl.id, k) if self.gateway is not None else None
                 ),
@@ -393,8 +395,8 @@ class Engine:
                 results[agent] = []
 
         async with anyio.create_task_group() as agents:
-            for agent, role_name in active:
-                agents.start_soon(act, agent, role_name)
+            for i, (agent, role_name) in enumerate(active):
+                agents.start_soon(act, i, agent, role_name)
         await self._trace_retrievals(tl)
 
         # (4) canonical order: agent id, then proposal index — never arrival
@@ -413,9 +415,7 @@ class Engine:
             )
             await self.writer.emit(
                 "proposal",
-                ProposalData(
-                    role=roles_of[p.agent], unretrieved_citations=unretrieved, **p.model_dump()
-                ),
+                ProposalData.payload(p, roles_of[p.agent], unretrieved),
                 tl=tl.id,
                 tick=k,
             )
@@ -447,7 +447,7 @@ class Engine:
             tl.end_tick = k
             await self._commit(tl, k, snapshot)
             return
-        await self.writer.emit("review", ReviewData(**review.model_dump()), tl=tl.id, tick=k)
+        await self.writer.emit("review", ReviewData.payload(review), tl=tl.id, tick=k)
         try:
             _check_refs(review, proposals)
             state = apply_review(snapshot, review.deltas, review.ledger, k)

@@ -171,9 +171,24 @@ class ProposalData(Proposal):
         default_factory=list, description="cited documents this agent never retrieved"
     )
 
+    @staticmethod
+    def payload(proposal: Proposal, role: str, unretrieved: list[str]) -> dict[str, Any]:
+        """The record's ``data`` for a validated proposal, in its JSON form (the proposal is
+        not validated again on its way out)."""
+        return {
+            **proposal.model_dump(mode="json"),
+            "role": role,
+            "unretrieved_citations": unretrieved,
+        }
+
 
 class ReviewData(Review):
     agent: str = "governance"
+
+    @staticmethod
+    def payload(review: Review) -> dict[str, Any]:
+        """The record's ``data`` for a validated review, in its JSON form."""
+        return {**review.model_dump(mode="json"), "agent": "governance"}
 
 
 class ForkData(_Data):

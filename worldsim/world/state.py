@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from worldsim.domain.bounds import MAX_MEMBERS
 from worldsim.domain.errors import StateError
+from worldsim.domain.memo import IdentityMemo
 from worldsim.world.canonical import canonical_json, rendered
 from worldsim.world.evidence import Evidence, EvidenceTrail
 from worldsim.world.members import Members
@@ -118,6 +119,7 @@ class Hypothesis:
 
 
 _NO_EVIDENCE = EvidenceTrail()
+_SCORED: IdentityMemo[tuple[EndpointInfo, ...]] = IdentityMemo(256)
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,7 +384,10 @@ class WorldState:
 
     @property
     def scored(self) -> tuple[EndpointInfo, ...]:
-        return tuple(ep for ep in self.endpoints if ep.kind == "scored")
+        endpoints = self.endpoints  # the same tuple from state to state: picked once
+        return _SCORED.get(
+            "scored", endpoints, lambda: tuple(ep for ep in endpoints if ep.kind == "scored")
+        )
 
     def endpoint(self, endpoint_id: str) -> EndpointInfo | None:
         return next((ep for ep in self.endpoints if ep.id == endpoint_id), None)
