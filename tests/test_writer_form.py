@@ -6,10 +6,12 @@ import json
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worldsim.trace.reader import in_writers_form
+from worldsim.trace.writer import encode_line
 
 scalars = (
     st.none()
@@ -57,3 +59,32 @@ def test_floats_the_two_encoders_spell_differently() -> None:
     assert not in_writers_form(b'{"x":1.50}')
     # what msgspec cannot read is judged by the standard library alone, as the writer spells it
     assert in_writers_form(b'{"x":NaN}') and not in_writers_form(b'{"x":nan}')
+
+
+any_float = st.floats() | st.sampled_from([1e-05, 1e16, 1.5e-07, 5e-324, -0.0, 9e-05, 1e300])
+keys = st.text(max_size=8) | st.integers(-(10**20), 10**20) | any_float | st.booleans()
+written_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**25), 10**25) | any_float | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(keys, inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(obj=st.dictionaries(st.text(max_size=8), written_values, max_size=6))
+def test_the_writer_writes_the_standard_librarys_bytes(obj: dict[str, Any]) -> None:
+    """``encode_line`` takes msgspec's path only where its bytes are the standard library's,
+    and refuses NaN and infinities as the standard library does."""
+    try:
+        expected = json.dumps(
+            obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode()
+    except ValueError:  # NaN or an infinity somewhere, or a lone surrogate
+        with pytest.raises(ValueError):
+            encode_line(obj)
+        return
+    assert encode_line(obj) == expected
