@@ -4,22 +4,27 @@
 from __future__ import annotations
 
 import collections
+import json
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.support import DEMO_CARD, forge
 from worldsim.domain.cards import load_card
 from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
+from worldsim.gateway.access import RetrievalRecord
 from worldsim.scoring.hindsight.evidence import accessed_documents
 from worldsim.scoring.hindsight.forecast import stream_records
 from worldsim.sim.resume import Cut, restore_point, resume_config
 from worldsim.sim.session import resume_run, run_card
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
+from worldsim.trace.records import RetrievalsData, accesses_of
 from worldsim.trace.verify import verify_trace
 from worldsim.view.extract import trace_data, verified
 
@@ -44,7 +49,10 @@ def _as_written_before(records: list[dict[str, Any]]) -> None:
         data = record["data"]
         for access in data["accesses"]:
             where = {"timeline": record["tl"], "tick": record["tick"], "cutoff": data["cutoff"]}
-            rewritten.append({**record, "type": "retrieval", "data": {**access, **where}})
+            logged = RetrievalRecord.model_validate({**access, **where})  # as the writer was
+            rewritten.append(
+                {**record, "type": "retrieval", "data": logged.model_dump(mode="json")}
+            )
     records[:] = rewritten
 
 
@@ -117,3 +125,43 @@ def test_a_cut_run_restores_every_access_before_the_cut(
     assert point.retrievals == trace.accesses() and point.retrievals
     anyio.run(lambda: resume_run(path, fsync=False))
     assert canonical_hash(read_trace(path)) == canonical_hash(full)
+
+
+CUTOFF = "2027-01-04T00:00:00Z"
+optional_text = st.none() | st.text(max_size=6)
+logged = st.builds(
+    lambda agent, tool, query, doc_id, k, doc_ids, reason: RetrievalRecord.model_validate(
+        {
+            "agent": agent,
+            "tool": tool,
+            "query": query,
+            "doc_id": doc_id,
+            "k": k,
+            "doc_ids": doc_ids,
+            "refused": reason is not None,
+            "reason": reason,
+            "timeline": "t0.2",
+            "tick": 3,
+            "cutoff": CUTOFF,
+        }
+    ),
+    agent=st.sampled_from(["a", "b", "c", ""]),
+    tool=st.sampled_from(["search_evidence", "open_document"]),
+    query=optional_text,
+    doc_id=optional_text,
+    k=st.none() | st.integers(0, 20),
+    doc_ids=st.lists(st.text(max_size=4), max_size=3),
+    reason=st.none() | st.sampled_from(["unknown", "after_cutoff"]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=st.lists(logged, min_size=1, max_size=8))
+def test_a_record_gives_back_the_accesses_it_was_made_of(records: list[RetrievalRecord]) -> None:
+    """Written without the fields at their defaults, read back whole: by agent, each agent's
+    in the order made; as objects and as the JSON a reader of dicts sees."""
+    data = RetrievalsData.model_validate(RetrievalsData.payload(records))
+    ordered = sorted(records, key=lambda r: r.agent)
+    assert data.records("t0.2", 3) == ordered
+    raw = json.loads(json.dumps(RetrievalsData.payload(records)))
+    assert accesses_of("retrievals", raw, "t0.2", 3) == [r.model_dump(mode="json") for r in ordered]

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worldsim.trace.reader import in_writers_form
-from worldsim.trace.writer import encode_line
+from worldsim.trace.writer import encode_record
 
 scalars = (
     st.none()
@@ -74,17 +74,26 @@ written_values = st.recursive(
 )
 
 
+headers = st.dictionaries(
+    st.text(max_size=8),
+    st.none() | st.integers(-(10**20), 10**20) | st.text(max_size=70),
+    min_size=1,
+    max_size=8,
+).filter(lambda header: "data" not in header)
+
+
 @settings(max_examples=600, deadline=None)
-@given(obj=st.dictionaries(st.text(max_size=8), written_values, max_size=6))
-def test_the_writer_writes_the_standard_librarys_bytes(obj: dict[str, Any]) -> None:
-    """``encode_line`` takes msgspec's path only where its bytes are the standard library's,
-    and refuses NaN and infinities as the standard library does."""
+@given(header=headers, data=written_values)
+def test_the_writer_writes_the_standard_librarys_bytes(header: dict[str, Any], data: Any) -> None:
+    """``encode_record`` takes msgspec's path only where its bytes are the standard
+    library's, and refuses NaN and infinities as the standard library does."""
+    obj = {**header, "data": data}
     try:
         expected = json.dumps(
             obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         ).encode()
     except ValueError:  # NaN or an infinity somewhere, or a lone surrogate
         with pytest.raises(ValueError):
-            encode_line(obj)
+            encode_record(header, data)
         return
-    assert encode_line(obj) == expected
+    assert encode_record(header, data) == expected

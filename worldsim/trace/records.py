@@ -386,6 +386,13 @@ class RetrievalRecord(_Envelope):
     data: RetrievalData
 
 
+_ACCESS_DEFAULTS: dict[str, Any] = {
+    name: field.default for name, field in Access.model_fields.items() if not field.is_required()
+}
+"""An access's fields a ``retrievals`` record leaves out when they hold their defaults."""
+_ACCESS_JSON_DEFAULTS = {**_ACCESS_DEFAULTS, "doc_ids": []}
+
+
 class RetrievalsData(_Data):
     """The gateway accesses made in one timeline's tick, written once the tick's agents have
     acted: by agent, each agent's in the order it made them. The record's ``tl`` and ``tick``
@@ -402,12 +409,17 @@ class RetrievalsData(_Data):
     @staticmethod
     def payload(records: Sequence[RetrievalData]) -> dict[str, Any]:
         """The record's ``data`` for the accesses ``records`` (made at one timeline, tick and
-        cut-off), in its JSON form: built from the validated records field by field."""
+        cut-off), in its JSON form: built from the validated records field by field, the
+        fields at their defaults left out."""
         ordered = sorted(records, key=lambda r: r.agent)  # stable: each agent's call order
-        return {
-            "cutoff": utc_iso(records[0].cutoff),
-            "accesses": [{f: getattr(r, f) for f in ACCESS_FIELDS} for r in ordered],
-        }
+        accesses = []
+        for r in ordered:
+            access = {f: getattr(r, f) for f in ACCESS_FIELDS}
+            for f, default in _ACCESS_DEFAULTS.items():
+                if access[f] == default:
+                    del access[f]
+            accesses.append(access)
+        return {"cutoff": utc_iso(records[0].cutoff), "accesses": accesses}
 
     def records(self, tl: str | None, tick: int | None) -> list[RetrievalData]:
         """The accesses as logged records (a record's ``tl`` and ``tick`` given)."""
@@ -433,7 +445,8 @@ def accesses_of(
     if type_ != "retrievals":
         return []
     where = {"timeline": tl, "tick": tick, "cutoff": data.get("cutoff")}
-    return [{**access, **where} for access in data.get("accesses", [])]
+    filled = _ACCESS_JSON_DEFAULTS
+    return [{**filled, **access, **where} for access in data.get("accesses", [])]
 
 
 class ExtractionRecord(_Envelope):

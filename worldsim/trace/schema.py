@@ -226,11 +226,11 @@ unless a revision below says otherwise.
   (every search and document open its agents made) are written as one `retrievals` record once
   the tick's agents have acted, instead of one `retrieval` record per access: `cutoff` (the
   gateway's) and `accesses`, each an access's `agent`, `tool`, `query`, `doc_id`, `k`,
-  `doc_ids`, `refused` and `reason`, ordered by agent and, for one agent, as it made them
-  (where the `retrieval` records came in the order the concurrent agents happened to make
-  them); the record's `tl` and `tick` say where. Accesses were two thirds of an offline
-  trace's bytes, much of it the envelope each repeated: a trace of 2,000 actors over 8 ticks
-  is 19 MB instead of 32.
+  `doc_ids`, `refused` and `reason` (those at their defaults, null, `[]` or false, left out),
+  ordered by agent and, for one agent, as it made them (where the `retrieval` records came in
+  the order the concurrent agents happened to make them); the record's `tl` and `tick` say
+  where. Accesses were two thirds of an offline trace's bytes, much of it the envelope each
+  repeated: a trace of 2,000 actors over 8 ticks is 16 MB instead of 32.
   Traces written before hold `retrieval` records and are read as they are (`worldsim view`,
   `score --hindsight`, `run --resume`). The canonical hash takes each access of a `retrievals`
   record as the `retrieval` record it stands for: unchanged.
