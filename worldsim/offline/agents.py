@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from worldsim.domain.outputs import ActorMove, ActorOutput
 from worldsim.world.moves import Proposal
 from worldsim.world.state import Edge, SetCohort, WorldState
 from worldsim.world.views import TickContext
@@ -56,12 +57,9 @@ def _verb(direction: float) -> str:
 class OfflineActor:
     """An actor with stance, influence and activity: pushes its endpoint by stance plus noise."""
 
-    name = "actor"
-    phase = "tick"
-
     async def act(
         self, ctx: TickContext, hits: Sequence[Mapping[str, Any]] | None = None
-    ) -> Sequence[Proposal]:
+    ) -> ActorOutput:
         """One move; ``hits`` are search results already found for this actor (else it searches)."""
         actor = ctx.state.actors[ctx.agent]
         noise = float(ctx.rng.normal(0.0, ACTOR_NOISE))
@@ -75,18 +73,16 @@ class OfflineActor:
         )
         direction = _clip(actor.stance + noise + push, -1.0, 1.0)
         magnitude = _clip(actor.influence * vigour * salience, 0.0, 1.0)
-        return [
-            Proposal(
-                agent=ctx.agent,
-                index=0,
-                kind="action",
-                endpoint=endpoint,
-                direction=direction,
-                magnitude=magnitude,
-                summary=f"{actor.name} {_verb(direction)} '{title.title if title else endpoint}'",
-                cites=cites,
-            )
-        ]
+        summary = f"{actor.name} {_verb(direction)} '{title.title if title else endpoint}'"
+        move = ActorMove(
+            kind="action",
+            endpoint=endpoint,
+            direction=direction,
+            magnitude=magnitude,
+            summary=summary[:300],
+            cites=list(cites[:5]),
+        )
+        return ActorOutput(proposals=[move])
 
 
 async def _read_evidence(

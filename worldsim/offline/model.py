@@ -21,7 +21,6 @@ from worldsim.domain.cards import Card, Seeds
 from worldsim.domain.contracts import ModelRequest, ModelResponse
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.outputs import (
-    ActorMove,
     ActorOutput,
     BranchIdea,
     ChoiceForecastOutput,
@@ -58,7 +57,6 @@ from worldsim.offline.build import (
 from worldsim.offline.governance import OfflineGovernance
 from worldsim.offline.reporter import OfflineReporter
 from worldsim.world.build import generic_seeds
-from worldsim.world.moves import Proposal
 from worldsim.world.state import SetCohort, SetHypothesis, SetPressure, ShiftPressure
 from worldsim.world.views import (
     ForecastContext,
@@ -115,19 +113,7 @@ async def _actor(view: RoleView) -> ActorOutput:
     assert isinstance(ctx, TickContext)
     # the prompt role searched the gateway for this actor already: read those hits
     hits = view.variables.get("evidence")
-    proposals = await OfflineActor().act(ctx, hits)
-    return ActorOutput(proposals=[_move(p) for p in proposals[:3]])
-
-
-def _move(p: Proposal) -> ActorMove:
-    return ActorMove(
-        kind=p.kind if p.kind in ("statement", "action", "signal") else "action",
-        endpoint=p.endpoint or "",
-        direction=p.direction,
-        magnitude=p.magnitude,
-        summary=p.summary[:300],
-        cites=list(p.cites[:5]),
-    )
+    return await OfflineActor().act(ctx, hits)
 
 
 async def _cohort(view: RoleView) -> CohortOutput:

@@ -20,6 +20,7 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup
 
+from worldsim.domain.bounds import MAX_CONNECTIONS
 from worldsim.domain.cards import card_hash
 from worldsim.domain.config import RunConfig
 from worldsim.domain.errors import ModelError, ReplayMissError, StateError
@@ -394,9 +395,17 @@ class Engine:
                 log.warning("agent_failed", agent=agent, timeline=tl.id, tick=k, error=str(exc))
                 results[agent] = []
 
+        # The agents act concurrently on as many tasks as a route may hold connections (one
+        # task each up to that): a task per agent cost more than an offline agent's step.
+        queue = iter(enumerate(active))
+
+        async def work() -> None:
+            for i, (agent, role_name) in queue:
+                await act(i, agent, role_name)
+
         async with anyio.create_task_group() as agents:
-            for i, (agent, role_name) in enumerate(active):
-                agents.start_soon(act, i, agent, role_name)
+            for _ in range(min(len(active), MAX_CONNECTIONS)):
+                agents.start_soon(work)
         await self._trace_retrievals(tl)
 
         # (4) canonical order: agent id, then proposal index — never arrival
