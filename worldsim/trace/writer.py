@@ -12,7 +12,6 @@ import contextlib
 import fcntl
 import functools
 import hashlib
-import json
 import os
 import time
 from collections.abc import Callable
@@ -21,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
-import msgspec
 from pydantic import BaseModel
 
 from worldsim.domain.errors import ConfigError, TraceError
+from worldsim.domain.jsonbytes import compact_bytes, msgspec_bytes
 
 if TYPE_CHECKING:
     from worldsim.trace.signing import Signer
@@ -78,41 +77,14 @@ def seal_line(line: bytes, signer: Signer | None = None) -> bytes:
     return line.replace(_SIGNATURE_EMPTY, b'"signature":"' + signer.sign(digest).encode() + b'"')
 
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-_FAST = msgspec.json.Encoder()
-# A float msgspec writes in exponent form (``1e16``, ``1.5e-7``) where the standard library
-# writes ``1e+16`` and ``1.5e-07`` holds a digit, an ``e`` and a digit or sign: with digits and
-# signs mapped to ``0``, a ``0e0``. One elsewhere (an id, a hex digest) only sends a line to the
-# standard library, which writes it the same.
-_DIGITS = bytes.maketrans(b"123456789-+", b"00000000000")
-
-
-def _as_standard(value: Any) -> bytes | None:
-    """msgspec's bytes for ``value`` when they are certainly the standard library's, else
-    ``None``. They differ only for floats in exponent form or below 10⁻⁴ (``0.00001`` for
-    ``1e-05``) and for NaN and infinities (``null`` where the standard library refuses), and
-    msgspec refuses some keys the standard library takes."""
-    try:
-        out = _FAST.encode(value)
-    except (TypeError, ValueError):
-        return None
-    if b"null" in out or b"0.0000" in out or b"0e0" in out.translate(_DIGITS):
-        return None
-    return out
-
-
 def encode_record(header: dict[str, Any], data: Any) -> bytes:
     """A record as the trace holds it: exactly ``json.dumps({**header, "data": data},
     separators=(",", ":"), ensure_ascii=False, allow_nan=False)`` in UTF-8 (so NaN and
-    infinities raise), written by msgspec, about six times faster, where its bytes are the
-    same. The ``header`` is the writer's (at least one field; ints, strings and ``None``,
-    which msgspec writes as the standard library does), so only ``data`` is looked at for
-    what could be written otherwise (the ``prev`` digest would send most lines to the slow
-    path for nothing)."""
-    body = _as_standard(data)
-    if body is None:
-        return _ENCODER.encode({**header, "data": data}).encode()
-    return _FAST.encode(header)[:-1] + b',"data":' + body + b"}"
+    infinities raise). The ``header`` is the writer's (at least one field; ints, strings and
+    ``None``, which msgspec writes as the standard library does), so only ``data`` is looked
+    at for what msgspec could write otherwise (the ``prev`` digest would send most lines to
+    the standard library for nothing; see :mod:`worldsim.domain.jsonbytes`)."""
+    return msgspec_bytes(header)[:-1] + b',"data":' + compact_bytes(data) + b"}"
 
 
 def _holder_pid(fd: int) -> int | None:

@@ -8,10 +8,10 @@ digest then costs in proportion to what changed, plus one pass of SHA-256.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
+from worldsim.domain.jsonbytes import canonical_bytes
 from worldsim.domain.memo import IdentityMemo
 
 __all__ = ["canonical_json", "rendered"]
@@ -21,8 +21,9 @@ _RENDERED: IdentityMemo[bytes] = IdentityMemo(256)
 
 
 def canonical_json(value: Any) -> bytes:
-    """Compact, key-sorted JSON bytes: the form every digest in worldsim is taken over."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact, key-sorted JSON bytes: the form every digest in worldsim is taken over
+    (``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``)."""
+    return canonical_bytes(value)
 
 
 def rendered(kind: str, part: object, render: Callable[[], bytes]) -> bytes:
