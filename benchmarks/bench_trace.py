@@ -1,7 +1,8 @@
 """Trace throughput beside plain JSON serialization of the same records (DESIGN §4.8).
 
 The records are real ones: the offline engine runs a demo-derived card with enough actors to
-produce about N agent-steps (five records each), and their ``(type, tl, tick, data)`` are
+produce about N agent-steps (a proposal record each, and its accesses in its tick's
+``retrievals`` record), and their ``(type, tl, tick, data)`` are
 replayed through a fresh :class:`TraceWriter`, so the file written is itself a valid, complete
 trace. Measured on it:
 
@@ -67,8 +68,8 @@ Record = tuple[str, str | None, int | None, dict[str, Any]]
 
 
 def make_records(target: int, workdir: Path) -> list[Record]:
-    """The records of a real offline run of about ``target`` agent-steps (each a proposal and the
-    actor's retrievals)."""
+    """The records of a real offline run of about ``target`` agent-steps (each a proposal, and
+    the actor's accesses in its tick's retrievals record)."""
     actors = max(10, math.ceil(target / (TICKS * ACTIVITY)))
     config = RunConfig(
         card=generated_actors_card(actors), policy=load_policy("no_branch"), seed=11, ticks=TICKS

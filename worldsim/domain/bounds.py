@@ -92,7 +92,7 @@ DEFAULT_MAX_TRACE_MB = 256
 """A run whose estimated trace is larger refuses to start unless the limit is raised."""
 BYTES_PER_AGENT_TICK = 2_000
 BYTES_PER_TIMELINE_TICK = 8_000
-"""The trace-size estimate: offline runs write about 1.5 kB per agent and tick (retrievals,
+"""The trace-size estimate: offline runs write about 1 kB per agent and tick (retrievals,
 proposals) and a few kB per timeline and tick (tick records, the review); rounded up."""
 
 # --- input files.

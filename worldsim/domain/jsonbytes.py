@@ -5,7 +5,10 @@ and for digests sorted keys. msgspec writes the same bytes several times faster,
 floats in exponent form (``1e16`` for ``1e+16``, ``1.5e-7`` for ``1.5e-07``) or below 10⁻⁴
 (``0.00001`` for ``1e-05``) and for NaN and infinities (``null``), and it refuses some keys the
 standard library takes (sorted, it takes string keys only). msgspec's bytes are used when they
-hold none of these; anything else is written by the standard library.
+hold none of these (and no ``null`` at all, since a ``null`` may have been a NaN); anything else
+is written by the standard library. Callers pass JSON data (dicts, lists, tuples, strings,
+numbers, booleans, ``None``): msgspec would also write sets, bytes or dates, which the standard
+library refuses (``tests/test_hash_seed_determinism.py`` would see a set's order).
 """
 
 from __future__ import annotations
@@ -25,8 +28,27 @@ _SORTED = msgspec.json.Encoder(order="sorted")
 _DIGITS = bytes.maketrans(b"123456789-+", b"00000000000")
 
 
-def _same_as_standard(out: bytes) -> bool:
-    return b"null" not in out and b"0.0000" not in out and b"0e0" not in out.translate(_DIGITS)
+_STANDARD_COMPACT: dict[str, Any] = {
+    "separators": (",", ":"),
+    "ensure_ascii": False,
+    "allow_nan": False,
+}
+_STANDARD_SORTED: dict[str, Any] = {
+    "sort_keys": True,
+    "separators": (",", ":"),
+    "ensure_ascii": False,
+}
+
+
+def _bytes(fast: msgspec.json.Encoder, value: Any, standard: dict[str, Any]) -> bytes:
+    """``json.dumps(value, **standard)`` in UTF-8, from ``fast`` when its bytes are the same."""
+    try:
+        out = fast.encode(value)
+    except (TypeError, ValueError):  # a key msgspec does not take: the standard library decides
+        out = b"null"
+    if b"null" in out or b"0.0000" in out or b"0e0" in out.translate(_DIGITS):
+        return json.dumps(value, **standard).encode()
+    return out
 
 
 def msgspec_bytes(value: Any) -> bytes:
@@ -38,22 +60,10 @@ def msgspec_bytes(value: Any) -> bytes:
 def compact_bytes(value: Any) -> bytes:
     """``json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)`` in
     UTF-8: NaN and infinities raise ``ValueError``."""
-    try:
-        out = _COMPACT.encode(value)
-    except (TypeError, ValueError):
-        out = b"null"
-    if _same_as_standard(out):
-        return out
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    return _bytes(_COMPACT, value, _STANDARD_COMPACT)
 
 
 def canonical_bytes(value: Any) -> bytes:
     """``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` in
     UTF-8: compact, key-sorted JSON (NaN written as ``NaN``, as the standard library does)."""
-    try:
-        out = _SORTED.encode(value)
-    except (TypeError, ValueError):
-        out = b"null"
-    if _same_as_standard(out):
-        return out
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return _bytes(_SORTED, value, _STANDARD_SORTED)
