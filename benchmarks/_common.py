@@ -150,6 +150,22 @@ def traced_bytes(make: Callable[[], T]) -> tuple[T, int, int]:
     return value, current - before, peak - before
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident set, in MB: Linux's ``VmHWM``, which starts afresh when a
+    program is executed. (``ru_maxrss`` does not: a point run by a large runner reports the
+    runner's peak when its own is lower.) Elsewhere, ``ru_maxrss``."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def ratio(numerator: float, denominator: float) -> float | None:
     return numerator / denominator if denominator else None
 

@@ -15,7 +15,6 @@ Two measurements (docs/performance.md, "Cohort members"):
 from __future__ import annotations
 
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -67,6 +66,7 @@ def _point(members: int) -> dict[str, Any]:
     """Run in the child process: one run of the card, timed from the call of ``run_card``."""
     import anyio
 
+    from benchmarks._common import peak_rss_mb
     from worldsim.domain.config import RunConfig
     from worldsim.domain.policy import load_policy
     from worldsim.sim.session import run_card
@@ -87,7 +87,7 @@ def _point(members: int) -> dict[str, Any]:
         "members": members,
         "run_s": seconds,
         "member_updates": updates,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": peak_rss_mb(),
     }
 
 

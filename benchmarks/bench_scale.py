@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import resource
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,7 @@ def _point(actors: int, policy: str) -> dict[str, Any]:
     """Run in the child process: one run of the card, timed from the call of ``run_card``."""
     import anyio
 
-    from benchmarks._common import generated_actors_card
+    from benchmarks._common import generated_actors_card, peak_rss_mb
     from worldsim.domain.config import RunConfig
     from worldsim.domain.policy import load_policy
     from worldsim.sim.session import run_card
@@ -54,7 +53,7 @@ def _point(actors: int, policy: str) -> dict[str, Any]:
         "agent_steps": data.count(b'"type":"proposal"'),
         "timelines": data.count(b'"type":"timeline_started"'),
         "trace_mb": len(data) / 1e6,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": peak_rss_mb(),
     }
 
 

@@ -186,22 +186,23 @@ def extract_forecast(records: list[RecordView]) -> ForecastGraph:
     proposals: dict[tuple[str, int, str, int], Mapping[str, Any]] = {}
     accepted: list[tuple[str, int, str, int]] = []
     observations: dict[tuple[str, int], list[str]] = {}
-    # events and links gathered as plain data, validated once as the graph
-    events: list[dict[str, Any]] = []
-    links: list[dict[str, str]] = []
+    events: list[ForecastEvent] = []
+    links: list[ForecastLink] = []
 
     def add(event_id: str, title: str, description: str, tl: str, tick: int, kind: str) -> None:
         events.append(
-            {
-                "id": event_id,
-                "title": title,
-                "description": description,
-                "date": tick_dates.get(tick),
-                "timeline": tl,
-                "tick": tick,
-                "mass": masses.get(tl),
-                "kind": kind,
-            }
+            ForecastEvent.model_validate(
+                {
+                    "id": event_id,
+                    "title": title,
+                    "description": description,
+                    "date": tick_dates.get(tick),
+                    "timeline": tl,
+                    "tick": tick,
+                    "mass": masses.get(tl),
+                    "kind": kind,
+                }
+            )
         )
 
     for r in records:
@@ -245,24 +246,24 @@ def extract_forecast(records: list[RecordView]) -> ForecastGraph:
         event_id = f"{tl}/{tick}/{agent}/{index}"
         add(event_id, str(data.get("summary", "")), "", tl, tick, "proposal")
         for doc_id in dict.fromkeys(data.get("cites") or ()):
-            links.append({"source": event_id, "target": str(doc_id), "relation": "cites"})
+            links.append(ForecastLink(source=event_id, target=str(doc_id), relation="cites"))
         for obs_id in observations.get((tl, tick), ()):
-            links.append({"source": obs_id, "target": event_id, "relation": "informs"})
+            links.append(ForecastLink(source=obs_id, target=event_id, relation="informs"))
 
     events.sort(key=_event_order)
-    return ForecastGraph.model_validate(
-        {"run": run_id, "card_id": card_id, "as_of": as_of, "events": events, "links": links}
+    return ForecastGraph(
+        run=run_id, card_id=card_id, as_of=as_of, events=tuple(events), links=tuple(links)
     )
 
 
 _KIND_ORDER = {"branch": 0, "observation": 1, "proposal": 2}
 
 
-def _event_order(event: Mapping[str, Any]) -> tuple[int, tuple[int, ...], int, str]:
+def _event_order(event: ForecastEvent) -> tuple[int, tuple[int, ...], int, str]:
     """Simulated order: tick, timeline lineage, then branch < observation < proposal."""
     return (
-        event["tick"] or 0,
-        lineage(event["timeline"] or "t0"),
-        _KIND_ORDER.get(event["kind"] or "", 3),
-        event["id"],
+        event.tick or 0,
+        lineage(event.timeline or "t0"),
+        _KIND_ORDER.get(event.kind or "", 3),
+        event.id,
     )
