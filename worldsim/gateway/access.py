@@ -15,7 +15,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, field_serializer
 
 from worldsim.domain.cards import utc_iso
 
-__all__ = ["ACCESS_FIELDS", "Access", "AccessLog", "RetrievalRecord", "ToolName", "ancestry"]
+__all__ = ["Access", "AccessLog", "RetrievalRecord", "ToolName", "ancestry"]
 
 ToolName = Literal["search_evidence", "open_document"]
 
@@ -36,10 +36,6 @@ class Access(BaseModel):
     doc_ids: tuple[str, ...] = ()
     refused: bool = False
     reason: Literal["unknown", "after_cutoff"] | None = None
-
-
-ACCESS_FIELDS = tuple(Access.model_fields)
-"""An access's fields, in the order a ``retrievals`` record writes them."""
 
 
 class RetrievalRecord(Access):

@@ -150,11 +150,8 @@ def restore_point(cut: Cut, config: RunConfig) -> RestorePoint:
         elif t == "world_initialized":
             point.init_problems[:] = list(line.data.problems)
             source = line.data.source
-        elif t == "retrievals":
-            point.retrievals.extend(line.data.records(tl, line.record.tick))
-        elif t == "retrieval":  # a trace written before retrievals records
-            point.retrievals.append(line.data)
 
+    point.retrievals.extend(view.accesses())  # either form of access record
     starts = point.starts
     if "t0" not in started:
         init = next(line for line in kept if line.type == "world_initialized")

@@ -13,7 +13,6 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import anyio
@@ -495,13 +494,13 @@ class Engine:
 
     async def _trace_retrievals(self, tl: Timeline) -> None:
         """Write the gateway accesses made in ``tl`` since the last call (the tool logs, not
-        the agent): one ``retrievals`` record per tick and cut-off they were made at."""
+        the agent): one ``retrievals`` record per tick they were made at (the tick's own)."""
         if self.gateway is None:
             return
-        groups: dict[tuple[int | None, datetime], list[RetrievalRecord]] = {}
+        groups: dict[int | None, list[RetrievalRecord]] = {}
         for record in self.gateway.drain(tl.id):
-            groups.setdefault((record.tick, record.cutoff), []).append(record)
-        for (tick, _), records in groups.items():
+            groups.setdefault(record.tick, []).append(record)
+        for tick, records in groups.items():
             await self.writer.emit(
                 "retrievals", RetrievalsData.payload(records), tl=tl.id, tick=tick
             )

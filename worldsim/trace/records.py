@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from worldsim.domain.cards import UtcDatetime, utc_iso
-from worldsim.gateway.access import ACCESS_FIELDS, Access
+from worldsim.gateway.access import Access
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.models.call import LlmCallData
 from worldsim.world.build import WorldSource
@@ -414,7 +414,7 @@ class RetrievalsData(_Data):
         ordered = sorted(records, key=lambda r: r.agent)  # stable: each agent's call order
         accesses = []
         for r in ordered:
-            access = {f: getattr(r, f) for f in ACCESS_FIELDS}
+            access = {f: getattr(r, f) for f in Access.model_fields}
             for f, default in _ACCESS_DEFAULTS.items():
                 if access[f] == default:
                     del access[f]
