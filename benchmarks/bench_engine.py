@@ -5,7 +5,7 @@ cohorts); ``no_branch`` runs it for 8 ticks with ``fsync=False`` into a temporar
 agent-step is one active agent acting in one tick, counted from the trace's ``proposal`` records
 (each offline agent proposes exactly once). Two ratios come out: how the cost of an agent-step
 grows with the number of agents, and how much the engine adds to the offline agent itself
-(the same agents' ``act`` called in a plain loop, with no tasks, review or trace).
+(the same agents' offline rules called in a plain loop, with no tasks, review or trace).
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from benchmarks._common import generated_actors_card, run_async
 from worldsim.domain.cards import Card
 from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
-from worldsim.domain.rng import rng_for
-from worldsim.offline.agents import OfflineActor, OfflineCohort
+from worldsim.domain.rng import AgentSeeds, rng_for
+from worldsim.offline.agents import OfflineCohort, offline_actors
 from worldsim.sim.session import run_card
 from worldsim.world.build import build_world, tick_dates
-from worldsim.world.views import TickContext
+from worldsim.world.views import TickBatch, TickContext
 
 __all__ = ["rows", "run"]
 
@@ -47,13 +47,27 @@ def _engine_run(card: Card, workdir: Path) -> tuple[float, int]:
 
 
 def _bare_agents(card: Card) -> tuple[float, int]:
-    """Every actor and cohort's ``act`` for every tick in a plain loop, on the initial state."""
+    """The offline rules alone for every tick on the initial state, with no tasks, review or
+    trace: all actors as one batch (as the engine hands them to the offline actor role), each
+    cohort's ``act``."""
     state, _ = build_world(card, TICKS)
     dates = tick_dates(card, TICKS)
-    agents: list[tuple[str, OfflineActor | OfflineCohort]] = [
-        (a, OfflineActor()) for a in sorted(state.actors.keys())
+    actors = tuple(sorted(state.actors.keys()))
+    cohorts = state.cohorts.ids
+    batches = [
+        TickBatch(
+            card=card,
+            timeline="t0",
+            tick=k,
+            ticks=TICKS,
+            date=dates[k],
+            agents=actors,
+            state=state,
+            observations=state.events_at(k),
+            rngs=AgentSeeds(3, "agent", "t0", k, actors),
+        )
+        for k in range(TICKS)
     ]
-    agents += [(c, OfflineCohort()) for c in state.cohorts.ids]
     contexts = [
         TickContext(
             card=card,
@@ -61,23 +75,24 @@ def _bare_agents(card: Card) -> tuple[float, int]:
             tick=k,
             ticks=TICKS,
             date=dates[k],
-            agent=agent,
+            agent=cohort,
             state=state,
             observations=state.events_at(k),
-            rng=rng_for(3, "agent", "t0", k, agent),
+            rng=rng_for(3, "agent", "t0", k, cohort),
         )
         for k in range(TICKS)
-        for agent, _ in agents
+        for cohort in cohorts
     ]
-    roles = [role for _ in range(TICKS) for _, role in agents]
 
     async def go() -> float:
         start = time.perf_counter_ns()
-        for ctx, role in zip(contexts, roles, strict=True):
-            await role.act(ctx)
+        for batch in batches:
+            await offline_actors(batch)
+        for ctx in contexts:
+            await OfflineCohort().act(ctx)
         return (time.perf_counter_ns() - start) / 1e9
 
-    return run_async(go), len(contexts)
+    return run_async(go), len(actors) * TICKS + len(contexts)
 
 
 #: Engine runs per round at each size; a round's sample is their median (small runs are short).

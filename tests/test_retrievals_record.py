@@ -17,7 +17,7 @@ from tests.support import DEMO_CARD, forge
 from worldsim.domain.cards import load_card
 from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
-from worldsim.gateway.access import RetrievalRecord
+from worldsim.gateway.access import Logged, RetrievalRecord
 from worldsim.scoring.hindsight.evidence import accessed_documents
 from worldsim.scoring.hindsight.forecast import stream_records
 from worldsim.sim.resume import Cut, restore_point, resume_config
@@ -160,8 +160,10 @@ logged = st.builds(
 def test_a_record_gives_back_the_accesses_it_was_made_of(records: list[RetrievalRecord]) -> None:
     """Written without the fields at their defaults, read back whole: by agent, each agent's
     in the order made; as objects and as the JSON a reader of dicts sees."""
-    data = RetrievalsData.model_validate(RetrievalsData.payload(records))
+    payload = RetrievalsData.payload([Logged.of(r) for r in records])
+    data = RetrievalsData.model_validate(payload)
     ordered = sorted(records, key=lambda r: r.agent)
     assert data.records("t0.2", 3) == ordered
-    raw = json.loads(json.dumps(RetrievalsData.payload(records)))
+    assert [Logged.of(r).record() for r in records] == records  # the log's form loses nothing
+    raw = json.loads(json.dumps(payload))
     assert accesses_of("retrievals", raw, "t0.2", 3) == [r.model_dump(mode="json") for r in ordered]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, cast, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -108,9 +108,10 @@ def _state_words(pool: Sequence[Any], n_words: int) -> list[Any]:
     return out
 
 
-class AgentSeeds:
+class AgentSeeds(Sequence[np.random.Generator]):
     """The seeds of ``rng_for(seed, purpose, timeline, tick, agent)`` for many agents, mixed
-    together: :meth:`generator` gives agent ``i``'s generator, the same stream as ``rng_for``."""
+    together: :meth:`generator` (or ``seeds[i]``) gives agent ``i``'s generator, the same stream
+    as ``rng_for``; each is made when asked for."""
 
     def __init__(
         self, seed: int, purpose: str, timeline: str, tick: int, agents: Sequence[str]
@@ -132,6 +133,18 @@ class AgentSeeds:
             [words[2 * j] | (words[2 * j + 1] << np.uint64(32)) for j in range(4)], axis=1
         )
         """Each agent's PCG64 seed: ``generate_state(4, uint64)`` of its pool."""
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+    @overload
+    def __getitem__(self, i: int) -> np.random.Generator: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[np.random.Generator]: ...
+    def __getitem__(self, i: int | slice) -> np.random.Generator | Sequence[np.random.Generator]:
+        if isinstance(i, slice):
+            return [self.generator(j) for j in range(len(self))[i]]
+        return self.generator(i)
 
     def generator(self, i: int) -> np.random.Generator:
         # numpy accepts any ISeedSequence (its stubs name SeedSequence only)

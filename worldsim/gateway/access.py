@@ -7,15 +7,24 @@ answers it from the few sets of the timeline's lineage instead.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, field_serializer
 
 from worldsim.domain.cards import utc_iso
 
-__all__ = ["Access", "AccessLog", "RetrievalRecord", "ToolName", "ancestry"]
+__all__ = [
+    "ACCESS_DEFAULTS",
+    "Access",
+    "AccessLog",
+    "Logged",
+    "RetrievalRecord",
+    "ToolName",
+    "access_json",
+    "ancestry",
+]
 
 ToolName = Literal["search_evidence", "open_document"]
 
@@ -52,49 +61,121 @@ class RetrievalRecord(Access):
         return utc_iso(value)
 
 
+ACCESS_DEFAULTS: dict[str, Any] = {
+    name: field.default for name, field in Access.model_fields.items() if not field.is_required()
+}
+"""An access's fields a ``retrievals`` record leaves out when they hold their defaults."""
+
+
+def access_json(
+    agent: str,
+    tool: ToolName,
+    *,
+    query: str | None = None,
+    doc_id: str | None = None,
+    k: int | None = None,
+    doc_ids: Sequence[str] = (),
+    refused: bool = False,
+    reason: Literal["unknown", "after_cutoff"] | None = None,
+) -> dict[str, Any]:
+    """One access in a ``retrievals`` record's JSON form: :class:`Access`'s fields in its
+    order, those at their defaults left out (made without building an :class:`Access`, as the
+    gateway logs every call)."""
+    access: dict[str, Any] = {"agent": agent, "tool": tool}
+    if query is not None:
+        access["query"] = query
+    if doc_id is not None:
+        access["doc_id"] = doc_id
+    if k is not None:
+        access["k"] = k
+    if doc_ids:
+        access["doc_ids"] = list(doc_ids)
+    if refused:
+        access["refused"] = True
+    if reason is not None:
+        access["reason"] = reason
+    return access
+
+
+class Logged(NamedTuple):
+    """One access as the gateway logs it: where it was made, the gateway's cut-off, and the
+    access in its JSON form (:func:`access_json`)."""
+
+    timeline: str | None
+    tick: int | None
+    cutoff: datetime
+    access: dict[str, Any]
+
+    @classmethod
+    def of(cls, record: RetrievalRecord) -> Logged:
+        fields = {f: getattr(record, f) for f in Access.model_fields}
+        return cls(record.timeline, record.tick, record.cutoff, access_json(**fields))
+
+    def record(self) -> RetrievalRecord:
+        """The access as a validated :class:`RetrievalRecord`."""
+        return RetrievalRecord(
+            **self.access, timeline=self.timeline, tick=self.tick, cutoff=self.cutoff
+        )
+
+
 def ancestry(timeline: str) -> list[str]:
     """``"t0.2.1"`` → ``["t0", "t0.2", "t0.2.1"]``: the timeline and every ancestor's id."""
     parts = timeline.split(".")
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-class AccessLog(list[RetrievalRecord]):
-    """The records in call order (a list), plus the ids each agent received per timeline and
-    every id anyone received.
+class AccessLog:
+    """The accesses in call order, plus the ids each agent received per timeline and every id
+    anyone received.
 
-    Only :meth:`append` and :meth:`extend` may add records (the gateway uses nothing else), so
-    the index describes every record added, including those :meth:`forget` has let go.
+    Only :meth:`add` (and :meth:`append`, :meth:`extend` for records) may add accesses, so the
+    index describes every access added, including those :meth:`forget` has let go. Iterating
+    gives the accesses still held as :class:`RetrievalRecord` objects.
     """
 
     def __init__(self, records: Iterable[RetrievalRecord] = ()) -> None:
-        super().__init__()
+        self._held: list[Logged] = []
         self._received: dict[str, dict[str | None, set[str]]] = {}
         self.documents: set[str] = set()
         """Every document id received through the gateway so far."""
         self.extend(records)
 
+    def add(self, logged: Logged) -> None:
+        """Log one access (and index the documents it received)."""
+        self._held.append(logged)
+        access = logged.access
+        received = access.get("doc_ids")
+        if received and not access.get("refused", False):
+            by_timeline = self._received.setdefault(access["agent"], {})
+            by_timeline.setdefault(logged.timeline, set()).update(received)
+            self.documents.update(received)
+
     def append(self, record: RetrievalRecord) -> None:
-        super().append(record)
-        if not record.refused and record.doc_ids:
-            by_timeline = self._received.setdefault(record.agent, {})
-            by_timeline.setdefault(record.timeline, set()).update(record.doc_ids)
-            self.documents.update(record.doc_ids)
-
-    def forget(self) -> None:
-        """Let the records go (they are in the trace); the index keeps what they said."""
-        self.clear()
-
-    def take(self, timeline: str) -> list[RetrievalRecord]:
-        """Let the records made in ``timeline`` go and return them (in call order); the
-        others stay, and the index keeps what every record said."""
-        taken = [r for r in self if r.timeline == timeline]
-        if taken:
-            self[:] = [r for r in self if r.timeline != timeline]
-        return taken
+        self.add(Logged.of(record))
 
     def extend(self, records: Iterable[RetrievalRecord]) -> None:
         for record in records:
             self.append(record)
+
+    def __iter__(self) -> Iterator[RetrievalRecord]:
+        return (logged.record() for logged in self._held)
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def forget(self) -> list[Logged]:
+        """Let every held access go (they are in the trace) and return them; the index keeps
+        what they said."""
+        held, self._held = self._held, []
+        return held
+
+    def take(self, timeline: str) -> list[Logged]:
+        """Let the accesses made in ``timeline`` go and return them (in call order); the
+        others stay, and the index keeps what every access said."""
+        taken = [a for a in self._held if a.timeline == timeline]
+        if taken:
+            self._held = [a for a in self._held if a.timeline != timeline]
+        return taken
 
     def received(self, agent: str, timeline: str | None = None) -> frozenset[str]:
         """Ids ``agent`` received: in ``timeline`` and its ancestors (records without a

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from worldsim.domain.cards import Card, EvidenceDatabase, utc_iso
 from worldsim.domain.errors import ConfigError, GatewayRefusal
 from worldsim.domain.memo import IdentityMemo
-from worldsim.gateway.access import AccessLog, RetrievalRecord
+from worldsim.gateway.access import AccessLog, Logged, RetrievalRecord, access_json
 from worldsim.gateway.store import (
     EvidenceStore,
     SearchHit,
@@ -128,16 +128,15 @@ class Gateway:
         self._log.extend(records)
         self._log.forget()
 
+    def take(self, timeline: str | None = None) -> list[Logged]:
+        """The accesses logged since the previous take (what the engine still has to trace),
+        or only those made in ``timeline``, in their JSON form; the log lets them go, so a
+        long run holds only what a tick adds, and keeps their index for citation checks."""
+        return self._log.forget() if timeline is None else self._log.take(timeline)
+
     def drain(self, timeline: str | None = None) -> list[RetrievalRecord]:
-        """The records added since the previous drain (what the engine still has to trace),
-        or only those made in ``timeline``; the log lets them go, so a long run holds only what
-        a tick adds, and keeps their index for citation checks."""
-        if timeline is None:
-            fresh = list(self._log)
-            self._log.forget()
-        else:
-            fresh = self._log.take(timeline)
-        return fresh
+        """:meth:`take`, each access as a validated :class:`RetrievalRecord`."""
+        return [logged.record() for logged in self.take(timeline)]
 
     async def search(
         self,
@@ -149,22 +148,30 @@ class Gateway:
         tick: int | None = None,
     ) -> list[SearchResult]:
         """The ``k`` best BM25 matches for ``query`` published strictly before the cutoff."""
-        hits = await self._store.search(query, before=self._cutoff, k=k)
-        # The store already filters; this guard keeps the invariant if the store ever changes.
-        visible = [h for h in hits if h.published_us < self._cutoff_us]
-        self._log.append(
-            RetrievalRecord(
-                agent=agent,
-                timeline=timeline,
-                tick=tick,
-                tool="search_evidence",
-                query=query,
-                k=k,
-                cutoff=self._cutoff,
-                doc_ids=tuple(h.id for h in visible),
+        (found,) = await self.search_each([(agent, query)], k, timeline=timeline, tick=tick)
+        return found
+
+    async def search_each(
+        self,
+        queries: Sequence[tuple[str, str]],
+        k: int = 5,
+        *,
+        timeline: str | None = None,
+        tick: int | None = None,
+    ) -> list[list[SearchResult]]:
+        """:meth:`search` for each ``(agent, query)``, logged in that order: the answers a
+        tick's agents would get one call at a time, with one checkpoint for all of them."""
+        answers = await self._store.search_many([q for _, q in queries], before=self._cutoff, k=k)
+        found: list[list[SearchResult]] = []
+        for (agent, query), hits in zip(queries, answers, strict=True):
+            # The store already filters; this guard keeps the invariant if it ever changes.
+            visible = [h for h in hits if h.published_us < self._cutoff_us]
+            access = access_json(
+                agent, "search_evidence", query=query, k=k, doc_ids=[h.id for h in visible]
             )
-        )
-        return [_shown(SearchResult, h) for h in visible]
+            self._log.add(Logged(timeline, tick, self._cutoff, access))
+            found.append([_shown(SearchResult, h) for h in visible])
+        return found
 
     async def open_document(
         self,
@@ -180,27 +187,8 @@ class Gateway:
         (same message, same reason, the same lookup), so a refusal tells the caller nothing
         about the future; only the access log records which of the two it was.
         """
-        doc = await self._store.get(doc_id)
-        reason: Literal["unknown", "after_cutoff"] | None = None
+        (doc,) = await self.open_each([(agent, doc_id)], timeline=timeline, tick=tick)
         if doc is None:
-            reason = "unknown"
-        elif doc.published_us >= self._cutoff_us:
-            reason = "after_cutoff"
-        self._log.append(
-            RetrievalRecord(
-                agent=agent,
-                timeline=timeline,
-                tick=tick,
-                tool="open_document",
-                doc_id=doc_id,
-                cutoff=self._cutoff,
-                doc_ids=() if reason is not None else (doc_id,),
-                refused=reason is not None,
-                reason=reason,
-            )
-        )
-        if reason is not None or doc is None:
-            log.info("gateway_refused", doc_id=doc_id, reason=reason, agent=agent)
             raise GatewayRefusal(
                 f"no document '{doc_id}' in the evidence store",
                 doc_id=doc_id,
@@ -208,7 +196,37 @@ class Gateway:
                 timeline=timeline,
                 tick=tick,
             )
-        return _shown(DocumentView, doc)
+        return doc
+
+    async def open_each(
+        self,
+        opens: Sequence[tuple[str, str]],
+        *,
+        timeline: str | None = None,
+        tick: int | None = None,
+    ) -> list[DocumentView | None]:
+        """:meth:`open_document` for each ``(agent, doc_id)``, logged in that order, with one
+        checkpoint for all: a refused one (unknown, or not before the cutoff) is ``None``."""
+        stored = await self._store.get_many([doc_id for _, doc_id in opens])
+        docs: list[DocumentView | None] = []
+        for (agent, doc_id), doc in zip(opens, stored, strict=True):
+            reason: Literal["unknown", "after_cutoff"] | None = None
+            if doc is None:
+                reason = "unknown"
+            elif doc.published_us >= self._cutoff_us:
+                reason = "after_cutoff"
+            if reason is not None or doc is None:
+                access = access_json(
+                    agent, "open_document", doc_id=doc_id, refused=True, reason=reason
+                )
+                self._log.add(Logged(timeline, tick, self._cutoff, access))
+                log.info("gateway_refused", doc_id=doc_id, reason=reason, agent=agent)
+                docs.append(None)
+                continue
+            access = access_json(agent, "open_document", doc_id=doc_id, doc_ids=[doc_id])
+            self._log.add(Logged(timeline, tick, self._cutoff, access))
+            docs.append(_shown(DocumentView, doc))
+        return docs
 
     def unretrieved_citations(
         self, cited: Sequence[str], agent: str, *, timeline: str | None = None

@@ -259,18 +259,29 @@ class EvidenceStore:
         Ties in score are broken by publication time (newest first), then by id. An answer
         given once is given again from memory (still a checkpoint) until documents are added.
         """
-        limit = to_epoch_us(before)
-        terms = _query_terms(query)
-        if k < 1 or not terms:
-            return []
-        key = (terms, limit, k)
-        found = self._found.get(key)
-        if found is None:
-            held = tuple([term for term in terms if await self._holds(term, limit)])
-            found = _keep(self._found, key, await self._ranked(held, limit, k))
-        else:
-            await anyio.lowlevel.checkpoint()
+        (found,) = await self.search_many([query], before=before, k=k)
         return list(found)
+
+    async def search_many(
+        self, queries: Sequence[str], *, before: datetime, k: int = 5
+    ) -> list[tuple[SearchHit, ...]]:
+        """:meth:`search` for each query, the answers given before from memory with one
+        checkpoint for all of them."""
+        limit = to_epoch_us(before)
+        answers: list[tuple[SearchHit, ...]] = []
+        for query in queries:
+            terms = _query_terms(query)
+            if k < 1 or not terms:
+                answers.append(())
+                continue
+            key = (terms, limit, k)
+            found = self._found.get(key)
+            if found is None:
+                held = tuple([term for term in terms if await self._holds(term, limit)])
+                found = _keep(self._found, key, await self._ranked(held, limit, k))
+            answers.append(found)
+        await anyio.lowlevel.checkpoint()
+        return answers
 
     async def _ranked(self, terms: tuple[str, ...], limit: int, k: int) -> tuple[SearchHit, ...]:
         """The ``k`` best matches of the terms some visible document holds.
@@ -365,16 +376,26 @@ class EvidenceStore:
     async def get(self, doc_id: str) -> StoredDocument | None:
         """The document with this id, whatever its date; ``None`` when unknown (from memory, with
         a checkpoint, when asked before)."""
-        if doc_id in self._read:
-            await anyio.lowlevel.checkpoint()
-            return self._read[doc_id]
-        async with self._db.execute(
-            "SELECT id, published_us, published_at, title, text, url, source, stance "
-            "FROM documents WHERE id = ?",
-            (doc_id,),
-        ) as cursor:
-            row = await cursor.fetchone()
-        return _keep(self._read, doc_id, None if row is None else _row_to_document(tuple(row)))
+        (doc,) = await self.get_many([doc_id])
+        return doc
+
+    async def get_many(self, doc_ids: Sequence[str]) -> list[StoredDocument | None]:
+        """:meth:`get` for each id, those read before from memory with one checkpoint for all."""
+        docs: list[StoredDocument | None] = []
+        for doc_id in doc_ids:
+            if doc_id in self._read:
+                docs.append(self._read[doc_id])
+                continue
+            async with self._db.execute(
+                "SELECT id, published_us, published_at, title, text, url, source, stance "
+                "FROM documents WHERE id = ?",
+                (doc_id,),
+            ) as cursor:
+                row = await cursor.fetchone()
+            doc = None if row is None else _row_to_document(tuple(row))
+            docs.append(_keep(self._read, doc_id, doc))
+        await anyio.lowlevel.checkpoint()
+        return docs
 
     async def documents(self) -> list[StoredDocument]:
         """Every document, by date then id (for building questions from a whole store)."""

@@ -7,20 +7,21 @@ depend on the state (common random numbers keep comparisons between cards exact)
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from worldsim.domain.outputs import ActorMove, ActorOutput
+from worldsim.domain.errors import ConfigError
+from worldsim.gateway import AgentTools, Gateway
 from worldsim.world.moves import Proposal
-from worldsim.world.state import Edge, SetCohort, WorldState
-from worldsim.world.views import TickContext
+from worldsim.world.state import Actor, Edge, SetCohort, WorldState
+from worldsim.world.views import TickBatch, TickContext
 
-__all__ = ["OfflineActor", "OfflineCohort"]
+__all__ = ["OfflineCohort", "batch_of_one", "offline_actors"]
 
 ACTOR_NOISE = 0.35
 COHORT_NOISE = 0.05
@@ -54,63 +55,112 @@ def _verb(direction: float) -> str:
     return "pushes hard against"
 
 
-class OfflineActor:
-    """An actor with stance, influence and activity: pushes its endpoint by stance plus noise."""
+async def offline_actors(
+    batch: TickBatch, found: Sequence[Sequence[str]] | None = None
+) -> list[Proposal]:
+    """One move for each of a tick's actors (``batch.agents``): its stance plus noise, pushed
+    by the stance hints of the documents it reads, toward its endpoint.
 
-    async def act(
-        self, ctx: TickContext, hits: Sequence[Mapping[str, Any]] | None = None
-    ) -> ActorOutput:
-        """One move; ``hits`` are search results already found for this actor (else it searches)."""
-        actor = ctx.state.actors[ctx.agent]
-        noise = float(ctx.rng.normal(0.0, ACTOR_NOISE))
+    ``found[i]`` are the ids of the hits a search found for agent ``i`` already (its prompt
+    role searched for it); without them each actor searches for its name and its endpoint's
+    title. Each reads the first ``EVIDENCE_K``. The gateway takes the whole tick's searches and
+    reads at once, logged under each agent in its call order, so a tick decided together is
+    the same as its actors decided one at a time.
+    """
+    state = batch.state
+    salience = 1.0 + EVENT_SALIENCE * len(batch.observations)
+    targets: list[tuple[Actor, str, str | None]] = []
+    for agent in batch.agents:
+        actor = state.actors[agent]
+        endpoint = _target_endpoint(state, actor.favours)
+        info = state.endpoint(endpoint)
+        targets.append((actor, endpoint, info.title if info else None))
+    evidence = await _read_evidence(batch, targets, found)
+    moves: list[Proposal] = []
+    for i, (actor, endpoint, title) in enumerate(targets):
+        rng = batch.rngs[i]
+        noise = float(rng.normal(0.0, ACTOR_NOISE))
         # numpy's uniform(0.5, 1.0) draws 0.5 + 0.5 * random(): the same float, made faster
-        vigour = 0.5 + 0.5 * float(ctx.rng.random())
-        salience = 1.0 + EVENT_SALIENCE * len(ctx.observations)
-        endpoint = _target_endpoint(ctx.state, actor.favours)
-        title = ctx.state.endpoint(endpoint)
-        push, cites = await _read_evidence(
-            ctx, f"{actor.name} {title.title if title else ''}", hits
-        )
+        vigour = 0.5 + 0.5 * float(rng.random())
+        push, cites = evidence[i]
         direction = _clip(actor.stance + noise + push, -1.0, 1.0)
         magnitude = _clip(actor.influence * vigour * salience, 0.0, 1.0)
-        summary = f"{actor.name} {_verb(direction)} '{title.title if title else endpoint}'"
-        move = ActorMove(
-            kind="action",
-            endpoint=endpoint,
-            direction=direction,
-            magnitude=magnitude,
-            summary=summary[:300],
-            cites=list(cites[:5]),
+        summary = f"{actor.name} {_verb(direction)} '{title if title is not None else endpoint}'"
+        moves.append(
+            Proposal(
+                agent=batch.agents[i],
+                kind="action",
+                endpoint=endpoint,
+                direction=direction,
+                magnitude=magnitude,
+                summary=summary[:300],
+                cites=cites[:5],
+            )
         )
-        return ActorOutput(proposals=[move])
+    return moves
+
+
+def batch_of_one(ctx: TickContext) -> TickBatch:
+    """One agent's view as a batch of one (its generator, the gateway behind its tools)."""
+    tools = ctx.tools
+    if tools is not None and not isinstance(tools, AgentTools):
+        raise ConfigError(
+            f"agent '{ctx.agent}': the offline actor reads evidence through the gateway's "
+            f"tools, not a {type(tools).__name__}",
+            field="tools",
+        )
+    return TickBatch(
+        card=ctx.card,
+        timeline=ctx.timeline,
+        tick=ctx.tick,
+        ticks=ctx.ticks,
+        date=ctx.date,
+        agents=(ctx.agent,),
+        state=ctx.state,
+        observations=ctx.observations,
+        rngs=(ctx.rng,),
+        gateway=tools.gateway if tools is not None else None,
+    )
 
 
 async def _read_evidence(
-    ctx: TickContext, query: str, hits: Sequence[Mapping[str, Any]] | None = None
-) -> tuple[float, tuple[str, ...]]:
-    """Search the Temporal Gateway (unless ``hits`` were found already), open the first
-    ``EVIDENCE_K`` hits, and average their stance hints.
+    batch: TickBatch,
+    targets: Sequence[tuple[Actor, str, str | None]],
+    found: Sequence[Sequence[str]] | None,
+) -> list[tuple[float, tuple[str, ...]]]:
+    """For each agent: search the Temporal Gateway (unless ``found``), open the first
+    ``EVIDENCE_K`` hits and average their stance hints.
 
-    Returns the push toward yes and the ids of the documents read. Without a gateway (a card
-    without evidence) there is nothing to read.
+    Gives each agent's push toward yes and the ids of the documents it read. Without a gateway
+    (a card without evidence) there is nothing to read.
     """
-    if ctx.tools is None:
-        return 0.0, ()
-    if hits is None:
-        found = await ctx.tools.call("search_evidence", {"query": query, "k": EVIDENCE_K})
-        hits = found.get("results", [])
-    stances: list[float] = []
-    read: list[str] = []
-    for hit in list(hits)[:EVIDENCE_K]:
-        opened = await ctx.tools.call("open_document", {"doc_id": hit["id"]})
-        doc = opened.get("document")
-        if doc is None:
-            continue
-        read.append(str(doc["id"]))
-        if doc.get("stance") is not None:
-            stances.append(float(doc["stance"]))
-    push = EVIDENCE_WEIGHT * math.fsum(stances) / len(stances) if stances else 0.0
-    return push, tuple(read)
+    gateway: Gateway | None = batch.gateway
+    if gateway is None:
+        return [(0.0, ())] * len(batch.agents)
+    timeline, tick = batch.timeline, batch.tick
+    if found is None:
+        queries = [
+            (agent, f"{actor.name} {title or ''}")
+            for agent, (actor, _, title) in zip(batch.agents, targets, strict=True)
+        ]
+        hits = await gateway.search_each(queries, EVIDENCE_K, timeline=timeline, tick=tick)
+        found = [[hit.id for hit in agent_hits] for agent_hits in hits]
+    wanted = [list(ids)[:EVIDENCE_K] for ids in found]
+    reads = [(agent, i) for agent, ids in zip(batch.agents, wanted, strict=True) for i in ids]
+    opened = iter(await gateway.open_each(reads, timeline=timeline, tick=tick))
+    evidence: list[tuple[float, tuple[str, ...]]] = []
+    for ids in wanted:
+        stances: list[float] = []
+        read: list[str] = []
+        for doc in itertools.islice(opened, len(ids)):
+            if doc is None:
+                continue
+            read.append(doc.id)
+            if doc.stance is not None:
+                stances.append(float(doc.stance))
+        push = EVIDENCE_WEIGHT * math.fsum(stances) / len(stances) if stances else 0.0
+        evidence.append((push, tuple(read)))
+    return evidence
 
 
 @lru_cache(maxsize=64)

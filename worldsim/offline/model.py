@@ -21,6 +21,7 @@ from worldsim.domain.cards import Card, Seeds
 from worldsim.domain.contracts import ModelRequest, ModelResponse
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.outputs import (
+    ActorMove,
     ActorOutput,
     BranchIdea,
     ChoiceForecastOutput,
@@ -47,7 +48,7 @@ from worldsim.domain.outputs import (
     ReportRef,
     WorldOutput,
 )
-from worldsim.offline.agents import OfflineActor, OfflineCohort
+from worldsim.offline.agents import OfflineCohort, batch_of_one, offline_actors
 from worldsim.offline.build import (
     offline_graph_edits,
     offline_hindsight,
@@ -109,11 +110,20 @@ class OfflineModel:
 
 
 async def _actor(view: RoleView) -> ActorOutput:
+    """The offline actor's move (:func:`offline_actors`), for a role that asks a model for it
+    one agent at a time."""
     ctx = view.context
     assert isinstance(ctx, TickContext)
-    # the prompt role searched the gateway for this actor already: read those hits
-    hits = view.variables.get("evidence")
-    return await OfflineActor().act(ctx, hits)
+    (p,) = await offline_actors(batch_of_one(ctx))
+    move = ActorMove(
+        kind="action",
+        endpoint=p.endpoint or "",
+        direction=p.direction,
+        magnitude=p.magnitude,
+        summary=p.summary,
+        cites=list(p.cites),
+    )
+    return ActorOutput(proposals=[move])
 
 
 async def _cohort(view: RoleView) -> CohortOutput:

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from worldsim.domain.cards import Card
 from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest
 from worldsim.domain.errors import ConfigError, ModelError, ReplayMissError
 from worldsim.domain.outputs import (
@@ -38,6 +39,8 @@ from worldsim.domain.outputs import (
 )
 from worldsim.gateway.tools import GATEWAY_TOOLS
 from worldsim.models.routes import OFFLINE
+from worldsim.offline.agents import batch_of_one, offline_actors
+from worldsim.roles.acting import act_each
 from worldsim.roles.apply import review_from_output, seeds_from_output
 from worldsim.roles.prompts import PromptRole
 from worldsim.world.build import WorldSource, build_world
@@ -54,7 +57,14 @@ from worldsim.world.state import (
     UpdateMembers,
     WorldState,
 )
-from worldsim.world.views import InitContext, ReportContext, ReviewContext, RoleView, TickContext
+from worldsim.world.views import (
+    InitContext,
+    ReportContext,
+    ReviewContext,
+    RoleView,
+    TickBatch,
+    TickContext,
+)
 
 __all__ = [
     "ActorPrompt",
@@ -191,14 +201,21 @@ def _card(ctx: Any) -> dict[str, Any]:
 
 
 class ActorPrompt(PromptedRole):
-    """``ActorOutput``: an agent that proposes moves; it sees evidence the gateway found for it."""
+    """``ActorOutput``: an agent that proposes moves; it sees evidence the gateway found for it.
+
+    On the offline route a tick's actors are decided together (:func:`offline_actors`): each
+    searches for its name and the question as it would alone, and the offline rules read the
+    hits, without a model round per agent."""
 
     async def act(self, ctx: TickContext) -> Sequence[Proposal]:
+        if self.route == OFFLINE:
+            (moves,) = (await self.act_batch(batch_of_one(ctx))).values()
+            return moves
         actor = ctx.state.actors[ctx.agent]
         evidence: list[dict[str, Any]] = []
         if ctx.tools is not None:
             found = await ctx.tools.call(
-                "search_evidence", {"query": f"{actor.name} {ctx.card.question}", "k": EVIDENCE_K}
+                "search_evidence", {"query": _evidence_query(actor.name, ctx.card), "k": EVIDENCE_K}
             )
             evidence = list(found.get("results", []))
         out: ActorOutput = await self.ask(
@@ -222,6 +239,29 @@ class ActorPrompt(PromptedRole):
             )
             for i, m in enumerate(out.proposals)
         ]
+
+    async def act_batch(self, batch: TickBatch) -> Mapping[str, Sequence[Proposal]]:
+        """The tick's agents of this role: on the offline route decided together, on any
+        other one agent at a time (:func:`act_each`)."""
+        if self.route != OFFLINE:
+            return await act_each(self, batch)
+        found = None
+        if batch.gateway is not None:
+            actors, card = batch.state.actors, batch.card
+            hits = await batch.gateway.search_each(
+                [(agent, _evidence_query(actors[agent].name, card)) for agent in batch.agents],
+                EVIDENCE_K,
+                timeline=batch.timeline,
+                tick=batch.tick,
+            )
+            found = [[hit.id for hit in agent_hits] for agent_hits in hits]
+        moves = await offline_actors(batch, found)
+        return {move.agent: [move] for move in moves}
+
+
+def _evidence_query(name: str, card: Card) -> str:
+    """What an actor searches the evidence for before it answers: its name and the question."""
+    return f"{name} {card.question}"
 
 
 class CohortPrompt(PromptedRole):

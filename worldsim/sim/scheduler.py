@@ -19,19 +19,19 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup
 
-from worldsim.domain.bounds import MAX_CONNECTIONS
 from worldsim.domain.cards import card_hash
 from worldsim.domain.config import RunConfig
 from worldsim.domain.errors import ModelError, ReplayMissError, StateError
 from worldsim.domain.rng import AgentSeeds, rng_for
 from worldsim.domain.version import __version__, git_revision
 from worldsim.gateway import (
-    AgentTools,
     Gateway,
     RetrievalRecord,
     gateway_for_card,
 )
+from worldsim.gateway.access import Logged
 from worldsim.models import LeakageGuard, LlmCallData
+from worldsim.roles.acting import act_tick
 from worldsim.roles.contracts import AgentRole, InitRole, ReportRole, ReviewRole
 from worldsim.roles.registry import RoleSpec, get_role, registered_roles
 from worldsim.sim.forks import ForkBook
@@ -64,7 +64,7 @@ from worldsim.world.state import (
     state_digest,
 )
 from worldsim.world.timeline import Timeline
-from worldsim.world.views import InitContext, ReviewContext, TickContext
+from worldsim.world.views import InitContext, ReviewContext, TickBatch
 
 __all__ = ["Engine", "Observer", "RestorePoint", "Start"]
 
@@ -364,47 +364,32 @@ class Engine:
             tick=k,
         )
 
-        # (3) all active agents at once, against the same snapshot
+        # (3) all active agents at once, against the same snapshot: each role's agents as one
+        # batch, the roles concurrently
+        by_role: dict[str, list[str]] = {}
+        for agent, role_name in active:
+            by_role.setdefault(role_name, []).append(agent)
+        roles = {name: self._tick_role(name) for name in by_role}
         results: dict[str, Sequence[Proposal]] = {}
 
-        seeds = AgentSeeds(seed, "agent", tl.id, k, [agent for agent, _ in active])
-
-        async def act(i: int, agent: str, role_name: str) -> None:
-            role = self._tick_role(role_name)
-            ctx = TickContext(
+        async def act(role_name: str, agents: Sequence[str]) -> None:
+            batch = TickBatch(
                 card=self.card,
                 timeline=tl.id,
                 tick=k,
                 ticks=self.ticks,
                 date=self.dates[k],
-                agent=agent,
+                agents=tuple(agents),
                 state=snapshot,
                 observations=observations,
-                rng=seeds.generator(i),  # rng_for(seed, "agent", tl.id, k, agent)
-                tools=(
-                    AgentTools(self.gateway, agent, tl.id, k) if self.gateway is not None else None
-                ),
+                rngs=AgentSeeds(seed, "agent", tl.id, k, agents),
+                gateway=self.gateway,
             )
-            try:
-                results[agent] = await role.act(ctx)
-            except ModelError as exc:
-                if isinstance(exc, ReplayMissError):
-                    raise  # strict replay: a miss ends the run
-                # the failed call is in the trace; this agent sits the tick out
-                log.warning("agent_failed", agent=agent, timeline=tl.id, tick=k, error=str(exc))
-                results[agent] = []
+            results.update(await act_tick(roles[role_name], batch))
 
-        # The agents act concurrently on as many tasks as a route may hold connections (one
-        # task each up to that): a task per agent cost more than an offline agent's step.
-        queue = iter(enumerate(active))
-
-        async def work() -> None:
-            for i, (agent, role_name) in queue:
-                await act(i, agent, role_name)
-
-        async with anyio.create_task_group() as agents:
-            for _ in range(min(len(active), MAX_CONNECTIONS)):
-                agents.start_soon(work)
+        async with anyio.create_task_group() as acting:
+            for role_name, agents in by_role.items():
+                acting.start_soon(act, role_name, agents)
         await self._trace_retrievals(tl)
 
         # (4) canonical order: agent id, then proposal index — never arrival
@@ -497,12 +482,12 @@ class Engine:
         the agent): one ``retrievals`` record per tick they were made at (the tick's own)."""
         if self.gateway is None:
             return
-        groups: dict[int | None, list[RetrievalRecord]] = {}
-        for record in self.gateway.drain(tl.id):
-            groups.setdefault(record.tick, []).append(record)
-        for tick, records in groups.items():
+        groups: dict[int | None, list[Logged]] = {}
+        for logged in self.gateway.take(tl.id):
+            groups.setdefault(logged.tick, []).append(logged)
+        for tick, accesses in groups.items():
             await self.writer.emit(
-                "retrievals", RetrievalsData.payload(records), tl=tl.id, tick=tick
+                "retrievals", RetrievalsData.payload(accesses), tl=tl.id, tick=tick
             )
 
     async def _commit(self, tl: Timeline, k: int, state: WorldState) -> None:

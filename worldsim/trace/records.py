@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from worldsim.domain.cards import UtcDatetime, utc_iso
-from worldsim.gateway.access import Access
+from worldsim.gateway.access import ACCESS_DEFAULTS, Access, Logged
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.models.call import LlmCallData
 from worldsim.world.build import WorldSource
@@ -386,11 +386,7 @@ class RetrievalRecord(_Envelope):
     data: RetrievalData
 
 
-_ACCESS_DEFAULTS: dict[str, Any] = {
-    name: field.default for name, field in Access.model_fields.items() if not field.is_required()
-}
-"""An access's fields a ``retrievals`` record leaves out when they hold their defaults."""
-_ACCESS_JSON_DEFAULTS = {**_ACCESS_DEFAULTS, "doc_ids": []}
+_ACCESS_JSON_DEFAULTS = {**ACCESS_DEFAULTS, "doc_ids": []}
 
 
 class RetrievalsData(_Data):
@@ -407,19 +403,11 @@ class RetrievalsData(_Data):
         return utc_iso(value)
 
     @staticmethod
-    def payload(records: Sequence[RetrievalData]) -> dict[str, Any]:
-        """The record's ``data`` for the accesses ``records`` (made at one timeline, tick and
-        cut-off), in its JSON form: built from the validated records field by field, the
-        fields at their defaults left out."""
-        ordered = sorted(records, key=lambda r: r.agent)  # stable: each agent's call order
-        accesses = []
-        for r in ordered:
-            access = {f: getattr(r, f) for f in Access.model_fields}
-            for f, default in _ACCESS_DEFAULTS.items():
-                if access[f] == default:
-                    del access[f]
-            accesses.append(access)
-        return {"cutoff": utc_iso(records[0].cutoff), "accesses": accesses}
+    def payload(logged: Sequence[Logged]) -> dict[str, Any]:
+        """The record's ``data`` for the accesses ``logged`` (made at one timeline, tick and
+        cut-off, each in its JSON form already): by agent, each agent's in call order."""
+        ordered = sorted(logged, key=lambda a: a.access["agent"])  # stable: call order
+        return {"cutoff": utc_iso(logged[0].cutoff), "accesses": [a.access for a in ordered]}
 
     def records(self, tl: str | None, tick: int | None) -> list[RetrievalData]:
         """The accesses as logged records (a record's ``tl`` and ``tick`` given)."""

@@ -8,7 +8,7 @@ model) reads the same snapshot the prompt describes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -29,6 +29,7 @@ __all__ = [
     "ReportContext",
     "ReviewContext",
     "RoleView",
+    "TickBatch",
     "TickContext",
 ]
 
@@ -56,6 +57,26 @@ class TickContext:
     observations: tuple[ScheduledEvent, ...]
     rng: np.random.Generator
     tools: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class TickBatch:
+    """What a tick's agents of one role see together: the same snapshot as each one's
+    :class:`TickContext`, with agent ``agents[i]``'s generator at ``rngs[i]`` and the run's
+    Temporal Gateway (``None`` for a card without evidence), which logs each access under the
+    agent that made it. A role that decides its agents at once reads this; any other role gets
+    one :class:`TickContext` per agent made from it."""
+
+    card: Card
+    timeline: TimelineId
+    tick: int
+    ticks: int
+    date: datetime
+    agents: tuple[str, ...]
+    state: WorldState
+    observations: tuple[ScheduledEvent, ...]
+    rngs: Sequence[np.random.Generator]
+    gateway: Any = None
 
 
 @dataclass(frozen=True, slots=True)

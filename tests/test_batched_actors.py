@@ -1,0 +1,224 @@
+"""A tick's agents decided together are the agents decided one at a time.
+
+The gateway's batched calls give the answers and the access log of the calls made one by one;
+the offline actor decided for a whole tick gives each actor the move it makes alone, with the
+same accesses; the prompt actor on the offline route hands the engine the moves its per-agent
+``act`` gives; and a plugged-in role with ``act_batch`` is handed each tick's agents at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import RunFn
+from tests.gateway.test_store_and_tools import CUTOFF, DOCS
+from tests.support import ROOT
+from worldsim.domain.cards import Card, load_card
+from worldsim.domain.contracts import CallSite, ModelRequest
+from worldsim.domain.errors import GatewayRefusal
+from worldsim.domain.outputs import ActorOutput
+from worldsim.domain.policy import load_policy
+from worldsim.domain.rng import AgentSeeds
+from worldsim.gateway import Gateway, gateway_for_card, memory_store
+from worldsim.offline import OfflineModel
+from worldsim.offline.agents import offline_actors
+from worldsim.roles.acting import BatchRole, act_tick, agent_context
+from worldsim.roles.registry import get_role, register_role
+from worldsim.trace.reader import read_trace
+from worldsim.world.build import build_world, tick_dates
+from worldsim.world.moves import Proposal
+from worldsim.world.views import RoleView, TickBatch, TickContext
+
+WORDS = ["merger", "regulator", "rain", "remedies", "approved", "Company", "zzz", "A"]
+queries = st.lists(
+    st.tuples(
+        st.sampled_from(["x", "y", "z"]),
+        st.lists(st.sampled_from(WORDS), min_size=0, max_size=4).map(" ".join),
+    ),
+    max_size=6,
+)
+opens = st.lists(
+    st.tuples(st.sampled_from(["x", "y"]), st.sampled_from(["a", "b", "c", "late", "nope"])),
+    max_size=6,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(asked=queries, read=opens, k=st.integers(0, 4))
+def test_batched_gateway_calls_answer_and_log_as_calls_one_by_one(
+    asked: list[tuple[str, str]], read: list[tuple[str, str]], k: int
+) -> None:
+    async def go() -> None:
+        async with memory_store(DOCS) as one_store, memory_store(DOCS) as batch_store:
+            one, batch = Gateway(one_store, cutoff=CUTOFF), Gateway(batch_store, cutoff=CUTOFF)
+            singly = [await one.search(q, k, agent=a, timeline="t0.1", tick=2) for a, q in asked]
+            docs: list[Any] = []
+            for agent, doc_id in read:
+                try:
+                    docs.append(
+                        await one.open_document(doc_id, agent=agent, timeline="t0.1", tick=2)
+                    )
+                except GatewayRefusal:  # a refusal is None in the batched answer
+                    docs.append(None)
+            assert await batch.search_each(asked, k, timeline="t0.1", tick=2) == singly
+            assert await batch.open_each(read, timeline="t0.1", tick=2) == docs
+            assert batch.access_log == one.access_log
+            assert batch.documents == one.documents
+            for agent in ("x", "y", "z"):
+                cited = ["a", "b", "c", "late"]
+                assert batch.unretrieved_citations(cited, agent, timeline="t0.1") == (
+                    one.unretrieved_citations(cited, agent, timeline="t0.1")
+                )
+
+    anyio.run(go)
+
+
+def _demo() -> Card:
+    return load_card(ROOT / "scenarios" / "merger-review.yaml")
+
+
+def _batch(card: Card, tick: int, seed: int, gateway: Gateway | None) -> TickBatch:
+    state, _ = build_world(card, 6)
+    agents = tuple(sorted(state.actors.keys()))
+    return TickBatch(
+        card=card,
+        timeline="t0.2",
+        tick=tick,
+        ticks=6,
+        date=tick_dates(card, 6)[tick],
+        agents=agents,
+        state=state,
+        observations=state.events_at(tick),
+        rngs=AgentSeeds(seed, "agent", "t0.2", tick, agents),
+        gateway=gateway,
+    )
+
+
+async def _alone(ctx: TickContext) -> Proposal:
+    """The actor's move asked of the offline model for one agent (a Python role's way)."""
+    request = ModelRequest(
+        messages=(),
+        output_type=ActorOutput,
+        site=CallSite(role="actor", agent=ctx.agent, timeline=ctx.timeline, tick=ctx.tick),
+        prompt_version="test/1",
+        view=RoleView(context=ctx),
+    )
+    output = (await OfflineModel().request(request)).output
+    assert isinstance(output, ActorOutput)
+    (m,) = output.proposals
+    return Proposal(
+        agent=ctx.agent,
+        kind=m.kind,
+        endpoint=m.endpoint,
+        direction=m.direction,
+        magnitude=m.magnitude,
+        summary=m.summary,
+        cites=tuple(m.cites),
+    )
+
+
+def _by_agent(gateway: Gateway) -> list[Any]:
+    return sorted(gateway.access_log, key=lambda r: r.agent)  # stable: each agent's call order
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 2**32), tick=st.integers(0, 5))
+def test_the_offline_actors_of_a_tick_move_as_each_would_alone(seed: int, tick: int) -> None:
+    card = _demo()
+
+    async def go() -> None:
+        async with gateway_for_card(card) as together, gateway_for_card(card) as alone:
+            batch = _batch(card, tick, seed, together)
+            moves = await offline_actors(batch)
+            one = _batch(card, tick, seed, alone)
+            each = [await _alone(agent_context(one, i)) for i in range(len(one.agents))]
+            assert moves == each
+            assert any(m.cites for m in moves)  # the demo card's actors read evidence
+            assert _by_agent(together) == _by_agent(alone)
+
+    anyio.run(go)
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 2**32), tick=st.integers(0, 5))
+def test_the_offline_prompt_actor_gives_a_batch_what_it_gives_each_agent(
+    seed: int, tick: int
+) -> None:
+    card = _demo()
+    role = get_role("actor", "tick").build(OfflineModel(), seed=seed)
+    assert isinstance(role, BatchRole)
+
+    async def go() -> None:
+        async with gateway_for_card(card) as together, gateway_for_card(card) as alone:
+            moves = await act_tick(role, _batch(card, tick, seed, together))
+            one = _batch(card, tick, seed, alone)
+            each = {a: await role.act(agent_context(one, i)) for i, a in enumerate(one.agents)}
+            assert moves == each
+            assert _by_agent(together) == _by_agent(alone)
+
+    anyio.run(go)
+
+
+HANDED: list[tuple[str, int, tuple[str, ...]]] = []
+
+
+@register_role("herd", phase="tick")
+class Herd:
+    """Moves all its agents of a tick together, toward yes."""
+
+    name = "herd"
+    phase = "tick"
+
+    async def act(self, ctx: TickContext) -> Sequence[Proposal]:
+        raise AssertionError("a role with act_batch is handed its agents together")
+
+    async def act_batch(self, batch: TickBatch) -> Mapping[str, Sequence[Proposal]]:
+        HANDED.append((batch.timeline, batch.tick, batch.agents))
+        return {
+            agent: [
+                Proposal(
+                    agent=agent,
+                    endpoint="cleared",
+                    direction=float(batch.rngs[i].uniform(0.0, 1.0)),
+                    magnitude=0.5,
+                    summary="follows the herd",
+                )
+            ]
+            for i, agent in enumerate(batch.agents)
+        }
+
+
+def test_a_plugged_in_batch_role_is_handed_each_ticks_agents_at_once(
+    demo_card: Card, run: RunFn
+) -> None:
+    data = demo_card.model_dump(mode="json")
+    herd = [f"h{i}" for i in range(5)]
+    data["seeds"]["actors"] += [
+        {"id": h, "name": h, "role": "herd", "stance": 0.0, "influence": 0.5, "activity": 1.0}
+        for h in herd
+    ]
+    HANDED.clear()
+    result = run(Card.model_validate(data), load_policy("no_branch"), 4)
+    trace = read_trace(result.trace)
+    ticks = [(line.tl, line.tick) for line in trace.of_type("tick_started")]
+    assert [(tl, tick) for tl, tick, _ in HANDED] == ticks  # once a tick
+    assert all(agents == tuple(herd) for _, _, agents in HANDED)
+    mine = [
+        line.record.data for line in trace.of_type("proposal") if line.record.data.agent in herd
+    ]
+    assert len(mine) == len(herd) * len(ticks)
+    assert all(p.role == "herd" and p.summary == "follows the herd" for p in mine)
+    # each agent's generator is its own: the same directions in a second run
+    first = [p.direction for p in mine]
+    again = read_trace(run(Card.model_validate(data), load_policy("no_branch"), 4).trace)
+    assert [
+        line.record.data.direction
+        for line in again.of_type("proposal")
+        if line.record.data.agent in herd
+    ] == first
+    assert len(set(first)) == len(first)

@@ -1,0 +1,105 @@
+"""A tick's agents of one role, acting: together where the role decides them at once, else
+each with its own view, concurrently.
+
+The engine hands each tick role its agents as one :class:`~worldsim.world.views.TickBatch`.
+A role with ``act_batch`` (:class:`BatchRole`) answers for all of them in one call, as the
+prompt actor on the offline route does (the offline actors are array-like rules, and a role
+conversation, a model round and a task per agent cost more than the agent's decision); any
+other role's ``act`` runs once per agent, on at most ``MAX_CONNECTIONS`` tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+import anyio
+import structlog
+
+from worldsim.domain.bounds import MAX_CONNECTIONS
+from worldsim.domain.errors import ModelError, ReplayMissError
+from worldsim.gateway import AgentTools
+from worldsim.roles.contracts import AgentRole
+from worldsim.world.moves import Proposal
+from worldsim.world.views import TickBatch, TickContext
+
+__all__ = ["BatchRole", "act_each", "act_tick", "agent_context"]
+
+log = structlog.get_logger(__name__)
+
+
+@runtime_checkable
+class BatchRole(AgentRole, Protocol):
+    """A tick role that decides a tick's agents together: the same proposals as its ``act``
+    would give each agent."""
+
+    async def act_batch(self, batch: TickBatch) -> Mapping[str, Sequence[Proposal]]: ...
+
+
+async def act_tick(role: AgentRole, batch: TickBatch) -> Mapping[str, Sequence[Proposal]]:
+    """Each agent's proposals, by agent: from ``act_batch`` when the role has it, else
+    :func:`act_each`."""
+    if isinstance(role, BatchRole):
+        return await role.act_batch(batch)
+    return await act_each(role, batch)
+
+
+def agent_context(batch: TickBatch, i: int) -> TickContext:
+    """Agent ``i``'s own view: the batch's snapshot, its generator, its gateway tools."""
+    agent = batch.agents[i]
+    return TickContext(
+        card=batch.card,
+        timeline=batch.timeline,
+        tick=batch.tick,
+        ticks=batch.ticks,
+        date=batch.date,
+        agent=agent,
+        state=batch.state,
+        observations=batch.observations,
+        rng=batch.rngs[i],
+        tools=(
+            AgentTools(batch.gateway, agent, batch.timeline, batch.tick)
+            if batch.gateway is not None
+            else None
+        ),
+    )
+
+
+class _Acting(Protocol):
+    async def act(self, ctx: TickContext) -> Sequence[Proposal]: ...
+
+
+async def act_each(role: _Acting, batch: TickBatch) -> dict[str, Sequence[Proposal]]:
+    """``role.act`` for every agent, concurrently, on as many tasks as a route may hold
+    connections (one each up to that: a task per agent cost more than an offline step).
+
+    An agent whose model call fails sits the tick out (the failed call is in the trace), except
+    on a strict replay's miss, which ends the run."""
+    results: dict[str, Sequence[Proposal]] = {}
+
+    async def act(i: int) -> None:
+        agent = batch.agents[i]
+        try:
+            results[agent] = await role.act(agent_context(batch, i))
+        except ModelError as exc:
+            if isinstance(exc, ReplayMissError):
+                raise
+            log.warning(
+                "agent_failed",
+                agent=agent,
+                timeline=batch.timeline,
+                tick=batch.tick,
+                error=str(exc),
+            )
+            results[agent] = []
+
+    queue = iter(range(len(batch.agents)))
+
+    async def work() -> None:
+        for i in queue:
+            await act(i)
+
+    async with anyio.create_task_group() as tasks:
+        for _ in range(min(len(batch.agents), MAX_CONNECTIONS)):
+            tasks.start_soon(work)
+    return results
