@@ -233,7 +233,7 @@ class Gateway:
     ) -> list[str]:
         """The cited ids this agent never received here (see :func:`unretrieved_citations`),
         answered from the log's index in O(lineage), however long the run has been."""
-        return unretrieved_citations(cited, self._log, agent, timeline=timeline)
+        return self._log.unreceived(cited, agent, timeline)
 
 
 def retrieved_by(
@@ -257,8 +257,8 @@ def unretrieved_citations(
     timeline: str | None = None,
 ) -> list[str]:
     """The cited ids the agent never received from the gateway, in citation order, once each."""
-    known = retrieved_by(records, agent, timeline=timeline)
-    return [doc_id for doc_id in dict.fromkeys(cited) if doc_id not in known]
+    log = records if isinstance(records, AccessLog) else AccessLog(records)
+    return log.unreceived(cited, agent, timeline)
 
 
 @asynccontextmanager

@@ -128,7 +128,7 @@ class Engine:
         # what the forecast graph is made from, kept as it is written (a condition with a graph)
         self.forecast: ForecastRecords | None = None
         if config.graph:
-            self._keep_forecast(ForecastRecords())
+            self._keep_forecast(ForecastRecords(run=writer.run_id))
 
     # ------------------------------------------------------------------ helpers
 
@@ -248,7 +248,7 @@ class Engine:
         self.world_source = point.world_source
         self._retrievals = list(point.retrievals)
         if self.forecast is not None:  # the records kept before, then what is written
-            self._keep_forecast(ForecastRecords(point.forecast))
+            self._keep_forecast(ForecastRecords(point.forecast, run=self.writer.run_id))
         await self._simulate(point.starts)
         return await self._settle(started)
 

@@ -33,7 +33,7 @@ from typing import Any
 from worldsim.domain.cards import parse_utc
 from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import TraceIncomplete
-from worldsim.trace.reader import TraceLine, iter_input_trace, parse_line
+from worldsim.trace.reader import TraceLine, iter_input_trace
 from worldsim.trace.records import ForecastEvent, ForecastGraph, ForecastLink
 
 __all__ = [
@@ -84,18 +84,19 @@ def stream_records(path: str | Path, types: Collection[str] | None = None) -> It
         raise TraceIncomplete("trace has no complete record", file=path)
 
 
-FORECAST_TYPES = frozenset(
-    {
-        "run_started",
-        "timeline_started",
-        "tick_started",
-        "proposal",
-        "review",
-        "fork",
-        "tick_committed",
-        "timeline_ended",
-    }
-)
+_READ: dict[str, tuple[str, ...]] = {
+    "run_started": ("card",),
+    "timeline_started": ("mass",),
+    "tick_started": ("date", "observations"),
+    "proposal": ("agent", "index", "summary", "cites"),
+    "review": ("accepted",),
+    "fork": ("child", "candidate"),
+    "tick_committed": ("mass",),
+    "timeline_ended": ("mass",),
+}
+"""The fields of each record type :func:`extract_forecast` reads."""
+
+FORECAST_TYPES = frozenset(_READ)
 """The record types :func:`extract_forecast` reads."""
 
 
@@ -112,27 +113,29 @@ def _view(line: TraceLine) -> RecordView:
 
 
 class ForecastRecords:
-    """The records a run's forecast graph is made from, kept as the lines the writer wrote
-    (:data:`FORECAST_TYPES` only), so the graph needs no second reading of the trace.
+    """The records a run's forecast graph is made from, kept as the writer writes them
+    (:data:`FORECAST_TYPES` only, and of each only the fields the graph reads), so the graph
+    needs no second reading of the trace.
 
-    ``before`` are the views of a resumed run's effective records up to its resumption.
+    ``before`` are the views of a resumed run's effective records up to its resumption;
+    ``run`` is the id of the run writing.
     """
 
-    def __init__(self, before: Iterable[RecordView] = ()) -> None:
-        self._before = list(before)
-        self._lines: list[bytes] = []
+    def __init__(self, before: Iterable[RecordView] = (), *, run: str | None = None) -> None:
+        self._views = list(before)
+        self._run = run
 
-    def keep(self, type_: str, line: bytes) -> None:
-        """A writer's tap: keep ``line`` if the graph is made from records of ``type_``."""
-        if type_ in FORECAST_TYPES:
-            self._lines.append(line)
+    def keep(self, type_: str, tl: str | None, tick: int | None, data: Mapping[str, Any]) -> None:
+        """A writer's tap: keep the record if the graph is made from records of ``type_``
+        (``data`` is the record's JSON data as written)."""
+        fields = _READ.get(type_)
+        if fields is not None:
+            kept = {f: data[f] for f in fields if f in data}
+            self._views.append(RecordView(type_, tl, tick, kept, self._run))
 
     def views(self) -> list[RecordView]:
-        """Every kept record, in the order written, read as the trace reader reads it."""
-        return self._before + [
-            RecordView(type=r["type"], tl=r["tl"], tick=r["tick"], data=r["data"], run=r["run"])
-            for r in map(parse_line, self._lines)
-        ]
+        """Every kept record, in the order written."""
+        return list(self._views)
 
 
 def _timeline_masses(records: Iterable[RecordView]) -> dict[str, float]:

@@ -205,8 +205,9 @@ class TraceWriter:
         self.records_written = 0
         # signs the terminal record's seal when set (``run --sign-key``); never written out
         self.signer: Signer | None = None
-        # handed (type, line) of every record once written, when set
-        self.tap: Callable[[str, bytes], None] | None = None
+        # handed (type, tl, tick, data) of every record once written, when set: the data
+        # as written (JSON-ready), to read and not to change
+        self.tap: Callable[[str, str | None, int | None, dict[str, Any]], None] | None = None
 
     @classmethod
     async def create(
@@ -253,10 +254,7 @@ class TraceWriter:
     def seq(self) -> int:
         return self._seq
 
-    def _line(
-        self, type_: str, data: BaseModel | dict[str, Any], tl: str | None, tick: int | None
-    ) -> bytes:
-        payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
+    def _line(self, type_: str, payload: dict[str, Any], tl: str | None, tick: int | None) -> bytes:
         sealed = type_ in SEALED_TYPES
         if sealed and self.signer is not None:
             payload = {**payload, "key_id": self.signer.key_id}  # sealed with the record
@@ -289,13 +287,14 @@ class TraceWriter:
             raise self.failure
         if self._closed:
             raise TraceError("trace is closed", file=self.path)
-        line = self._line(type_, data, tl, tick)
+        payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
+        line = self._line(type_, payload, tl, tick)
         self._write(line + b"\n")
         self._prev = hashlib.sha256(line).hexdigest()
         self._seq += 1
         self.records_written += 1
         if self.tap is not None:
-            self.tap(type_, line)
+            self.tap(type_, tl, tick, payload)
         if durable and self._fsync:
             try:
                 await anyio.to_thread.run_sync(os.fsync, self._lock.fd)
