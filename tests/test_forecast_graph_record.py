@@ -21,7 +21,13 @@ from worldsim.domain.errors import ConfigError, TraceIncomplete
 from worldsim.domain.policy import load_policy
 from worldsim.scoring.hindsight.forecast import forecast_graph_of, trace_records
 from worldsim.sim.session import resume_run, run_card
-from worldsim.trace.forecast import extract_forecast, record_views, stream_records
+from worldsim.trace.forecast import (
+    RecordView,
+    extract_forecast,
+    forecast_json,
+    record_views,
+    stream_records,
+)
 from worldsim.trace.reader import read_trace
 from worldsim.trace.records import ForecastGraph, ForecastGraphData
 from worldsim.trace.verify import verify_trace
@@ -52,6 +58,7 @@ def test_a_graph_condition_writes_its_graph_before_the_extraction(
     before = trace.effective[: types.index("forecast_graph")]
     graph = extract_forecast(record_views(before))
     assert graph.events  # the demo card's timelines make events
+    assert forecast_json(record_views(before)) == graph.model_dump(mode="json")
     assert record.digest == graph.digest()
     assert (record.event_count, record.link_count) == (len(graph.events), len(graph.links))
     assert record.events == () and record.links == ()  # named, not held
@@ -185,3 +192,59 @@ def test_streamed_records_of_some_types_are_those_of_the_whole_list(tmp_path: Pa
     records = stream_records(empty)  # nothing is read until the stream is
     with pytest.raises(TraceIncomplete, match="no complete record"):
         list(records)
+
+
+dates = st.sampled_from(
+    ["2026-03-01T00:00:00Z", "2026-03-01T10:30:00.250000+02:00", "2026-03-01", "not a date", 7]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    started=st.fixed_dictionaries({"id": st.sampled_from(["c1", 3]), "as_of": dates}),
+    ticks=st.lists(
+        st.tuples(
+            st.sampled_from(["t0", "t0.1", "t0.10", "t0.2"]),
+            st.integers(0, 3),
+            dates,
+            st.lists(st.sampled_from(["e1", "e2"]), max_size=2),
+            st.lists(
+                st.tuples(
+                    st.sampled_from(["a", "b"]),
+                    st.sampled_from([0, 1, True]),
+                    st.lists(st.sampled_from(["d1", "d2", "d1"]), max_size=3),
+                    st.booleans(),
+                ),
+                max_size=3,
+            ),
+            st.none() | st.floats(0.0, 1.0),
+            st.none() | st.sampled_from(["h1", "h2"]),
+        ),
+        max_size=6,
+    ),
+)
+def test_the_graphs_json_form_is_made_without_its_objects(
+    started: dict[str, object],
+    ticks: list[tuple],  # type: ignore[type-arg]
+) -> None:
+    """What a run's end digests (the JSON form made from the records) is what readers digest
+    (the graph's objects, dumped), for any records, dates in any form and missing values."""
+    records = [RecordView("run_started", None, None, {"card": started}, run="r1")]
+    for tl, tick, date, obs, moves, mass, fork in ticks:
+        observations = [{"id": o, "title": o.upper(), "description": "d"} for o in obs]
+        records.append(
+            RecordView("tick_started", tl, tick, {"date": date, "observations": observations})
+        )
+        for agent, index, cites, _ in moves:
+            data = {"agent": agent, "index": index, "summary": f"{agent} moves", "cites": cites}
+            records.append(RecordView("proposal", tl, tick, data))
+        accepted = [{"agent": a, "index": i} for a, i, _, ok in moves if ok]
+        records.append(RecordView("review", tl, tick, {"accepted": accepted}))
+        if fork is not None:
+            fork_data = {"child": f"{tl}.9", "candidate": {"hypothesis": fork}}
+            records.append(RecordView("fork", tl, tick, fork_data))
+        if mass is not None:
+            records.append(RecordView("tick_committed", tl, tick, {"mass": mass}))
+    graph = extract_forecast(records)
+    assert forecast_json(records) == graph.model_dump(mode="json")
+    assert ForecastGraphData.of(forecast_json(records)).digest == graph.digest()

@@ -18,7 +18,7 @@ from worldsim.gateway import Gateway
 from worldsim.models import LeakageGuard
 from worldsim.roles.contracts import ReportRole
 from worldsim.trace.audit import audit_run
-from worldsim.trace.forecast import ForecastRecords, extract_forecast
+from worldsim.trace.forecast import ForecastRecords, forecast_json
 from worldsim.trace.records import (
     ExtractionData,
     ForecastGraphData,
@@ -100,7 +100,7 @@ async def settle(
     """Forecast graph, extraction, report, audit and the sealed end of the trace."""
     card, seed = config.card, config.seed
     if outcome.forecast is not None:
-        graph = extract_forecast(outcome.forecast.views())
+        graph = forecast_json(outcome.forecast.views())
         await writer.emit("forecast_graph", ForecastGraphData.of(graph))
     timelines = outcome.timelines.values()
     options = None if card.kind == "binary" else [ep.id for ep in card.scored_endpoints]

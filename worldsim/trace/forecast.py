@@ -26,15 +26,16 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from worldsim.domain.cards import parse_utc
+from pydantic import TypeAdapter
+
+from worldsim.domain.cards import UtcDatetime, parse_utc
 from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import TraceIncomplete
 from worldsim.trace.reader import TraceLine, iter_input_trace
-from worldsim.trace.records import ForecastEvent, ForecastGraph, ForecastLink
+from worldsim.trace.records import ForecastEvent, ForecastGraph, ForecastLink, forecast_digest
 
 __all__ = [
     "FORECAST_TYPES",
@@ -44,6 +45,8 @@ __all__ = [
     "ForecastRecords",
     "RecordView",
     "extract_forecast",
+    "forecast_digest",
+    "forecast_json",
     "record_views",
     "stream_records",
     "trace_records",
@@ -158,11 +161,17 @@ def _timeline_masses(records: Iterable[RecordView]) -> dict[str, float]:
     return {**started, **committed, **ended}
 
 
-def _date(value: object) -> datetime | None:
+_DATE = TypeAdapter(UtcDatetime | None)
+
+
+def _date(value: object) -> str | None:
+    """A record's date as a graph holds it in its JSON form (``None`` when it is no date)."""
     try:
-        return parse_utc(value)
+        when = parse_utc(value)
     except ValueError:
         return None
+    dumped: str | None = _DATE.dump_python(when, mode="json")
+    return dumped
 
 
 def _index(value: object) -> int:
@@ -171,11 +180,18 @@ def _index(value: object) -> int:
 
 def extract_forecast(records: list[RecordView]) -> ForecastGraph:
     """The forecast events and causal links of every timeline in a trace."""
+    return ForecastGraph.model_validate(forecast_json(records))
+
+
+def forecast_json(records: list[RecordView]) -> dict[str, Any]:
+    """The forecast graph of the records in its JSON form: exactly what
+    ``extract_forecast(records).model_dump(mode="json")`` gives, made without the objects (a
+    run's end needs only its digest and sizes: ``ForecastGraphData.of``)."""
     masses = _timeline_masses(records)
-    tick_dates: dict[int, datetime | None] = {}
+    tick_dates: dict[int, str | None] = {}
     run_id: str | None = None
     card_id: str | None = None
-    as_of: datetime | None = None
+    as_of: str | None = None
     for r in records:
         if r.type == "run_started":
             run_id = r.run
@@ -189,23 +205,21 @@ def extract_forecast(records: list[RecordView]) -> ForecastGraph:
     proposals: dict[tuple[str, int, str, int], Mapping[str, Any]] = {}
     accepted: list[tuple[str, int, str, int]] = []
     observations: dict[tuple[str, int], list[str]] = {}
-    events: list[ForecastEvent] = []
-    links: list[ForecastLink] = []
+    events: list[dict[str, Any]] = []
+    links: list[dict[str, str]] = []
 
     def add(event_id: str, title: str, description: str, tl: str, tick: int, kind: str) -> None:
         events.append(
-            ForecastEvent.model_validate(
-                {
-                    "id": event_id,
-                    "title": title,
-                    "description": description,
-                    "date": tick_dates.get(tick),
-                    "timeline": tl,
-                    "tick": tick,
-                    "mass": masses.get(tl),
-                    "kind": kind,
-                }
-            )
+            {
+                "id": event_id,
+                "title": title,
+                "description": description,
+                "date": tick_dates.get(tick),
+                "timeline": tl,
+                "tick": tick,
+                "mass": masses.get(tl),
+                "kind": kind,
+            }
         )
 
     for r in records:
@@ -249,24 +263,17 @@ def extract_forecast(records: list[RecordView]) -> ForecastGraph:
         event_id = f"{tl}/{tick}/{agent}/{index}"
         add(event_id, str(data.get("summary", "")), "", tl, tick, "proposal")
         for doc_id in dict.fromkeys(data.get("cites") or ()):
-            links.append(ForecastLink(source=event_id, target=str(doc_id), relation="cites"))
+            links.append({"source": event_id, "target": str(doc_id), "relation": "cites"})
         for obs_id in observations.get((tl, tick), ()):
-            links.append(ForecastLink(source=obs_id, target=event_id, relation="informs"))
+            links.append({"source": obs_id, "target": event_id, "relation": "informs"})
 
     events.sort(key=_event_order)
-    return ForecastGraph(
-        run=run_id, card_id=card_id, as_of=as_of, events=tuple(events), links=tuple(links)
-    )
+    return {"run": run_id, "card_id": card_id, "as_of": as_of, "events": events, "links": links}
 
 
 _KIND_ORDER = {"branch": 0, "observation": 1, "proposal": 2}
 
 
-def _event_order(event: ForecastEvent) -> tuple[int, tuple[int, ...], int, str]:
+def _event_order(event: Mapping[str, Any]) -> tuple[int, tuple[int, ...], int, str]:
     """Simulated order: tick, timeline lineage, then branch < observation < proposal."""
-    return (
-        event.tick or 0,
-        lineage(event.timeline or "t0"),
-        _KIND_ORDER.get(event.kind or "", 3),
-        event.id,
-    )
+    return (event["tick"], lineage(event["timeline"]), _KIND_ORDER[event["kind"]], event["id"])

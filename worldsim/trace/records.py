@@ -489,7 +489,12 @@ class ForecastGraph(BaseModel):
 
     def digest(self) -> str:
         """SHA-256 (hex) of the graph's canonical JSON: what a ``forecast_graph`` record holds."""
-        return hashlib.sha256(canonical_json(self.model_dump(mode="json"))).hexdigest()
+        return forecast_digest(self.model_dump(mode="json"))
+
+
+def forecast_digest(graph: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of the canonical JSON of a forecast graph in its JSON form."""
+    return hashlib.sha256(canonical_json(graph)).hexdigest()
 
 
 class ForecastGraphData(_Data):
@@ -525,15 +530,16 @@ class ForecastGraphData(_Data):
         return self
 
     @classmethod
-    def of(cls, graph: ForecastGraph) -> ForecastGraphData:
-        """The record of ``graph``: its digest and sizes."""
+    def of(cls, graph: Mapping[str, Any]) -> ForecastGraphData:
+        """The record of a graph in its JSON form (``ForecastGraph.model_dump(mode="json")``,
+        or the same made without the objects): its digest and sizes."""
         return cls(
-            run=graph.run,
-            card_id=graph.card_id,
-            as_of=graph.as_of,
-            digest=graph.digest(),
-            event_count=len(graph.events),
-            link_count=len(graph.links),
+            run=graph["run"],
+            card_id=graph["card_id"],
+            as_of=graph["as_of"],
+            digest=forecast_digest(graph),
+            event_count=len(graph["events"]),
+            link_count=len(graph["links"]),
         )
 
     @property
