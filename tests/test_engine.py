@@ -186,9 +186,10 @@ class GhostlyReviewer:
 
     async def review(self, ctx: ReviewContext) -> Review:
         from worldsim.offline.governance import OfflineGovernance
+        from worldsim.roles.apply import review_from_output
         from worldsim.world.state import SetActor
 
-        review = await OfflineGovernance().review(ctx)
+        review = review_from_output(await OfflineGovernance().answer(ctx), ctx)
         if review.decision == "fork":
             ghost = BranchCandidate(
                 hypothesis="a ghost acts",

@@ -76,6 +76,9 @@ class DocumentView(_Frozen):
 #: before with the same objects, and gives a new document after documents are added).
 _SHOWN: IdentityMemo[BaseModel] = IdentityMemo(4_096)
 
+#: A store's answer as the agents of one cut-off see it: the hits' ids and views.
+_VISIBLE: IdentityMemo[tuple[tuple[str, ...], tuple[SearchResult, ...]]] = IdentityMemo(4_096)
+
 _Shown = TypeVar("_Shown", SearchResult, DocumentView)
 
 
@@ -164,14 +167,24 @@ class Gateway:
         answers = await self._store.search_many([q for _, q in queries], before=self._cutoff, k=k)
         found: list[list[SearchResult]] = []
         for (agent, query), hits in zip(queries, answers, strict=True):
-            # The store already filters; this guard keeps the invariant if it ever changes.
-            visible = [h for h in hits if h.published_us < self._cutoff_us]
-            access = access_json(
-                agent, "search_evidence", query=query, k=k, doc_ids=[h.id for h in visible]
-            )
+            ids, views = self._visible(hits)
+            access = access_json(agent, "search_evidence", query=query, k=k, doc_ids=ids)
             self._log.add(Logged(timeline, tick, self._cutoff, access))
-            found.append([_shown(SearchResult, h) for h in visible])
+            found.append(list(views))
         return found
+
+    def _visible(
+        self, hits: tuple[SearchHit, ...]
+    ) -> tuple[tuple[str, ...], tuple[SearchResult, ...]]:
+        """The ids and agent views of the hits before the cutoff, made once per answer of the
+        store (which gives the same tuple for a query it answered before). The store already
+        filters; this guard keeps the invariant if it ever changes."""
+
+        def make() -> tuple[tuple[str, ...], tuple[SearchResult, ...]]:
+            visible = [h for h in hits if h.published_us < self._cutoff_us]
+            return tuple(h.id for h in visible), tuple(_shown(SearchResult, h) for h in visible)
+
+        return _VISIBLE.get(f"before {self._cutoff_us}", hits, make)
 
     async def open_document(
         self,

@@ -11,16 +11,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from worldsim.domain.outputs import GovernanceOutput
 from worldsim.world.build import prior_pressure
-from worldsim.world.moves import BranchCandidate, ProposalRef, RejectedProposal, Review
-from worldsim.world.state import (
-    EvidenceIn,
-    LedgerUpdate,
-    SetHypothesis,
-    SetPressure,
-    ShiftPressure,
-    WorldState,
-)
+from worldsim.world.state import WorldState
 from worldsim.world.views import ReviewContext
 
 __all__ = ["OfflineGovernance", "branch_score"]
@@ -48,47 +41,40 @@ def _softmax(state: WorldState, pressure: dict[str, float]) -> dict[str, float]:
 
 class OfflineGovernance:
     """Accepts valid proposals, moves pressure, ends a timeline when the question resolves,
-    proposes forks at hypotheses."""
+    proposes forks at hypotheses: answered as a model answers the reviewer's role (a
+    ``GovernanceOutput``, which the role checks against the world like any reply)."""
 
     name = "governance"
     phase = "review"
 
-    async def review(self, ctx: ReviewContext) -> Review:
+    async def answer(self, ctx: ReviewContext) -> GovernanceOutput:
         state = ctx.state
         push_on = dict.fromkeys((ep.id for ep in state.scored), 0.0)
-        accepted: list[ProposalRef] = []
-        rejected: list[RejectedProposal] = []
-        deltas: list[SetPressure | ShiftPressure | SetHypothesis] = []
-        extra_deltas: list[Any] = []
-        ledger: list[LedgerUpdate] = []
+        accepted: list[str] = []
+        rejected: list[dict[str, str]] = []
+        ledger: list[dict[str, str]] = []
 
         for p in ctx.proposals:
             ep = state.endpoint(p.endpoint) if p.endpoint is not None else None
             if ep is None:
-                rejected.append(
-                    RejectedProposal(agent=p.agent, index=p.index, reason="no known endpoint")
-                )
+                rejected.append({"proposal": f"{p.agent}#{p.index}", "reason": "no known endpoint"})
                 continue
             if state.ledger[ep.id].status != "open":
-                rejected.append(
-                    RejectedProposal(agent=p.agent, index=p.index, reason=f"'{ep.id}' is settled")
-                )
+                reason = f"'{ep.id}' is settled"[:200]
+                rejected.append({"proposal": f"{p.agent}#{p.index}", "reason": reason})
                 continue
-            accepted.append(ProposalRef(agent=p.agent, index=p.index))
-            extra_deltas.extend(p.deltas)
+            accepted.append(f"{p.agent}#{p.index}")
             push = p.direction * p.magnitude
             if ep.kind == "scored":
                 push_on[ep.id] += push
             if abs(push) >= EVIDENCE_FLOOR:
                 ledger.append(
-                    LedgerUpdate(
-                        endpoint=ep.id,
-                        evidence=EvidenceIn(
-                            kind="supports" if push > 0 else "contradicts",
-                            ref=f"{ctx.timeline}/{ctx.tick}/{p.agent}/{p.index}",
-                            note=p.summary[:200],
-                        ),
-                    )
+                    {
+                        "endpoint": ep.id,
+                        "evidence": "supports" if push > 0 else "contradicts",
+                        "ref": f"{ctx.timeline}/{ctx.tick}/{p.agent}/{p.index}"[:120],
+                        "note": p.summary[:200],
+                    }
                 )
 
         # The push is averaged over every agent of the world (one sitting the tick out pushes 0),
@@ -105,11 +91,12 @@ class OfflineGovernance:
             for endpoint, shift in ev.pressure:
                 pressure[endpoint] += shift
 
-        for ep in state.scored:
-            if pressure[ep.id] != state.pressure[ep.id]:
-                deltas.append(
-                    SetPressure(endpoint=ep.id, value=max(-50.0, min(50.0, pressure[ep.id])))
-                )
+        # each endpoint's new pressure, as the shift from where it stands
+        shifts = [
+            {"endpoint": ep.id, "by": _shift(state.pressure[ep.id], pressure[ep.id])}
+            for ep in state.scored
+            if pressure[ep.id] != state.pressure[ep.id]
+        ]
 
         # One uniform per tick, whatever the state: does the question resolve in this tick?
         probs = _softmax(state, pressure)
@@ -117,13 +104,13 @@ class OfflineGovernance:
         resolves = draw < state.hazard and not ctx.is_last_tick
 
         forced_p_yes: float | None = None
-        forced_probs: dict[str, float] | None = None
-        branches: list[BranchCandidate] = []
+        forced_probs: list[dict[str, Any]] | None = None
+        branches: list[dict[str, Any]] = []
         if resolves or ctx.is_last_tick:
             # The outcome drawn at resolution would be endpoint k with probability probs[k]; its
             # expectation is kept instead of a draw, so a timeline's value varies only with its
             # world, never with a coin flip.
-            forced_probs = probs
+            forced_probs = [{"endpoint": k, "p": v} for k, v in probs.items()]
             yes = next((ep.id for ep in state.scored if ep.polarity == "yes"), None)
             forced_p_yes = probs[yes] if yes is not None else None
             if resolves:
@@ -138,31 +125,34 @@ class OfflineGovernance:
                 if hyp.status != "open" or not hyp.start_tick <= ctx.tick <= hyp.end_tick:
                     continue
                 target = state.endpoint(hyp.endpoint)
-                if_true: list[SetHypothesis | ShiftPressure] = [
-                    SetHypothesis(id=hyp.id, status="fired")
-                ]
-                if target is not None and target.kind == "scored":
-                    if_true.append(ShiftPressure(endpoint=hyp.endpoint, by=hyp.impact))
+                scored = target is not None and target.kind == "scored"
                 branches.append(
-                    BranchCandidate(
-                        hypothesis=hyp.title,
-                        hypothesis_id=hyp.id,
-                        endpoint_id=hyp.endpoint,
-                        probability=hyp.probability,
-                        score=branch_score(hyp.probability, hyp.impact),
-                        if_true=tuple(if_true),
-                    )
+                    {
+                        "hypothesis": hyp.title[:200],
+                        "hypothesis_id": hyp.id,
+                        "endpoint_id": hyp.endpoint,
+                        "probability": hyp.probability,
+                        "score": branch_score(hyp.probability, hyp.impact),
+                        "impact": sum((hyp.impact,) if scored else ()),
+                    }
                 )
             reason = f"{len(accepted)} proposals accepted; {len(branches)} branch candidates"
 
-        return Review(
-            accepted=tuple(accepted),
-            rejected=tuple(rejected),
-            deltas=(*extra_deltas, *deltas),
-            ledger=tuple(ledger),
-            decision="terminate" if resolves else "fork" if branches else "continue",
-            reason=reason,
-            branches=tuple(branches),
-            forced_p_yes=forced_p_yes,
-            forced_probs=forced_probs,
+        return GovernanceOutput.model_validate(
+            {
+                "accepted": accepted,
+                "rejected": rejected,
+                "pressure": shifts,
+                "ledger": ledger,
+                "decision": "terminate" if resolves else "fork" if branches else "continue",
+                "reason": reason[:400],
+                "branches": branches,
+                "forced_p_yes": forced_p_yes,
+                "forced_probs": forced_probs,
+            }
         )
+
+
+def _shift(now: float, then: float) -> float:
+    """The shift from pressure ``now`` to ``then`` (kept within ±50), as a reply states it."""
+    return max(-50.0, min(50.0, max(-50.0, min(50.0, then)) - now))

@@ -23,7 +23,6 @@ from worldsim.domain.errors import ConfigError
 from worldsim.domain.outputs import (
     ActorMove,
     ActorOutput,
-    BranchIdea,
     ChoiceForecastOutput,
     CohortAction,
     CohortOutput,
@@ -38,11 +37,9 @@ from worldsim.domain.outputs import (
     InitHypothesis,
     InitRelation,
     InitVariable,
-    LedgerMove,
     PressureShift,
     QuestionReviewOutput,
     QuestionsOutput,
-    RejectedMove,
     ReportClaim,
     ReportOutput,
     ReportRef,
@@ -58,7 +55,7 @@ from worldsim.offline.build import (
 from worldsim.offline.governance import OfflineGovernance
 from worldsim.offline.reporter import OfflineReporter
 from worldsim.world.build import generic_seeds
-from worldsim.world.state import SetCohort, SetHypothesis, SetPressure, ShiftPressure
+from worldsim.world.state import SetCohort
 from worldsim.world.views import (
     ForecastContext,
     InitContext,
@@ -175,54 +172,7 @@ async def _cohort(view: RoleView) -> CohortOutput:
 async def _governance(view: RoleView) -> GovernanceOutput:
     ctx = view.context
     assert isinstance(ctx, ReviewContext)
-    review = await OfflineGovernance().review(ctx)
-    state = ctx.state
-    pressure: list[PressureShift] = []
-    for delta in review.deltas:
-        if isinstance(delta, SetPressure):
-            by = delta.value - state.pressure[delta.endpoint]
-            pressure.append(PressureShift(endpoint=delta.endpoint, by=max(-50.0, min(50.0, by))))
-    ledger = [
-        LedgerMove(
-            endpoint=u.endpoint,
-            status=u.status,
-            evidence=u.evidence.kind if u.evidence is not None else None,
-            ref=u.evidence.ref[:120] if u.evidence is not None else "",
-            note=u.evidence.note[:200] if u.evidence is not None else "",
-        )
-        for u in review.ledger
-    ]
-    branches = [
-        BranchIdea(
-            hypothesis=b.hypothesis[:200],
-            hypothesis_id=b.hypothesis_id,
-            endpoint_id=b.endpoint_id,
-            probability=b.probability,
-            score=b.score,
-            impact=sum(d.by for d in b.if_true if isinstance(d, ShiftPressure)),
-        )
-        for b in review.branches
-        if any(isinstance(d, SetHypothesis) for d in b.if_true)
-    ]
-    forced_probs = (
-        [EndpointProbability(endpoint=k, p=v) for k, v in review.forced_probs.items()]
-        if review.forced_probs is not None
-        else None
-    )
-    return GovernanceOutput(
-        accepted=[f"{r.agent}#{r.index}" for r in review.accepted],
-        rejected=[
-            RejectedMove(proposal=f"{r.agent}#{r.index}", reason=r.reason[:200])
-            for r in review.rejected
-        ],
-        pressure=pressure,
-        ledger=ledger,
-        decision=review.decision,
-        reason=review.reason[:400],
-        branches=branches,
-        forced_p_yes=review.forced_p_yes,
-        forced_probs=forced_probs,
-    )
+    return await OfflineGovernance().answer(ctx)
 
 
 async def _world(view: RoleView) -> WorldOutput:
