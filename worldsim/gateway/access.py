@@ -7,6 +7,7 @@ answers it from the few sets of the timeline's lineage instead.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
@@ -186,6 +187,9 @@ class AccessLog:
         """The ids (once each, in order) ``agent`` did not receive where :meth:`received`
         looks: answered from the index's few sets, without joining them."""
         sets = self._received_sets(agent, timeline)
+        if len(sets) == 1:  # the usual case: an agent's accesses in one timeline
+            (only,) = sets
+            return [i for i in dict.fromkeys(ids) if i not in only]
         return [i for i in dict.fromkeys(ids) if not any(i in s for s in sets)]
 
     def _received_sets(self, agent: str, timeline: str | None) -> list[set[str]]:
@@ -194,5 +198,11 @@ class AccessLog:
             return []
         if timeline is None:
             return list(by_timeline.values())
-        keys: list[str | None] = [None, *ancestry(timeline)]
-        return [by_timeline[key] for key in keys if key in by_timeline]
+        return [by_timeline[key] for key in _where(timeline) if key in by_timeline]
+
+
+@functools.lru_cache(maxsize=4_096)
+def _where(timeline: str) -> tuple[str | None, ...]:
+    """Where an access counts for ``timeline``: anywhere (``None``), the timeline and its
+    ancestors."""
+    return (None, *ancestry(timeline))

@@ -69,12 +69,16 @@ async def offline_actors(
     """
     state = batch.state
     salience = 1.0 + EVENT_SALIENCE * len(batch.observations)
+    aims: dict[str | None, tuple[str, str | None]] = {}  # favours -> endpoint, its title
     targets: list[tuple[Actor, str, str | None]] = []
     for agent in batch.agents:
         actor = state.actors[agent]
-        endpoint = _target_endpoint(state, actor.favours)
-        info = state.endpoint(endpoint)
-        targets.append((actor, endpoint, info.title if info else None))
+        aim = aims.get(actor.favours)
+        if aim is None:
+            endpoint = _target_endpoint(state, actor.favours)
+            info = state.endpoint(endpoint)
+            aim = aims[actor.favours] = (endpoint, info.title if info else None)
+        targets.append((actor, *aim))
     evidence = await _read_evidence(batch, targets, found)
     moves: list[Proposal] = []
     for i, (actor, endpoint, title) in enumerate(targets):
