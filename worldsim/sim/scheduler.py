@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import structlog
 from anyio.abc import TaskGroup
 
 from worldsim.domain.cards import card_hash
@@ -67,8 +66,6 @@ from worldsim.world.timeline import Timeline
 from worldsim.world.views import InitContext, ReviewContext, TickBatch
 
 __all__ = ["Engine", "Observer", "RestorePoint", "Start"]
-
-log = structlog.get_logger(__name__)
 
 Observer = Callable[[str, Mapping[str, Any]], None]
 Start = tuple[Timeline, int, bool]
