@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from datetime import UTC, datetime, timedelta
@@ -19,7 +20,7 @@ from worldsim.trace.reader import read_trace
 from worldsim.trace.replay import replay
 from worldsim.trace.schema import render_markdown
 from worldsim.trace.verify import verify_trace
-from worldsim.trace.writer import utc_stamp
+from worldsim.trace.writer import TraceWriter, genesis_hash, utc_stamp
 
 
 @pytest.fixture(scope="module")
@@ -173,3 +174,35 @@ def test_run_with_a_bad_policy_leaves_no_trace(tmp_path: Path, run: RunFn) -> No
     with pytest.raises(RoleError, match="unknown role 'no_such_role'"):
         run(Card.model_validate(data))
     assert not any(tmp_path.rglob("*.jsonl"))
+
+
+def test_records_written_together_chain_as_records_written_one_by_one(tmp_path: Path) -> None:
+    import anyio
+
+    tapped: list[tuple[str, str | None, int | None, dict[str, object]]] = []
+
+    async def go() -> None:
+        writer = await TraceWriter.create(tmp_path / "t.jsonl", "r1", fsync=False)
+        writer.tap = lambda *record: tapped.append(record)
+        await writer.emit("note", {"n": 0})
+        await writer.emit_many("note", [{"n": 1}, {"n": 2}, {"n": 3}], tl="t0", tick=2)
+        await writer.emit_many("note", [], tl="t0", tick=3)  # nothing to write: no record
+        await writer.emit("note", {"n": 4})
+        assert (writer.seq, writer.records_written) == (5, 5)
+        await writer.aclose()
+
+    anyio.run(go)
+    lines = [json.loads(line) for line in (tmp_path / "t.jsonl").read_bytes().splitlines()]
+    assert [line["seq"] for line in lines] == [0, 1, 2, 3, 4]
+    assert [line["data"]["n"] for line in lines] == [0, 1, 2, 3, 4]
+    assert [(line["tl"], line["tick"]) for line in lines[1:4]] == [("t0", 2)] * 3
+    assert [(t, tl, tick, data["n"]) for t, tl, tick, data in tapped] == [
+        ("note", None, None, 0),
+        ("note", "t0", 2, 1),
+        ("note", "t0", 2, 2),
+        ("note", "t0", 2, 3),
+        ("note", None, None, 4),
+    ]
+    raw = (tmp_path / "t.jsonl").read_bytes().splitlines()
+    chain = [genesis_hash("r1"), *(hashlib.sha256(line).hexdigest() for line in raw[:-1])]
+    assert [line["prev"] for line in lines] == chain  # the chain holds through the batch

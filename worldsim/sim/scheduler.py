@@ -396,6 +396,7 @@ class Engine:
             for i, p in enumerate(results[agent]):
                 named = p.agent == agent and p.index == i
                 proposals.append(p if named else p.model_copy(update={"agent": agent, "index": i}))
+        payloads = []
         for p in proposals:
             self.proposals_seen.add((tl.id, k, p.agent))
             unretrieved = (
@@ -403,12 +404,8 @@ class Engine:
                 if self.gateway is not None
                 else list(dict.fromkeys(p.cites))
             )
-            await self.writer.emit(
-                "proposal",
-                ProposalData.payload(p, roles_of[p.agent], unretrieved),
-                tl=tl.id,
-                tick=k,
-            )
+            payloads.append(ProposalData.payload(p, roles_of[p.agent], unretrieved))
+        await self.writer.emit_many("proposal", payloads, tl=tl.id, tick=k)
 
         # (5) review, validated and applied
         reviewer: ReviewRole = self.roles["governance"]

@@ -1,7 +1,8 @@
 """The append-only, hash-chained JSONL trace writer (DESIGN §4.8).
 
 Each record is serialized, chained to the previous line by SHA-256 and written at once, with no
-buffer in between; committed ticks and the end of the run are fsynced. Writes land in the OS page
+buffer in between (a tick's proposals together, in one write); committed ticks and the end of
+the run are fsynced. Writes land in the OS page
 cache inline (they take microseconds); the fsync, the part that can block, runs in a worker
 thread. One writer per trace: the file is locked (:class:`TraceLock`) for the writer's life.
 """
@@ -14,7 +15,7 @@ import functools
 import hashlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -254,19 +255,27 @@ class TraceWriter:
     def seq(self) -> int:
         return self._seq
 
-    def _line(self, type_: str, payload: dict[str, Any], tl: str | None, tick: int | None) -> bytes:
+    def _line(
+        self,
+        type_: str,
+        payload: dict[str, Any],
+        tl: str | None,
+        tick: int | None,
+        seq: int,
+        prev: str,
+    ) -> bytes:
         sealed = type_ in SEALED_TYPES
         if sealed and self.signer is not None:
             payload = {**payload, "key_id": self.signer.key_id}  # sealed with the record
         header = {
             "v": 1,
-            "seq": self._seq,
+            "seq": seq,
             "ts": utc_stamp(),
             "run": self.run_id,
             "type": type_,
             "tl": tl,
             "tick": tick,
-            "prev": self._prev,
+            "prev": prev,
         }
         line = encode_record(header, payload)
         if sealed:
@@ -283,27 +292,51 @@ class TraceWriter:
         durable: bool = False,
     ) -> None:
         """Append one record; with ``durable`` (committed ticks, the end) also fsync."""
+        await self.emit_many(type_, (data,), tl=tl, tick=tick, durable=durable)
+
+    async def emit_many(
+        self,
+        type_: str,
+        items: Iterable[BaseModel | dict[str, Any]],
+        *,
+        tl: str | None = None,
+        tick: int | None = None,
+        durable: bool = False,
+    ) -> None:
+        """Append records of one type, timeline and tick (a tick's proposals), each chained to
+        the one before, in one write: all of them, or (a failed write) none."""
         if self.failure is not None:
             raise self.failure
         if self._closed:
             raise TraceError("trace is closed", file=self.path)
-        payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
-        line = self._line(type_, payload, tl, tick)
-        self._write(line + b"\n")
-        self._prev = hashlib.sha256(line).hexdigest()
-        self._seq += 1
-        self.records_written += 1
+        seq, prev = self._seq, self._prev
+        lines: list[bytes] = []
+        payloads: list[dict[str, Any]] = []
+        for data in items:
+            payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
+            line = self._line(type_, payload, tl, tick, seq, prev)
+            lines.append(line)
+            payloads.append(payload)
+            prev = hashlib.sha256(line).hexdigest()
+            seq += 1
+        if not lines:
+            return
+        lines.append(b"")
+        self._write(b"\n".join(lines))
+        self._seq, self._prev = seq, prev
+        self.records_written += len(payloads)
         if self.tap is not None:
-            self.tap(type_, tl, tick, payload)
+            for payload in payloads:
+                self.tap(type_, tl, tick, payload)
         if durable and self._fsync:
             try:
                 await anyio.to_thread.run_sync(os.fsync, self._lock.fd)
             except OSError as exc:
                 raise self._broken(exc) from None
 
-    def _write(self, record: bytes) -> None:
-        """Write one whole record, or cut the file back to where it started and raise."""
-        view = memoryview(record)
+    def _write(self, records: bytes) -> None:
+        """Write whole records, or cut the file back to where they started and raise."""
+        view = memoryview(records)
         try:
             while view:
                 view = view[os.write(self._lock.fd, view) :]
@@ -311,7 +344,7 @@ class TraceWriter:
             with contextlib.suppress(OSError):  # best effort: a torn tail is still readable
                 os.ftruncate(self._lock.fd, self._offset)
             raise self._broken(exc) from None
-        self._offset += len(record)
+        self._offset += len(records)
 
     def _broken(self, exc: OSError) -> TraceError:
         self.failure = TraceError(f"cannot write the trace: {exc.strerror or exc}", file=self.path)
