@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,7 @@ from tests.gateway.test_store_and_tools import CUTOFF, DOCS
 from tests.support import ROOT
 from worldsim.domain.cards import Card, load_card
 from worldsim.domain.contracts import CallSite, ModelRequest
-from worldsim.domain.errors import GatewayRefusal
+from worldsim.domain.errors import GatewayRefusal, RoleError
 from worldsim.domain.outputs import ActorOutput
 from worldsim.domain.policy import load_policy
 from worldsim.domain.rng import AgentSeeds
@@ -222,3 +223,22 @@ def test_a_plugged_in_batch_role_is_handed_each_ticks_agents_at_once(
         if line.record.data.agent in herd
     ] == first
     assert len(set(first)) == len(first)
+
+
+class Stray:
+    """Answers for an agent it was not handed."""
+
+    name = "stray"
+    phase = "tick"
+
+    async def act(self, ctx: TickContext) -> Sequence[Proposal]:
+        return []
+
+    async def act_batch(self, batch: TickBatch) -> Mapping[str, Sequence[Proposal]]:
+        return {"nobody": [Proposal(agent="nobody", summary="not here")]}
+
+
+def test_a_batch_role_answering_for_an_agent_it_was_not_handed_is_a_role_error() -> None:
+    batch = _batch(_demo(), 0, 1, None)
+    with pytest.raises(RoleError, match=r"role 'stray': act_batch answered for .*\(nobody\)"):
+        anyio.run(act_tick, Stray(), batch)

@@ -17,7 +17,7 @@ import anyio
 import structlog
 
 from worldsim.domain.bounds import MAX_CONNECTIONS
-from worldsim.domain.errors import ModelError, ReplayMissError
+from worldsim.domain.errors import ModelError, ReplayMissError, RoleError
 from worldsim.gateway import AgentTools
 from worldsim.roles.contracts import AgentRole
 from worldsim.world.moves import Proposal
@@ -37,11 +37,19 @@ class BatchRole(AgentRole, Protocol):
 
 
 async def act_tick(role: AgentRole, batch: TickBatch) -> Mapping[str, Sequence[Proposal]]:
-    """Each agent's proposals, by agent: from ``act_batch`` when the role has it, else
-    :func:`act_each`."""
-    if isinstance(role, BatchRole):
-        return await role.act_batch(batch)
-    return await act_each(role, batch)
+    """Each agent's proposals, by agent: from ``act_batch`` when the role has it (a RoleError
+    when it answers for an agent it was not handed), else :func:`act_each`."""
+    if not isinstance(role, BatchRole):
+        return await act_each(role, batch)
+    answered = await role.act_batch(batch)
+    strays = sorted(set(answered).difference(batch.agents))
+    if strays:
+        raise RoleError(
+            f"role '{getattr(role, 'name', type(role).__name__)}': act_batch answered for "
+            f"agents it was not handed ({', '.join(strays[:5])}); it answers for "
+            "batch.agents only"
+        )
+    return answered
 
 
 def agent_context(batch: TickBatch, i: int) -> TickContext:
