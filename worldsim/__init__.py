@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from worldsim.world.extraction import EXTRACTION_RULES, Leaf, extract
     from worldsim.world.moves import BranchCandidate, Proposal, Report, Review
     from worldsim.world.state import WorldState
-    from worldsim.world.views import ReviewContext, TickContext
+    from worldsim.world.views import ReviewContext, TickBatch, TickContext
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
@@ -66,6 +66,7 @@ __getattr__, __dir__ = lazy_exports(
         "RunConfig": "worldsim.domain.config",
         "RunResult": "worldsim.sim.settlement",
         "StateError": "worldsim.domain.errors",
+        "TickBatch": "worldsim.world.views",
         "TickContext": "worldsim.world.views",
         "Trace": "worldsim.trace",
         "TraceError": "worldsim.domain.errors",
@@ -111,6 +112,7 @@ __all__ = [
     "RunConfig",
     "RunResult",
     "StateError",
+    "TickBatch",
     "TickContext",
     "Trace",
     "TraceError",
