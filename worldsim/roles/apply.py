@@ -10,7 +10,6 @@ review or the initialization problems carry into the trace.
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any
 
@@ -30,12 +29,6 @@ from worldsim.world.views import InitContext, ReviewContext
 __all__ = ["review_from_output", "seeds_from_output"]
 
 
-@functools.lru_cache(maxsize=65_536)
-def _ref(agent: str, index: int) -> ProposalRef:
-    """The reference to an agent's proposal (frozen: one object serves every tick)."""
-    return ProposalRef(agent=agent, index=index)
-
-
 def review_from_output(out: GovernanceOutput, ctx: ReviewContext) -> Review:
     """Turn a model's verdict into a Review, dropping what the world cannot take, with reasons."""
     state = ctx.state
@@ -46,15 +39,14 @@ def review_from_output(out: GovernanceOutput, ctx: ReviewContext) -> Review:
     accepted: list[ProposalRef] = []
     rejected: list[RejectedProposal] = []
     deltas: list[Any] = []
-    decided: set[str] = set()
     for pid in dict.fromkeys(out.accepted):
         p = by_id.get(pid)
         if p is None:
             notes.append(f"accepted unknown proposal '{pid}': ignored")
             continue
-        accepted.append(_ref(p.agent, p.index))
+        accepted.append(ProposalRef(agent=p.agent, index=p.index))
         deltas.extend(p.deltas)
-        decided.add(pid)
+    decided = {f"{r.agent}#{r.index}" for r in accepted}
     for r in out.rejected:
         p = by_id.get(r.proposal)
         if p is None or r.proposal in decided:
