@@ -222,6 +222,7 @@ class Gateway:
         checkpoint for all: a refused one (unknown, or not before the cutoff) is ``None``."""
         stored = await self._store.get_many([doc_id for _, doc_id in opens])
         docs: list[DocumentView | None] = []
+        shown: dict[str, DocumentView] = {}  # a tick's agents read the same few documents
         for (agent, doc_id), doc in zip(opens, stored, strict=True):
             reason: Literal["unknown", "after_cutoff"] | None = None
             if doc is None:
@@ -238,7 +239,10 @@ class Gateway:
                 continue
             access = access_json(agent, "open_document", doc_id=doc_id, doc_ids=[doc_id])
             self._log.add(Logged(timeline, tick, self._cutoff, access))
-            docs.append(_shown(DocumentView, doc))
+            view = shown.get(doc_id)
+            if view is None:
+                view = shown[doc_id] = _shown(DocumentView, doc)
+            docs.append(view)
         return docs
 
     def unretrieved_citations(
