@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from worldsim.trace.reader import in_writers_form
@@ -85,6 +86,10 @@ headers = st.dictionaries(
 
 @settings(max_examples=600, deadline=None)
 @given(header=headers, data=written_values)
+@example(header={"": None}, data={math.inf: []})  # msgspec writes the key as "inf"
+@example(header={"": None}, data={-math.inf: 1, "x": 2})
+@example(header={"": None}, data={math.nan: 1})
+@example(header={"": None}, data={"inf": 1, "nan": 2})  # string keys: the same bytes
 def test_the_writer_writes_the_standard_librarys_bytes(header: dict[str, Any], data: Any) -> None:
     """``encode_record`` takes msgspec's path only where its bytes are the standard
     library's, and refuses NaN and infinities as the standard library does."""

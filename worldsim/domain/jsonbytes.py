@@ -3,7 +3,8 @@
 Traces and digests are defined over ``json.dumps`` output: compact separators, non-ASCII as is,
 and for digests sorted keys. msgspec writes the same bytes several times faster, except for
 floats in exponent form (``1e16`` for ``1e+16``, ``1.5e-7`` for ``1.5e-07``) or below 10⁻⁴
-(``0.00001`` for ``1e-05``) and for NaN and infinities (``null``), and it refuses some keys the
+(``0.00001`` for ``1e-05``) and for NaN and infinities (``null``, or as a key ``"nan"``,
+``"inf"``, ``"-inf"``, which the standard library refuses), and it refuses some keys the
 standard library takes (sorted, it takes string keys only). msgspec's bytes are used when they
 hold none of these (and no ``null`` at all, since a ``null`` may have been a NaN); anything else
 is written by the standard library. Callers pass JSON data (dicts, lists, tuples, strings,
@@ -46,7 +47,13 @@ def _bytes(fast: msgspec.json.Encoder, value: Any, standard: dict[str, Any]) -> 
         out = fast.encode(value)
     except (TypeError, ValueError):  # a key msgspec does not take: the standard library decides
         out = b"null"
-    if b"null" in out or b"0.0000" in out or b"0e0" in out.translate(_DIGITS):
+    if (
+        b"null" in out
+        or b"0.0000" in out
+        or b"0e0" in out.translate(_DIGITS)
+        or b'inf":' in out  # a float key msgspec writes as a string: "inf", "-inf"
+        or b'nan":' in out
+    ):
         return json.dumps(value, **standard).encode()
     return out
 
