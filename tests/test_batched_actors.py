@@ -21,7 +21,7 @@ from tests.gateway.test_store_and_tools import CUTOFF, DOCS
 from tests.support import ROOT
 from worldsim.domain.cards import Card, load_card
 from worldsim.domain.contracts import CallSite, ModelRequest
-from worldsim.domain.errors import GatewayRefusal, RoleError
+from worldsim.domain.errors import GatewayRefusal, ModelError, RoleError
 from worldsim.domain.outputs import ActorOutput
 from worldsim.domain.policy import load_policy
 from worldsim.domain.rng import AgentSeeds
@@ -242,3 +242,43 @@ def test_a_batch_role_answering_for_an_agent_it_was_not_handed_is_a_role_error()
     batch = _batch(_demo(), 0, 1, None)
     with pytest.raises(RoleError, match=r"role 'stray': act_batch answered for .*\(nobody\)"):
         anyio.run(act_tick, Stray(), batch)
+
+
+@register_role("unlucky_herd", phase="tick")
+class UnluckyHerd:
+    """A batch role whose model call fails on odd ticks."""
+
+    name = "unlucky_herd"
+    phase = "tick"
+
+    async def act(self, ctx: TickContext) -> Sequence[Proposal]:
+        raise AssertionError("a role with act_batch is handed its agents together")
+
+    async def act_batch(self, batch: TickBatch) -> Mapping[str, Sequence[Proposal]]:
+        if batch.tick % 2:
+            raise ModelError("stub/route: the server said no")
+        return {a: [Proposal(agent=a, endpoint="cleared", summary="herds")] for a in batch.agents}
+
+
+def test_a_batch_whose_model_call_fails_sits_the_tick_out(demo_card: Card, run: RunFn) -> None:
+    data = demo_card.model_dump(mode="json")
+    herd = ["u1", "u2"]
+    data["seeds"]["actors"] += [
+        {
+            "id": h,
+            "name": h,
+            "role": "unlucky_herd",
+            "stance": 0.0,
+            "influence": 0.5,
+            "activity": 1.0,
+        }
+        for h in herd
+    ]
+    result = run(Card.model_validate(data), load_policy("no_branch"), 2)
+    trace = read_trace(result.trace)
+    assert trace.complete
+    ticks = {line.tick for line in trace.of_type("tick_committed")}
+    herding = {line.tick for line in trace.of_type("proposal") if line.record.data.agent in herd}
+    assert herding == {t for t in ticks if t is not None and t % 2 == 0}
+    others = {line.tick for line in trace.of_type("proposal") if line.record.data.agent not in herd}
+    assert others == ticks  # the rest of the world acted every tick

@@ -38,10 +38,26 @@ class BatchRole(AgentRole, Protocol):
 
 async def act_tick(role: AgentRole, batch: TickBatch) -> Mapping[str, Sequence[Proposal]]:
     """Each agent's proposals, by agent: from ``act_batch`` when the role has it (a RoleError
-    when it answers for an agent it was not handed), else :func:`act_each`."""
+    when it answers for an agent it was not handed), else :func:`act_each`.
+
+    When ``act_batch`` fails on a model call, its agents sit the tick out, as one agent does
+    whose call fails in :func:`act_each` (a strict replay's miss ends the run)."""
     if not isinstance(role, BatchRole):
         return await act_each(role, batch)
-    answered = await role.act_batch(batch)
+    try:
+        answered = await role.act_batch(batch)
+    except ModelError as exc:
+        if isinstance(exc, ReplayMissError):
+            raise
+        log.warning(
+            "agents_failed",
+            role=getattr(role, "name", type(role).__name__),
+            agents=len(batch.agents),
+            timeline=batch.timeline,
+            tick=batch.tick,
+            error=str(exc),
+        )
+        return {}
     strays = sorted(set(answered).difference(batch.agents))
     if strays:
         raise RoleError(
