@@ -168,15 +168,28 @@ def test_the_offline_prompt_actor_gives_a_batch_what_it_gives_each_agent(
 HANDED: list[tuple[str, int, tuple[str, ...]]] = []
 
 
-@register_role("herd", phase="tick")
-class Herd:
-    """Moves all its agents of a tick together, toward yes."""
-
-    name = "herd"
+class _BatchOnly:
     phase = "tick"
 
     async def act(self, ctx: TickContext) -> Sequence[Proposal]:
         raise AssertionError("a role with act_batch is handed its agents together")
+
+
+def _with_actors(card: Card, role: str, ids: Sequence[str]) -> Card:
+    """``card`` with actors ``ids`` of ``role`` added, each acting every tick."""
+    data = card.model_dump(mode="json")
+    data["seeds"]["actors"] += [
+        {"id": i, "name": i, "role": role, "stance": 0.0, "influence": 0.5, "activity": 1.0}
+        for i in ids
+    ]
+    return Card.model_validate(data)
+
+
+@register_role("herd", phase="tick")
+class Herd(_BatchOnly):
+    """Moves all its agents of a tick together, toward yes."""
+
+    name = "herd"
 
     async def act_batch(self, batch: TickBatch) -> Mapping[str, Sequence[Proposal]]:
         HANDED.append((batch.timeline, batch.tick, batch.agents))
@@ -197,14 +210,10 @@ class Herd:
 def test_a_plugged_in_batch_role_is_handed_each_ticks_agents_at_once(
     demo_card: Card, run: RunFn
 ) -> None:
-    data = demo_card.model_dump(mode="json")
     herd = [f"h{i}" for i in range(5)]
-    data["seeds"]["actors"] += [
-        {"id": h, "name": h, "role": "herd", "stance": 0.0, "influence": 0.5, "activity": 1.0}
-        for h in herd
-    ]
+    card = _with_actors(demo_card, "herd", herd)
     HANDED.clear()
-    result = run(Card.model_validate(data), load_policy("no_branch"), 4)
+    result = run(card, load_policy("no_branch"), 4)
     trace = read_trace(result.trace)
     ticks = [(line.tl, line.tick) for line in trace.of_type("tick_started")]
     assert [(tl, tick) for tl, tick, _ in HANDED] == ticks  # once a tick
@@ -216,7 +225,7 @@ def test_a_plugged_in_batch_role_is_handed_each_ticks_agents_at_once(
     assert all(p.role == "herd" and p.summary == "follows the herd" for p in mine)
     # each agent's generator is its own: the same directions in a second run
     first = [p.direction for p in mine]
-    again = read_trace(run(Card.model_validate(data), load_policy("no_branch"), 4).trace)
+    again = read_trace(run(card, load_policy("no_branch"), 4).trace)
     assert [
         line.record.data.direction
         for line in again.of_type("proposal")
@@ -245,14 +254,10 @@ def test_a_batch_role_answering_for_an_agent_it_was_not_handed_is_a_role_error()
 
 
 @register_role("unlucky_herd", phase="tick")
-class UnluckyHerd:
+class UnluckyHerd(_BatchOnly):
     """A batch role whose model call fails on odd ticks."""
 
     name = "unlucky_herd"
-    phase = "tick"
-
-    async def act(self, ctx: TickContext) -> Sequence[Proposal]:
-        raise AssertionError("a role with act_batch is handed its agents together")
 
     async def act_batch(self, batch: TickBatch) -> Mapping[str, Sequence[Proposal]]:
         if batch.tick % 2:
@@ -261,20 +266,8 @@ class UnluckyHerd:
 
 
 def test_a_batch_whose_model_call_fails_sits_the_tick_out(demo_card: Card, run: RunFn) -> None:
-    data = demo_card.model_dump(mode="json")
     herd = ["u1", "u2"]
-    data["seeds"]["actors"] += [
-        {
-            "id": h,
-            "name": h,
-            "role": "unlucky_herd",
-            "stance": 0.0,
-            "influence": 0.5,
-            "activity": 1.0,
-        }
-        for h in herd
-    ]
-    result = run(Card.model_validate(data), load_policy("no_branch"), 2)
+    result = run(_with_actors(demo_card, "unlucky_herd", herd), load_policy("no_branch"), 2)
     trace = read_trace(result.trace)
     assert trace.complete
     ticks = {line.tick for line in trace.of_type("tick_committed")}

@@ -108,6 +108,7 @@ class Gateway:
         self._store = store
         self._cutoff = cutoff.astimezone(UTC)
         self._cutoff_us = to_epoch_us(self._cutoff)
+        self._visible_kind = f"before {self._cutoff_us}"  # the store's answers as shown here
         self._log = AccessLog()
 
     @property
@@ -184,7 +185,7 @@ class Gateway:
             visible = [h for h in hits if h.published_us < self._cutoff_us]
             return tuple(h.id for h in visible), tuple(_shown(SearchResult, h) for h in visible)
 
-        return _VISIBLE.get(f"before {self._cutoff_us}", hits, make)
+        return _VISIBLE.get(self._visible_kind, hits, make)
 
     async def open_document(
         self,

@@ -277,14 +277,8 @@ class EvidenceStore:
             key = (terms, limit, k)
             found = self._found.get(key)
             if found is None:
-                held = []
-                for term in terms:  # most terms were looked up before (the question's words)
-                    holds = self._held.get((term, limit))
-                    if holds is None:
-                        holds = await self._holds(term, limit)
-                    if holds:
-                        held.append(term)
-                found = _keep(self._found, key, await self._ranked(tuple(held), limit, k))
+                held = tuple([term for term in terms if await self._holds(term, limit)])
+                found = _keep(self._found, key, await self._ranked(held, limit, k))
             answers.append(found)
         await anyio.lowlevel.checkpoint()
         return answers

@@ -35,7 +35,7 @@ from worldsim.domain.cards import UtcDatetime, parse_utc
 from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import TraceIncomplete
 from worldsim.trace.reader import TraceLine, iter_input_trace
-from worldsim.trace.records import ForecastEvent, ForecastGraph, ForecastLink, forecast_digest
+from worldsim.trace.records import ForecastEvent, ForecastGraph, ForecastLink
 
 __all__ = [
     "FORECAST_TYPES",
@@ -45,7 +45,6 @@ __all__ = [
     "ForecastRecords",
     "RecordView",
     "extract_forecast",
-    "forecast_digest",
     "forecast_json",
     "record_views",
     "stream_records",

@@ -2,9 +2,9 @@
 
 Each record is serialized, chained to the previous line by SHA-256 and written at once, with no
 buffer in between (a tick's proposals together, in one write); committed ticks and the end of
-the run are fsynced. Writes land in the OS page
-cache inline (they take microseconds); the fsync, the part that can block, runs in a worker
-thread. One writer per trace: the file is locked (:class:`TraceLock`) for the writer's life.
+the run are fsynced. Writes land in the OS page cache inline (they take microseconds); the
+fsync, the part that can block, runs in a worker thread. One writer per trace: the file is
+locked (:class:`TraceLock`) for the writer's life.
 """
 
 from __future__ import annotations
