@@ -143,13 +143,31 @@ class AccessLog:
 
     def add(self, logged: Logged) -> None:
         """Log one access (and index the documents it received)."""
-        self._held.append(logged)
-        access = logged.access
-        received = access.get("doc_ids")
-        if received and not access.get("refused", False):
-            by_timeline = self._received.setdefault(access["agent"], {})
-            by_timeline.setdefault(logged.timeline, set()).update(received)
-            self.documents.update(received)
+        self.add_each(logged.timeline, logged.tick, logged.cutoff, (logged.access,))
+
+    def add_each(
+        self,
+        timeline: str | None,
+        tick: int | None,
+        cutoff: datetime,
+        accesses: Iterable[dict[str, Any]],
+    ) -> None:
+        """Log accesses made at one timeline, tick and cut-off (each in its JSON form), in
+        call order, and index the documents each received."""
+        held, index, documents = self._held, self._received, self.documents
+        for access in accesses:
+            held.append(Logged(timeline, tick, cutoff, access))
+            received = access.get("doc_ids")
+            if received and not access.get("refused", False):
+                by_timeline = index.get(access["agent"])
+                if by_timeline is None:
+                    by_timeline = index[access["agent"]] = {}
+                ids = by_timeline.get(timeline)
+                if ids is None:
+                    by_timeline[timeline] = set(received)
+                else:
+                    ids.update(received)
+                documents.update(received)
 
     def append(self, record: RetrievalRecord) -> None:
         self.add(Logged.of(record))

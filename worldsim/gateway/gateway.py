@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
@@ -167,11 +167,12 @@ class Gateway:
         tick's agents would get one call at a time, with one checkpoint for all of them."""
         answers = await self._store.search_many([q for _, q in queries], before=self._cutoff, k=k)
         found: list[list[SearchResult]] = []
+        accesses: list[dict[str, Any]] = []
         for (agent, query), hits in zip(queries, answers, strict=True):
             ids, views = self._visible(hits)
-            access = access_json(agent, "search_evidence", query=query, k=k, doc_ids=ids)
-            self._log.add(Logged(timeline, tick, self._cutoff, access))
+            accesses.append(access_json(agent, "search_evidence", query=query, k=k, doc_ids=ids))
             found.append(list(views))
+        self._log.add_each(timeline, tick, self._cutoff, accesses)
         return found
 
     def _visible(
@@ -223,6 +224,7 @@ class Gateway:
         checkpoint for all: a refused one (unknown, or not before the cutoff) is ``None``."""
         stored = await self._store.get_many([doc_id for _, doc_id in opens])
         docs: list[DocumentView | None] = []
+        accesses: list[dict[str, Any]] = []
         shown: dict[str, DocumentView] = {}  # a tick's agents read the same few documents
         for (agent, doc_id), doc in zip(opens, stored, strict=True):
             reason: Literal["unknown", "after_cutoff"] | None = None
@@ -231,19 +233,18 @@ class Gateway:
             elif doc.published_us >= self._cutoff_us:
                 reason = "after_cutoff"
             if reason is not None or doc is None:
-                access = access_json(
-                    agent, "open_document", doc_id=doc_id, refused=True, reason=reason
+                accesses.append(
+                    access_json(agent, "open_document", doc_id=doc_id, refused=True, reason=reason)
                 )
-                self._log.add(Logged(timeline, tick, self._cutoff, access))
                 log.info("gateway_refused", doc_id=doc_id, reason=reason, agent=agent)
                 docs.append(None)
                 continue
-            access = access_json(agent, "open_document", doc_id=doc_id, doc_ids=[doc_id])
-            self._log.add(Logged(timeline, tick, self._cutoff, access))
+            accesses.append(access_json(agent, "open_document", doc_id=doc_id, doc_ids=(doc_id,)))
             view = shown.get(doc_id)
             if view is None:
                 view = shown[doc_id] = _shown(DocumentView, doc)
             docs.append(view)
+        self._log.add_each(timeline, tick, self._cutoff, accesses)
         return docs
 
     def unretrieved_citations(

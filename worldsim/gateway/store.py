@@ -209,6 +209,7 @@ class EvidenceStore:
         # Answers already given, until documents are added: agents ask the same few things.
         self._found: dict[tuple[tuple[str, ...], int, int], tuple[SearchHit, ...]] = {}
         self._held: dict[tuple[str, int], bool] = {}  # (term, cutoff) -> a visible doc holds it
+        self._asked: dict[tuple[str, int, int], tuple[SearchHit, ...]] = {}  # by query text
         self._read: dict[str, StoredDocument | None] = {}
 
     async def add(self, docs: Iterable[EvidenceDoc]) -> IngestReport:
@@ -269,19 +270,27 @@ class EvidenceStore:
         checkpoint for all of them."""
         limit = to_epoch_us(before)
         answers: list[tuple[SearchHit, ...]] = []
+        asked = self._asked
         for query in queries:
-            terms = _query_terms(query)
-            if k < 1 or not terms:
-                answers.append(())
-                continue
-            key = (terms, limit, k)
-            found = self._found.get(key)
+            found = asked.get((query, limit, k))
             if found is None:
-                held = tuple([term for term in terms if await self._holds(term, limit)])
-                found = _keep(self._found, key, await self._ranked(held, limit, k))
+                found = _keep(asked, (query, limit, k), await self._answer(query, limit, k))
             answers.append(found)
         await anyio.lowlevel.checkpoint()
         return answers
+
+    async def _answer(self, query: str, limit: int, k: int) -> tuple[SearchHit, ...]:
+        """The answer to a query not asked before in these words: the ranking of the terms a
+        visible document holds, shared by every query of the same terms."""
+        terms = _query_terms(query)
+        if k < 1 or not terms:
+            return ()
+        key = (terms, limit, k)
+        found = self._found.get(key)
+        if found is None:
+            held = tuple([term for term in terms if await self._holds(term, limit)])
+            found = _keep(self._found, key, await self._ranked(held, limit, k))
+        return found
 
     async def _ranked(self, terms: tuple[str, ...], limit: int, k: int) -> tuple[SearchHit, ...]:
         """The ``k`` best matches of the terms some visible document holds.
@@ -371,6 +380,7 @@ class EvidenceStore:
             self._visible.clear()
             self._found.clear()
             self._held.clear()
+            self._asked.clear()
             self._read.clear()
 
     async def get(self, doc_id: str) -> StoredDocument | None:

@@ -54,12 +54,15 @@ class OfflineGovernance:
         rejected: list[dict[str, str]] = []
         ledger: list[dict[str, str]] = []
 
+        endpoints = {ep.id: ep for ep in state.endpoints}
+        settled = {key for key, row in state.ledger.items() if row.status != "open"}
+        where = f"{ctx.timeline}/{ctx.tick}/"
         for p in ctx.proposals:
-            ep = state.endpoint(p.endpoint) if p.endpoint is not None else None
+            ep = endpoints.get(p.endpoint) if p.endpoint is not None else None
             if ep is None:
                 rejected.append({"proposal": f"{p.agent}#{p.index}", "reason": "no known endpoint"})
                 continue
-            if state.ledger[ep.id].status != "open":
+            if ep.id in settled:
                 reason = f"'{ep.id}' is settled"[:200]
                 rejected.append({"proposal": f"{p.agent}#{p.index}", "reason": reason})
                 continue
@@ -72,7 +75,7 @@ class OfflineGovernance:
                     {
                         "endpoint": ep.id,
                         "evidence": "supports" if push > 0 else "contradicts",
-                        "ref": f"{ctx.timeline}/{ctx.tick}/{p.agent}/{p.index}"[:120],
+                        "ref": f"{where}{p.agent}/{p.index}"[:120],
                         "note": p.summary[:200],
                     }
                 )

@@ -39,6 +39,7 @@ def review_from_output(out: GovernanceOutput, ctx: ReviewContext) -> Review:
     accepted: list[ProposalRef] = []
     rejected: list[RejectedProposal] = []
     deltas: list[Any] = []
+    decided: set[str] = set()
     for pid in dict.fromkeys(out.accepted):
         p = by_id.get(pid)
         if p is None:
@@ -46,7 +47,7 @@ def review_from_output(out: GovernanceOutput, ctx: ReviewContext) -> Review:
             continue
         accepted.append(ProposalRef(agent=p.agent, index=p.index))
         deltas.extend(p.deltas)
-    decided = {f"{r.agent}#{r.index}" for r in accepted}
+        decided.add(pid)
     for r in out.rejected:
         p = by_id.get(r.proposal)
         if p is None or r.proposal in decided:

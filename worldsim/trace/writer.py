@@ -263,6 +263,7 @@ class TraceWriter:
         tick: int | None,
         seq: int,
         prev: str,
+        stamp: str,
     ) -> bytes:
         sealed = type_ in SEALED_TYPES
         if sealed and self.signer is not None:
@@ -270,7 +271,7 @@ class TraceWriter:
         header = {
             "v": 1,
             "seq": seq,
-            "ts": utc_stamp(),
+            "ts": stamp,
             "run": self.run_id,
             "type": type_,
             "tl": tl,
@@ -304,17 +305,19 @@ class TraceWriter:
         durable: bool = False,
     ) -> None:
         """Append records of one type, timeline and tick (a tick's proposals), each chained to
-        the one before, in one write: all of them, or (a failed write) none."""
+        the one before, in one write stamped with one time: all of them, or (a failed write)
+        none."""
         if self.failure is not None:
             raise self.failure
         if self._closed:
             raise TraceError("trace is closed", file=self.path)
         seq, prev = self._seq, self._prev
+        stamp = utc_stamp()  # one write, one time
         lines: list[bytes] = []
         payloads: list[dict[str, Any]] = []
         for data in items:
             payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
-            line = self._line(type_, payload, tl, tick, seq, prev)
+            line = self._line(type_, payload, tl, tick, seq, prev, stamp)
             lines.append(line)
             payloads.append(payload)
             prev = hashlib.sha256(line).hexdigest()
