@@ -16,6 +16,7 @@ scores and the order of those before it — telling an agent that they exist.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -271,6 +272,9 @@ class EvidenceStore:
         limit = to_epoch_us(before)
         answers: list[tuple[SearchHit, ...]] = []
         asked = self._asked
+        fresh = [query for query in queries if (query, limit, k) not in asked]
+        if fresh:  # the words of queries not asked before, looked up together
+            await self._learn([term for query in fresh for term in _query_terms(query)], limit)
         for query in queries:
             found = asked.get((query, limit, k))
             if found is None:
@@ -299,28 +303,43 @@ class EvidenceStore:
         exactly 0.0 to every row's BM25 sum (the other terms keep their order and their IDF), and
         gives a snippet nothing to mark. Dropping such terms lets queries that differ only there
         (an agent's name before the same question) share one ranking: a phrase lookup costs a
-        twentieth of a ranked search with snippets.
+        twentieth of a ranked search with snippets. (The caller, :meth:`search_many`, gives
+        the one checkpoint of a call.)
         """
         if not terms:
-            await anyio.lowlevel.checkpoint()
             return ()
         key = (terms, limit, k)
         found = self._found.get(key)
         if found is None:
             found = _keep(self._found, key, await self._search(" OR ".join(terms), limit, k))
-        else:
-            await anyio.lowlevel.checkpoint()
         return found
 
     async def _holds(self, term: str, limit: int) -> bool:
         """Whether a document published before ``limit`` holds the phrase ``term``."""
         held = self._held.get((term, limit))
         if held is None:
-            index = await self._visible_index(limit)
-            sql = f"SELECT 1 FROM temp.{index} WHERE {index} MATCH ? LIMIT 1"
-            async with self._db.execute(sql, (term,)) as cursor:
-                held = _keep(self._held, (term, limit), await cursor.fetchone() is not None)
+            await self._learn([term], limit)
+            held = self._held[(term, limit)]
         return held
+
+    async def _learn(self, terms: Iterable[str], limit: int) -> None:
+        """Remember for each phrase not looked up before whether a document published before
+        ``limit`` holds it: one statement for many (a tick's agents each bring a name no
+        document holds), in chunks of :data:`_TERMS_AT_ONCE`."""
+        new = [term for term in dict.fromkeys(terms) if (term, limit) not in self._held]
+        if not new:
+            return
+        index = await self._visible_index(limit)
+        sql = (
+            f"SELECT value FROM json_each(?) WHERE EXISTS "
+            f"(SELECT 1 FROM temp.{index} WHERE {index} MATCH value)"
+        )
+        for at in range(0, len(new), _TERMS_AT_ONCE):
+            chunk = new[at : at + _TERMS_AT_ONCE]
+            async with self._db.execute(sql, (json.dumps(chunk),)) as cursor:
+                held = {row[0] for row in await cursor.fetchall()}
+            for term in chunk:
+                _keep(self._held, (term, limit), term in held)
 
     async def _search(self, expression: str, limit: int, k: int) -> tuple[SearchHit, ...]:
         index = await self._visible_index(limit)
@@ -424,6 +443,7 @@ class EvidenceStore:
 
 
 _MEMORY = 1 << 16  # answers kept per kind; the oldest is forgotten first
+_TERMS_AT_ONCE = 1_000  # phrases looked up in one statement
 _T = TypeVar("_T")
 
 
