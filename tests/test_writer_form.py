@@ -90,6 +90,11 @@ headers = st.dictionaries(
 @example(header={"": None}, data={-math.inf: 1, "x": 2})
 @example(header={"": None}, data={math.nan: 1})
 @example(header={"": None}, data={"inf": 1, "nan": 2})  # string keys: the same bytes
+@example(header={"": None}, data={"run": "4fc9b469fae54e86", "x": 1e16})  # an e inside an id
+@example(header={"": None}, data={"run": "9e12722562374761", "k": [1, 2.5e-7]})
+@example(header={"": None}, data={1e16: "1e16", "1e16": 1.5e-07})  # a float key, a string key
+@example(header={"": None}, data={-1e16: 1, "s": "x:1e5", "h": "abc1.5e-7"})
+@example(header={"": None}, data=1e16)
 def test_the_writer_writes_the_standard_librarys_bytes(header: dict[str, Any], data: Any) -> None:
     """``encode_record`` takes msgspec's path only where its bytes are the standard
     library's, and refuses NaN and infinities as the standard library does."""
@@ -107,6 +112,8 @@ def test_the_writer_writes_the_standard_librarys_bytes(header: dict[str, Any], d
 
 @settings(max_examples=600, deadline=None)
 @given(value=written_values)
+@example(value={"run": "9e12722562374761", "events": [{"mass": 1e16, "id": "t0/1e5"}]})
+@example(value=["12e4ab", {"x": -2.5e300}, "0e0"])
 def test_canonical_json_is_the_standard_librarys_sorted_bytes(value: Any) -> None:
     """Every digest is taken over these bytes: msgspec's only where they are the same (NaN is
     written as the standard library writes it)."""
@@ -118,3 +125,39 @@ def test_canonical_json_is_the_standard_librarys_sorted_bytes(value: Any) -> Non
             canonical_json(value)
         return
     assert canonical_json(value) == want_bytes
+
+
+lookalikes = st.from_regex(r"[0-9a-f.:,\[\"-]{0,6}[0-9]e[-+0-9][0-9a-f.:-]{0,6}", fullmatch=True)
+exponent_heavy = st.recursive(
+    lookalikes | any_float | st.integers(-(10**25), 10**25),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(lookalikes | any_float, inner),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(data=exponent_heavy)
+def test_exponent_lookalikes_in_strings_and_keys_are_told_from_floats(data: Any) -> None:
+    """Strings and keys that read like a float in exponent form (ids, digests, a float key)
+    beside floats that are written in it: the bytes are still the standard library's."""
+    try:
+        expected = json.dumps(
+            {"v": 1, "data": data}, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode()
+    except ValueError:  # NaN or an infinity somewhere
+        with pytest.raises(ValueError):
+            encode_record({"v": 1}, data)
+        return
+    assert encode_record({"v": 1}, data) == expected
+    if _sortable(data):  # the sorted form takes string keys only, as the standard library
+        sorted_bytes = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        assert canonical_json(data) == sorted_bytes.encode()
+
+
+def _sortable(value: Any) -> bool:
+    """Whether the standard library can sort every key of ``value`` (string keys only)."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) for k in value) and all(map(_sortable, value.values()))
+    if isinstance(value, list):
+        return all(map(_sortable, value))
+    return True

@@ -24,9 +24,15 @@ __all__ = ["canonical_bytes", "compact_bytes", "msgspec_bytes"]
 _COMPACT = msgspec.json.Encoder()
 _SORTED = msgspec.json.Encoder(order="sorted")
 # A float msgspec writes in exponent form holds a digit, an ``e`` and a digit or sign: with
-# digits and signs mapped to ``0``, a ``0e0``. One elsewhere (an id, a hex digest) only sends
-# the value to the standard library, which writes it the same.
-_DIGITS = bytes.maketrans(b"123456789-+", b"00000000000")
+# digits, signs and points mapped to ``0``, a ``0e0``, whose run of ``0`` starts a number
+# token (after ``:``, ``,``, ``[`` or at the start) or makes up a whole key (``"1e16":``: a
+# float key is written as a string). One inside a string value (a run id, a hex digest) does
+# neither.
+_DIGITS = bytes.maketrans(b"123456789-+.", b"000000000000")
+_NUMBER_STARTS = frozenset(b':,["')
+_NUMBER_CHARS = frozenset(b"0e")
+_ZERO, _QUOTE = ord("0"), ord('"')
+_LOOKALIKES = 64  # "0e0"s inside strings looked at before the standard library decides
 
 
 _STANDARD_COMPACT: dict[str, Any] = {
@@ -50,12 +56,34 @@ def _bytes(fast: msgspec.json.Encoder, value: Any, standard: dict[str, Any]) -> 
     if (
         b"null" in out
         or b"0.0000" in out
-        or b"0e0" in out.translate(_DIGITS)
+        or _exponent(out)
         or b'inf":' in out  # a float key msgspec writes as a string: "inf", "-inf"
         or b'nan":' in out
     ):
         return json.dumps(value, **standard).encode()
     return out
+
+
+def _exponent(out: bytes) -> bool:
+    """Whether ``out`` may hold a float in exponent form (see :data:`_DIGITS`)."""
+    mapped = out.translate(_DIGITS)
+    at = mapped.find(b"0e0")
+    for _ in range(_LOOKALIKES):
+        if at < 0:
+            return False
+        start = at
+        while start and mapped[start - 1] == _ZERO:  # back over the digits before the e
+            start -= 1
+        if start == 0 or out[start - 1] in _NUMBER_STARTS:
+            if start == 0 or out[start - 1] != _QUOTE:
+                return True  # a number token
+            end = at + 1
+            while end < len(mapped) and mapped[end] in _NUMBER_CHARS:
+                end += 1
+            if out[end : end + 2] == b'":':
+                return True  # a key that may be a float's
+        at = mapped.find(b"0e0", at + 1)
+    return at >= 0
 
 
 def msgspec_bytes(value: Any) -> bytes:
