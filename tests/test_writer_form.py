@@ -95,6 +95,8 @@ headers = st.dictionaries(
 @example(header={"": None}, data={1e16: "1e16", "1e16": 1.5e-07})  # a float key, a string key
 @example(header={"": None}, data={-1e16: 1, "s": "x:1e5", "h": "abc1.5e-7"})
 @example(header={"": None}, data=1e16)
+@example(header={"": None}, data={"x": math.nan, "y": None})  # both written null by msgspec
+@example(header={"": None}, data=[None, -math.inf])
 def test_the_writer_writes_the_standard_librarys_bytes(header: dict[str, Any], data: Any) -> None:
     """``encode_record`` takes msgspec's path only where its bytes are the standard
     library's, and refuses NaN and infinities as the standard library does."""
@@ -114,6 +116,8 @@ def test_the_writer_writes_the_standard_librarys_bytes(header: dict[str, Any], d
 @given(value=written_values)
 @example(value={"run": "9e12722562374761", "events": [{"mass": 1e16, "id": "t0/1e5"}]})
 @example(value=["12e4ab", {"x": -2.5e300}, "0e0"])
+@example(value={"x": math.nan, "y": None})
+@example(value=[None, math.inf])
 def test_canonical_json_is_the_standard_librarys_sorted_bytes(value: Any) -> None:
     """Every digest is taken over these bytes: msgspec's only where they are the same (NaN is
     written as the standard library writes it)."""

@@ -6,15 +6,17 @@ floats in exponent form (``1e16`` for ``1e+16``, ``1.5e-7`` for ``1.5e-07``) or 
 (``0.00001`` for ``1e-05``) and for NaN and infinities (``null``, or as a key ``"nan"``,
 ``"inf"``, ``"-inf"``, which the standard library refuses), and it refuses some keys the
 standard library takes (sorted, it takes string keys only). msgspec's bytes are used when they
-hold none of these (and no ``null`` at all, since a ``null`` may have been a NaN); anything else
-is written by the standard library. Callers pass JSON data (dicts, lists, tuples, strings,
-numbers, booleans, ``None``): msgspec would also write sets, bytes or dates, which the standard
-library refuses (``tests/test_hash_seed_determinism.py`` would see a set's order).
+hold none of these (a ``null`` only where the value holds no NaN or infinity, which msgspec
+writes as ``null`` too); anything else is written by the standard library. Callers pass JSON
+data (dicts, lists, tuples, strings, numbers, booleans, ``None``): msgspec would also write
+sets, bytes or dates, which the standard library refuses
+(``tests/test_hash_seed_determinism.py`` would see a set's order).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import msgspec
@@ -22,6 +24,8 @@ import msgspec
 __all__ = ["canonical_bytes", "compact_bytes", "msgspec_bytes"]
 
 _COMPACT = msgspec.json.Encoder()
+_PACKED = msgspec.msgpack.Encoder()
+_NON_FINITE = re.compile(rb"\xcb[\x7f\xff][\xf0-\xff]")
 _SORTED = msgspec.json.Encoder(order="sorted")
 # A float msgspec writes in exponent form holds a digit, an ``e`` and a digit or sign: with
 # digits, signs and points mapped to ``0``, a ``0e0``, whose run of ``0`` starts a number
@@ -52,9 +56,9 @@ def _bytes(fast: msgspec.json.Encoder, value: Any, standard: dict[str, Any]) -> 
     try:
         out = fast.encode(value)
     except (TypeError, ValueError):  # a key msgspec does not take: the standard library decides
-        out = b"null"
+        return json.dumps(value, **standard).encode()
     if (
-        b"null" in out
+        (b"null" in out and _non_finite(value))
         or b"0.0000" in out
         or _exponent(out)
         or b'inf":' in out  # a float key msgspec writes as a string: "inf", "-inf"
@@ -62,6 +66,19 @@ def _bytes(fast: msgspec.json.Encoder, value: Any, standard: dict[str, Any]) -> 
     ):
         return json.dumps(value, **standard).encode()
     return out
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether ``value`` may hold a NaN or an infinity (which msgspec writes as ``null``, as it
+    writes ``None``): msgpack writes every float as ``0xcb`` and its eight bytes, and those of
+    a NaN or an infinity begin with an exponent of all ones (``7ff``/``fff``). A string's UTF-8
+    never holds ``0xcb`` before ``0x7f`` or ``0xff``; a match elsewhere (inside an int) only
+    sends the value to the standard library."""
+    try:
+        packed = _PACKED.encode(value)
+    except (TypeError, ValueError, OverflowError):
+        return True
+    return _NON_FINITE.search(packed) is not None
 
 
 def _exponent(out: bytes) -> bool:
