@@ -40,7 +40,8 @@ class EvidenceTrail:
         self._chunk = tuple(entries)
         self._prev = prev if prev is not None and len(prev) else None
         self._len = len(self._chunk) + (len(self._prev) if self._prev is not None else 0)
-        self._json = b",".join(canonical_json(ev.to_json()) for ev in self._chunk)
+        # the canonical JSON of the chunk's list, without its brackets: its entries' JSON joined
+        self._json = canonical_json([ev.to_json() for ev in self._chunk])[1:-1]
 
     def added(self, entries: Iterable[Evidence]) -> EvidenceTrail:
         """This trail with ``entries`` after it; this trail is shared, not copied."""
