@@ -144,18 +144,13 @@ def _timeline_masses(records: Iterable[RecordView]) -> dict[str, float]:
     started: dict[str, float] = {}
     committed: dict[str, float] = {}
     ended: dict[str, float] = {}
+    targets = {"timeline_started": started, "tick_committed": committed, "timeline_ended": ended}
     for r in records:
-        if r.tl is None:
+        target = targets.get(r.type)
+        if target is None or r.tl is None:
             continue
         mass = r.data.get("mass")
-        if not isinstance(mass, int | float) or isinstance(mass, bool):
-            continue
-        target = {
-            "timeline_started": started,
-            "tick_committed": committed,
-            "timeline_ended": ended,
-        }.get(r.type)
-        if target is not None:
+        if isinstance(mass, int | float) and not isinstance(mass, bool):
             target[r.tl] = float(mass)
     return {**started, **committed, **ended}
 
