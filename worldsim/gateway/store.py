@@ -16,7 +16,6 @@ scores and the order of those before it — telling an agent that they exist.
 from __future__ import annotations
 
 import functools
-import json
 import re
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -325,18 +324,19 @@ class EvidenceStore:
     async def _learn(self, terms: Iterable[str], limit: int) -> None:
         """Remember for each phrase not looked up before whether a document published before
         ``limit`` holds it: one statement for many (a tick's agents each bring a name no
-        document holds), in chunks of :data:`_TERMS_AT_ONCE`."""
+        document holds), :data:`_TERMS_AT_ONCE` to a statement."""
         new = [term for term in dict.fromkeys(terms) if (term, limit) not in self._held]
         if not new:
             return
         index = await self._visible_index(limit)
-        sql = (
-            f"SELECT value FROM json_each(?) WHERE EXISTS "
-            f"(SELECT 1 FROM temp.{index} WHERE {index} MATCH value)"
-        )
         for at in range(0, len(new), _TERMS_AT_ONCE):
             chunk = new[at : at + _TERMS_AT_ONCE]
-            async with self._db.execute(sql, (json.dumps(chunk),)) as cursor:
+            sql = (
+                f"WITH asked(term) AS (VALUES {','.join(['(?)'] * len(chunk))}) "
+                f"SELECT term FROM asked WHERE EXISTS "
+                f"(SELECT 1 FROM temp.{index} WHERE {index} MATCH asked.term)"
+            )
+            async with self._db.execute(sql, chunk) as cursor:
                 held = {row[0] for row in await cursor.fetchall()}
             for term in chunk:
                 _keep(self._held, (term, limit), term in held)
@@ -443,7 +443,7 @@ class EvidenceStore:
 
 
 _MEMORY = 1 << 16  # answers kept per kind; the oldest is forgotten first
-_TERMS_AT_ONCE = 1_000  # phrases looked up in one statement
+_TERMS_AT_ONCE = 500  # phrases looked up in one statement (SQLite takes 999 parameters at least)
 _T = TypeVar("_T")
 
 
