@@ -177,6 +177,19 @@ def test_a_card_number_must_be_finite(tmp_path: Path, value: str) -> None:
         load_card(path)
 
 
+def test_a_whole_number_variable_is_kept_within_what_a_float_holds(tmp_path: Path) -> None:
+    """Up to 2⁵³ a whole number stays one; beyond a float's range the card is refused, naming
+    the variable (the offline world and a model's reply carry variables as floats)."""
+    seeds = {"variables": {"small": 2**53, "negative": -(2**53), "share": 0.5}}
+    card = load_card(write(tmp_path, {**BASE, "seeds": seeds}))
+    assert card.seeds is not None
+    assert card.seeds.variables == {"small": 2**53, "negative": -(2**53), "share": 0.5}
+    assert isinstance(card.seeds.variables["small"], int)
+    huge = write(tmp_path, f"{yaml.safe_dump(BASE)}seeds:\n  variables:\n    big: {10**400}\n")
+    with pytest.raises(CardError, match=r"seeds\.variables.*'big'.*beyond what a float holds"):
+        load_card(huge)
+
+
 def test_a_key_given_twice_is_refused_naming_the_line(tmp_path: Path) -> None:
     text = DEMO_CARD.read_text(encoding="utf-8")
     path = tmp_path / "card.yaml"

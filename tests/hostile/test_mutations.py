@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.hostile.corpus import as_yaml, demo, nested
@@ -76,6 +76,7 @@ def _mutated(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(path=st.sampled_from(LEAVES), value=VALUES)
+@example(path=("seeds", "variables", "combined_share"), value=10**400)  # beyond a float
 def test_a_mutated_card_runs_or_is_refused_before_anything_is_written(
     path: tuple[Any, ...], value: Any
 ) -> None:

@@ -42,6 +42,7 @@ __all__ = [
     "MAX_TICKS",
     "MAX_TITLE_CHARS",
     "MAX_VARIABLES",
+    "MAX_VARIABLE_INT",
 ]
 
 # --- dates: every date a user gives lies in [EARLIEST_DATE, LATEST_DATE], so tick arithmetic
@@ -72,6 +73,10 @@ MAX_RELATIONS = 100_000
 MAX_EVENTS = 1_000
 MAX_HYPOTHESES = 1_000
 MAX_VARIABLES = 100
+MAX_VARIABLE_INT = 2**53
+"""Largest magnitude of a variable kept as a whole number: every one a float holds exactly (a
+model's reply and the offline world carry variables as floats). A larger one is read as a float
+(rounded), one beyond a float's range is refused."""
 MAX_CONSTRAINTS = 100
 MAX_EVIDENCE_DOCS = 100_000
 MAX_PRESSURE = 50.0

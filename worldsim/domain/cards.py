@@ -10,6 +10,7 @@ import functools
 import hashlib
 import json
 import math
+import sys
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -126,6 +127,7 @@ Name = Annotated[str, Field(min_length=1, max_length=bounds.MAX_NAME_CHARS)]
 Ident = Annotated[Name, Field(pattern=r"^[A-Za-z0-9_.:-]+$")]
 Title = Annotated[str, Field(max_length=bounds.MAX_TITLE_CHARS)]
 Text = Annotated[str, Field(max_length=bounds.MAX_TEXT_CHARS)]
+VariableInt = Annotated[StrictInt, Field(ge=-bounds.MAX_VARIABLE_INT, le=bounds.MAX_VARIABLE_INT)]
 
 
 class _Model(BaseModel):
@@ -218,10 +220,23 @@ class Seeds(_Model):
     relations: tuple[RelationSeed, ...] = Field((), max_length=bounds.MAX_RELATIONS)
     events: tuple[EventSeed, ...] = Field((), max_length=bounds.MAX_EVENTS)
     hypotheses: tuple[HypothesisSeed, ...] = Field((), max_length=bounds.MAX_HYPOTHESES)
-    variables: dict[Name, Real | StrictInt | Text | bool] = Field(
+    variables: dict[Name, Real | VariableInt | Text | bool] = Field(
         default_factory=dict, max_length=bounds.MAX_VARIABLES
     )
     constraints: tuple[Text, ...] = Field((), max_length=bounds.MAX_CONSTRAINTS)
+
+    @field_validator("variables", mode="before")
+    @classmethod
+    def _numbers_a_float_holds(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                whole = isinstance(item, int) and not isinstance(item, bool)
+                if whole and abs(item) > sys.float_info.max:
+                    raise ValueError(
+                        f"variable '{str(key)[:80]}' is a whole number beyond what a float "
+                        "holds (about ±1.8e308)"
+                    )
+        return value
 
     @model_validator(mode="after")
     def _members_fit(self) -> Seeds:
