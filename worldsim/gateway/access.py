@@ -129,7 +129,7 @@ class AccessLog:
     """The accesses in call order, plus the ids each agent received per timeline and every id
     anyone received.
 
-    Only :meth:`add` (and :meth:`append`, :meth:`extend` for records) may add accesses, so the
+    Only :meth:`add_each` (and :meth:`append`, :meth:`extend` for records) may add accesses, so the
     index describes every access added, including those :meth:`forget` has let go. Iterating
     gives the accesses still held as :class:`RetrievalRecord` objects.
     """
@@ -140,10 +140,6 @@ class AccessLog:
         self.documents: set[str] = set()
         """Every document id received through the gateway so far."""
         self.extend(records)
-
-    def add(self, logged: Logged) -> None:
-        """Log one access (and index the documents it received)."""
-        self.add_each(logged.timeline, logged.tick, logged.cutoff, (logged.access,))
 
     def add_each(
         self,
@@ -170,7 +166,7 @@ class AccessLog:
                 documents.update(received)
 
     def append(self, record: RetrievalRecord) -> None:
-        self.add(Logged.of(record))
+        self.add_each(record.timeline, record.tick, record.cutoff, (Logged.of(record).access,))
 
     def extend(self, records: Iterable[RetrievalRecord]) -> None:
         for record in records:

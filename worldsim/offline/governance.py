@@ -127,7 +127,7 @@ class OfflineGovernance:
             for hyp in sorted(state.hypotheses.values(), key=lambda h: h.id):
                 if hyp.status != "open" or not hyp.start_tick <= ctx.tick <= hyp.end_tick:
                     continue
-                target = state.endpoint(hyp.endpoint)
+                target = endpoints.get(hyp.endpoint)
                 scored = target is not None and target.kind == "scored"
                 branches.append(
                     {
@@ -136,7 +136,7 @@ class OfflineGovernance:
                         "endpoint_id": hyp.endpoint,
                         "probability": hyp.probability,
                         "score": branch_score(hyp.probability, hyp.impact),
-                        "impact": sum((hyp.impact,) if scored else ()),
+                        "impact": hyp.impact if scored else 0.0,
                     }
                 )
             reason = f"{len(accepted)} proposals accepted; {len(branches)} branch candidates"

@@ -44,6 +44,7 @@ async def act_tick(role: AgentRole, batch: TickBatch) -> Mapping[str, Sequence[P
     whose call fails in :func:`act_each` (a strict replay's miss ends the run)."""
     if not isinstance(role, BatchRole):
         return await act_each(role, batch)
+    name = getattr(role, "name", type(role).__name__)
     try:
         answered = await role.act_batch(batch)
     except ModelError as exc:
@@ -51,7 +52,7 @@ async def act_tick(role: AgentRole, batch: TickBatch) -> Mapping[str, Sequence[P
             raise
         log.warning(
             "agents_failed",
-            role=getattr(role, "name", type(role).__name__),
+            role=name,
             agents=len(batch.agents),
             timeline=batch.timeline,
             tick=batch.tick,
@@ -61,7 +62,7 @@ async def act_tick(role: AgentRole, batch: TickBatch) -> Mapping[str, Sequence[P
     strays = sorted(set(answered).difference(batch.agents))
     if strays:
         raise RoleError(
-            f"role '{getattr(role, 'name', type(role).__name__)}': act_batch answered for "
+            f"role '{name}': act_batch answered for "
             f"agents it was not handed ({', '.join(strays[:5])}); it answers for "
             "batch.agents only"
         )
