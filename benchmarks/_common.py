@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 import statistics
 import subprocess
 import sys
@@ -148,6 +149,16 @@ def traced_bytes(make: Callable[[], T]) -> tuple[T, int, int]:
     finally:
         tracemalloc.stop()
     return value, current - before, peak - before
+
+
+def agent_steps(trace: bytes) -> int:
+    """The proposals a trace's bytes hold (the items of its ``proposals`` records): one per
+    agent that acted, a tick."""
+    return sum(
+        len(json.loads(line)["data"]["proposals"])
+        for line in trace.splitlines()
+        if b'"type":"proposals"' in line[:200]
+    )
 
 
 def peak_rss_mb() -> float:

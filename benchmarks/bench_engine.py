@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import generated_actors_card, run_async
+from benchmarks._common import agent_steps, generated_actors_card, run_async
 from worldsim.domain.cards import Card
 from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
@@ -33,7 +33,7 @@ TICKS = 8
 
 
 def _engine_run(card: Card, workdir: Path) -> tuple[float, int]:
-    """One engine run: wall seconds and agent-steps (proposal records in its trace)."""
+    """One engine run: wall seconds and agent-steps (proposals in its trace)."""
     config = RunConfig(card=card, policy=load_policy("no_branch"), seed=3, ticks=TICKS)
 
     async def go() -> tuple[float, Path]:
@@ -42,7 +42,7 @@ def _engine_run(card: Card, workdir: Path) -> tuple[float, int]:
         return (time.perf_counter_ns() - start) / 1e9, result.trace
 
     seconds, trace = run_async(go)
-    steps = trace.read_bytes().count(b'"type":"proposal"')
+    steps = agent_steps(trace.read_bytes())
     return seconds, steps
 
 

@@ -3,7 +3,7 @@
 Each point runs in a fresh process, as a user's ``worldsim run`` would: the demo card with its
 evidence, cohorts, events and hypotheses, its actors replaced by generated ones
 (:func:`benchmarks._common.generated_actors_card`, activity 0.8), 8 ticks, the offline model,
-``fsync=False``. Reported per point: agent-steps (``proposal`` records), agent-steps per second
+``fsync=False``. Reported per point: agent-steps (proposals), agent-steps per second
 of the run itself (start-up, imports and card loading excluded), the run's CPU seconds (steadier
 than its wall time on a shared machine), the process's peak RSS, and the
 trace's size; then the growth exponent of run time against actors, fitted on log-log between
@@ -33,7 +33,7 @@ def _point(actors: int, policy: str) -> dict[str, Any]:
     """Run in the child process: one run of the card, timed from the call of ``run_card``."""
     import anyio
 
-    from benchmarks._common import generated_actors_card, peak_rss_mb
+    from benchmarks._common import agent_steps, generated_actors_card, peak_rss_mb
     from worldsim.domain.config import RunConfig
     from worldsim.domain.policy import load_policy
     from worldsim.sim.session import run_card
@@ -44,16 +44,17 @@ def _point(actors: int, policy: str) -> dict[str, Any]:
         start, cpu = time.perf_counter(), time.process_time()
         result = anyio.run(lambda: run_card(config, Path(tmp), overwrite=True, fsync=False))
         seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
+        peak = peak_rss_mb()  # the run's, before its trace is read back to be counted
         data = result.trace.read_bytes()
     return {
         "actors": actors,
         "policy": policy,
         "run_s": seconds,
         "run_cpu_s": cpu_seconds,
-        "agent_steps": data.count(b'"type":"proposal"'),
+        "agent_steps": agent_steps(data),
         "timelines": data.count(b'"type":"timeline_started"'),
         "trace_mb": len(data) / 1e6,
-        "peak_rss_mb": peak_rss_mb(),
+        "peak_rss_mb": peak,
     }
 
 

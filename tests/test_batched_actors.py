@@ -218,19 +218,13 @@ def test_a_plugged_in_batch_role_is_handed_each_ticks_agents_at_once(
     ticks = [(line.tl, line.tick) for line in trace.of_type("tick_started")]
     assert [(tl, tick) for tl, tick, _ in HANDED] == ticks  # once a tick
     assert all(agents == tuple(herd) for _, _, agents in HANDED)
-    mine = [
-        line.record.data for line in trace.of_type("proposal") if line.record.data.agent in herd
-    ]
+    mine = [p.data for p in trace.proposals() if p.data.agent in herd]
     assert len(mine) == len(herd) * len(ticks)
     assert all(p.role == "herd" and p.summary == "follows the herd" for p in mine)
     # each agent's generator is its own: the same directions in a second run
     first = [p.direction for p in mine]
     again = read_trace(run(card, load_policy("no_branch"), 4).trace)
-    assert [
-        line.record.data.direction
-        for line in again.of_type("proposal")
-        if line.record.data.agent in herd
-    ] == first
+    assert [p.data.direction for p in again.proposals() if p.data.agent in herd] == first
     assert len(set(first)) == len(first)
 
 
@@ -271,7 +265,7 @@ def test_a_batch_whose_model_call_fails_sits_the_tick_out(demo_card: Card, run: 
     trace = read_trace(result.trace)
     assert trace.complete
     ticks = {line.tick for line in trace.of_type("tick_committed")}
-    herding = {line.tick for line in trace.of_type("proposal") if line.record.data.agent in herd}
+    herding = {p.tick for p in trace.proposals() if p.data.agent in herd}
     assert herding == {t for t in ticks if t is not None and t % 2 == 0}
-    others = {line.tick for line in trace.of_type("proposal") if line.record.data.agent not in herd}
+    others = {p.tick for p in trace.proposals() if p.data.agent not in herd}
     assert others == ticks  # the rest of the world acted every tick

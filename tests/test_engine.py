@@ -140,8 +140,8 @@ def test_proposal_order_is_canonical_not_arrival(demo_card: Card, run: RunFn) ->
         SleepyActor.delays = iter(delays)
         result = run(card, "branching", 5)
         trace = read_trace(result.trace)
-        for line in trace.of_type("proposal"):
-            assert line.record.data.summary.endswith("speaks") or line.record.data.role == "cohort"
+        for p in trace.proposals():
+            assert p.data.summary.endswith("speaks") or p.data.role == "cohort"
         hashes.append(canonical_hash(trace))
     assert hashes[0] == hashes[1]
 
@@ -149,8 +149,8 @@ def test_proposal_order_is_canonical_not_arrival(demo_card: Card, run: RunFn) ->
 def test_each_tick_reviews_proposals_sorted_by_agent(demo_card: Card, run: RunFn) -> None:
     trace = read_trace(run(demo_card, "no_branch", 3).trace)
     by_tick: dict[tuple[str, int], list[str]] = {}
-    for line in trace.of_type("proposal"):
-        by_tick.setdefault((line.record.tl, line.record.tick), []).append(line.record.data.agent)
+    for p in trace.proposals():
+        by_tick.setdefault((p.tl, p.tick), []).append(p.data.agent)
     assert by_tick
     for agents in by_tick.values():
         assert agents == sorted(agents)

@@ -78,9 +78,9 @@ def test_retrievals_are_traced_and_the_future_never_reaches_an_agent(
     seen = {doc for r in retrievals for doc in r.doc_ids}
     assert seen == {"d-early", "d-critics"}
     assert all(r.cutoff.isoformat().startswith("2027-01-04") for r in retrievals)
-    cited = {c for line in trace.of_type("proposal") for c in line.record.data.cites}
+    cited = {c for p in trace.proposals() for c in p.data.cites}
     assert cited == {"d-early", "d-critics"}
-    assert all(not line.record.data.unretrieved_citations for line in trace.of_type("proposal"))
+    assert all(not p.data.unretrieved_citations for p in trace.proposals())
     assert FUTURE_TOKEN not in result.trace.read_text(encoding="utf-8")
 
 

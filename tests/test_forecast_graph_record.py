@@ -184,9 +184,9 @@ def test_a_resumed_run_writes_the_graph_of_its_whole_history(
 def test_streamed_records_of_some_types_are_those_of_the_whole_list(tmp_path: Path) -> None:
     path = _run(tmp_path, "search_graph")
     whole = trace_records(path)
-    some = list(stream_records(path, {"retrievals", "proposal"}))
-    assert some == [r for r in whole if r.type in {"retrievals", "proposal"}]
-    assert {r.type for r in some} == {"retrievals", "proposal"}
+    some = list(stream_records(path, {"retrievals", "proposals"}))
+    assert some == [r for r in whole if r.type in {"retrievals", "proposals"}]
+    assert {r.type for r in some} == {"retrievals", "proposals"}
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     records = stream_records(empty)  # nothing is read until the stream is
@@ -235,9 +235,14 @@ def test_the_graphs_json_form_is_made_without_its_objects(
         records.append(
             RecordView("tick_started", tl, tick, {"date": date, "observations": observations})
         )
-        for agent, index, cites, _ in moves:
-            data = {"agent": agent, "index": index, "summary": f"{agent} moves", "cites": cites}
-            records.append(RecordView("proposal", tl, tick, data))
+        items = [
+            {"agent": agent, "index": index, "summary": f"{agent} moves", "cites": cites}
+            for agent, index, cites, _ in moves
+        ]
+        if tick % 2:  # a tick's proposals in one record, or (as written before) one each
+            records.append(RecordView("proposals", tl, tick, {"proposals": items}))
+        else:
+            records.extend(RecordView("proposal", tl, tick, data) for data in items)
         accepted = [{"agent": a, "index": i} for a, i, _, ok in moves if ok]
         records.append(RecordView("review", tl, tick, {"accepted": accepted}))
         if fork is not None:

@@ -140,9 +140,7 @@ def test_actors_act_with_their_activity_and_the_trace_lists_who_acted(
     result = run(Card.model_validate(data), "no_branch", 1)
     trace = read_trace(result.trace)
     ticks = [line.record for line in trace.of_type("tick_started")]
-    proposals = {
-        (r.tick, r.data.agent) for r in (line.record for line in trace.of_type("proposal"))
-    }
+    proposals = {(p.tick, p.data.agent) for p in trace.proposals()}
     halves = 0
     for rec in ticks:
         active = rec.data.active

@@ -185,9 +185,7 @@ def test_cohorts_cost_one_call_each_and_members_are_sampled(
     cohort_calls = [c.record for c in trace.of_type("llm_call") if c.record.data.role == "cohort"]
     ticks = {line.record.tick for line in trace.of_type("tick_committed")}
     assert len(cohort_calls) == len(ticks)  # one cohort, one call per tick, 5000 members
-    updates = [
-        line.record.data for line in trace.of_type("proposal") if line.record.data.role == "cohort"
-    ]
+    updates = [p.data for p in trace.proposals() if p.data.role == "cohort"]
     for p in updates:
         counts = [int(part.split("×")[1]) for part in p.summary.split(": ")[1].split(", ")]
         assert sum(counts) == 50

@@ -234,8 +234,6 @@ def test_a_custom_tick_role_keeps_its_class_on_a_model_route(
     assert trace.started.routes["market_maker"] == "stub/test-model"
     assert trace.started.prompt_versions["market_maker"] == "python"
     assert not [c for c in trace.of_type("llm_call") if c.record.data.role == "market_maker"]
-    mine = [
-        line.record.data for line in trace.of_type("proposal") if line.record.data.agent == "mm"
-    ]
+    mine = [p.data for p in trace.proposals() if p.data.agent == "mm"]
     assert mine and all("quotes" in p.summary for p in mine)
     assert MarketMaker.name == "market_maker"

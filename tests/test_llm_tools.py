@@ -120,9 +120,7 @@ def test_actors_search_and_open_through_logged_tools(demo_card: Card, tmp_path: 
     retrievals = trace.accesses()
     refused = [r for r in retrievals if r.refused]
     assert refused and all(r.doc_id == FUTURE and r.reason == "after_cutoff" for r in refused)
-    proposals = [
-        line.record.data for line in trace.of_type("proposal") if line.record.data.role == "actor"
-    ]
+    proposals = [p.data for p in trace.proposals() if p.data.role == "actor"]
     assert proposals and all(p.cites and not p.unretrieved_citations for p in proposals)
     prompts = [json.dumps(r.body) for r in server.requests]
     future_text = next(d.text for d in demo_card.evidence if d.id == FUTURE)  # type: ignore[union-attr]

@@ -207,12 +207,7 @@ def test_an_offline_run_with_members_verifies_and_repeats(demo_card: Card, run: 
     assert verify_trace(first.trace).exit_code == 0
     trace = read_trace(first.trace)
     assert canonical_hash(trace) == canonical_hash(read_trace(second.trace))
-    updates = [
-        d
-        for line in trace.of_type("proposal")
-        for d in line.record.data.deltas
-        if line.record.data.role == "cohort"
-    ]
+    updates = [d for p in trace.proposals() for d in p.data.deltas if p.data.role == "cohort"]
     assert updates and all(isinstance(d, UpdateMembers) for d in updates)
     assert {d.id for d in updates} == {"public", "investors"}
     assert all(math.isclose(math.fsum(a.probability for a in d.actions), 1.0) for d in updates)
@@ -233,11 +228,7 @@ def test_a_model_cohort_decides_for_all_its_members(demo_card: Card, tmp_path: P
     every member in one delta; the proposal pushes with their expected direction."""
     result = run_scripted(_with_members(demo_card, investors=5_000), tmp_path)
     assert verify_trace(result.trace).exit_code == 0
-    cohort = [
-        line.record.data
-        for line in read_trace(result.trace).of_type("proposal")
-        if line.record.data.role == "cohort"
-    ]
+    cohort = [p.data for p in read_trace(result.trace).proposals() if p.data.role == "cohort"]
     assert cohort
     for p in cohort:
         (decision,) = p.deltas

@@ -51,9 +51,7 @@ def _names(proc: subprocess.CompletedProcess[str]) -> set[str]:
 
 def _decided(trace_path: Path, agent: str) -> tuple[list[object], int]:
     trace = read_trace(trace_path)
-    proposals = [
-        line.record.data for line in trace.of_type("proposal") if line.record.data.agent == agent
-    ]
+    proposals = [p.data for p in trace.proposals() if p.data.agent == agent]
     decided = sum(
         1
         for line in trace.of_type("review")

@@ -59,7 +59,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     cut = next(
         line
         for line in trace.lines
-        if line.type == "proposal" and (line.tl, line.tick) == ("t0", 2)
+        if line.type == "proposals" and (line.tl, line.tick) == ("t0", 2)
     )
     resumed = out / "cut" / whole.name
     resumed.parent.mkdir()
@@ -78,7 +78,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         await writer.emit(
             "retrieval",
             {
-                "agent": cut.fields["agent"],
+                "agent": cut.fields["proposals"][0]["agent"],
                 "timeline": "t0",
                 "tick": 2,
                 "tool": "open_document",
@@ -154,9 +154,9 @@ def test_the_streamed_view_leaves_out_the_voided_tick(runs: tuple[Path, Path]) -
     voided = [
         line
         for line in lines[:marker]
-        if (line.tl, line.tick) == ("t0", 2) and line.type in {"proposal", "retrieval"}
+        if (line.tl, line.tick) == ("t0", 2) and line.type in {"proposals", "retrieval"}
     ]
-    assert {line.type for line in voided} == {"proposal", "retrieval"}
+    assert {line.type for line in voided} == {"proposals", "retrieval"}
     streamed = {line.number for line in iter_effective(resumed)}
     assert streamed.isdisjoint(line.number for line in voided)
     assert marker in streamed and len(streamed) < len(lines)

@@ -88,7 +88,7 @@ def test_every_cited_document_was_retrieved_in_the_record_of_its_tick(recorded: 
     received: dict[tuple[str | None, int | None, str], set[str]] = collections.defaultdict(set)
     for access in trace.accesses():
         received[(access.timeline, access.tick, access.agent)].update(access.doc_ids)
-    proposals = [line for line in trace.of_type("proposal") if line.data.cites]
+    proposals = [p for p in trace.proposals() if p.data.cites]
     assert proposals
     for line in proposals:
         assert set(line.data.cites) <= received[(line.tl, line.tick, line.data.agent)]
@@ -102,7 +102,7 @@ def test_a_trace_written_before_reads_the_same(recorded: Path, legacy: Path) -> 
     assert canonical_hash(old) == canonical_hash(new)
 
     def retrieved(path: Path) -> frozenset[str]:  # proposals' citations left out
-        return accessed_documents(r for r in stream_records(path) if r.type != "proposal")
+        return accessed_documents(r for r in stream_records(path) if r.type != "proposals")
 
     assert retrieved(legacy) == retrieved(recorded) != frozenset()
     shown = trace_data(verified(legacy))["retrievals"]

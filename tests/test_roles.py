@@ -62,9 +62,7 @@ def test_a_plugged_in_actor_role_runs_in_the_scheduler(demo_card: Card, run: Run
     )
     result = run(Card.model_validate(data), "branching", 1)
     trace = read_trace(result.trace)
-    mine = [
-        line.record.data for line in trace.of_type("proposal") if line.record.data.agent == "mm"
-    ]
+    mine = [p.data for p in trace.proposals() if p.data.agent == "mm"]
     assert mine and all(p.role == "market_maker" and "quotes" in p.summary for p in mine)
     reviews = [line.record.data for line in trace.of_type("review")]
     assert any(ref.agent == "mm" for r in reviews for ref in r.accepted)
@@ -164,9 +162,7 @@ def test_entry_point_roles_are_discovered() -> None:
 
 def _reviewed(trace_path: Path, agent: str) -> tuple[list[Any], list[Any]]:
     trace = read_trace(trace_path)
-    proposals = [
-        line.record.data for line in trace.of_type("proposal") if line.record.data.agent == agent
-    ]
+    proposals = [p.data for p in trace.proposals() if p.data.agent == agent]
     decided = [
         ref
         for line in trace.of_type("review")

@@ -62,7 +62,7 @@ def test_every_line_is_one_envelope_chained_to_the_last(trace_bytes: bytes, tmp_
         "world_initialized",
         "timeline_started",
         "tick_started",
-        "proposal",
+        "proposals",
         "review",
         "fork",
         "fork_rejected",
@@ -176,7 +176,7 @@ def test_run_with_a_bad_policy_leaves_no_trace(tmp_path: Path, run: RunFn) -> No
     assert not any(tmp_path.rglob("*.jsonl"))
 
 
-def test_records_written_together_chain_as_records_written_one_by_one(tmp_path: Path) -> None:
+def test_each_record_is_chained_to_the_one_before_and_handed_to_the_tap(tmp_path: Path) -> None:
     import anyio
 
     tapped: list[tuple[str, str | None, int | None, dict[str, object]]] = []
@@ -185,8 +185,8 @@ def test_records_written_together_chain_as_records_written_one_by_one(tmp_path: 
         writer = await TraceWriter.create(tmp_path / "t.jsonl", "r1", fsync=False)
         writer.tap = lambda *record: tapped.append(record)
         await writer.emit("note", {"n": 0})
-        await writer.emit_many("note", [{"n": 1}, {"n": 2}, {"n": 3}], tl="t0", tick=2)
-        await writer.emit_many("note", [], tl="t0", tick=3)  # nothing to write: no record
+        for n in (1, 2, 3):
+            await writer.emit("note", {"n": n}, tl="t0", tick=2)
         await writer.emit("note", {"n": 4})
         assert (writer.seq, writer.records_written) == (5, 5)
         await writer.aclose()
@@ -205,4 +205,4 @@ def test_records_written_together_chain_as_records_written_one_by_one(tmp_path: 
     ]
     raw = (tmp_path / "t.jsonl").read_bytes().splitlines()
     chain = [genesis_hash("r1"), *(hashlib.sha256(line).hexdigest() for line in raw[:-1])]
-    assert [line["prev"] for line in lines] == chain  # the chain holds through the batch
+    assert [line["prev"] for line in lines] == chain

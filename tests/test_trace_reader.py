@@ -150,6 +150,7 @@ _TYPES = [
     "retrieval",
     "llm_call",
     "proposal",
+    "proposals",
     "review",
     "fork",
     "tick_committed",

@@ -145,7 +145,11 @@ def restore_point(cut: Cut, config: RunConfig) -> RestorePoint:
             )
         elif t == "fork_rejected":
             rejected += 1
-        elif t == "proposal":
+        elif t == "proposals":
+            point.proposals_seen.update(
+                (tl, line.record.tick, p.agent) for p in line.data.proposals
+            )
+        elif t == "proposal":  # a trace written before `proposals` records
             point.proposals_seen.add((tl, line.record.tick, line.data.agent))
         elif t == "world_initialized":
             point.init_problems[:] = list(line.data.problems)

@@ -42,6 +42,7 @@ from worldsim.trace.records import (
     InterventionData,
     Observation,
     ProposalData,
+    ProposalsData,
     RetrievalsData,
     ReviewData,
     RunStartedData,
@@ -405,7 +406,8 @@ class Engine:
                 else list(dict.fromkeys(p.cites))
             )
             payloads.append(ProposalData.payload(p, roles_of[p.agent], unretrieved))
-        await self.writer.emit_many("proposal", payloads, tl=tl.id, tick=k)
+        if payloads:
+            await self.writer.emit("proposals", ProposalsData.payload(payloads), tl=tl.id, tick=k)
 
         # (5) review, validated and applied
         reviewer: ReviewRole = self.roles["governance"]

@@ -27,6 +27,7 @@ _PHASE = {
     "retrievals": 4,
     "llm_call": 5,
     "proposal": 6,
+    "proposals": 6,
     "review": 7,
     "fork": 8,
     "fork_rejected": 8,
@@ -86,6 +87,9 @@ class CanonicalHash:
         if t == "retrievals":  # hashed as the retrieval records it stands for
             for access in accesses_of(t, data, rec.tl, rec.tick):
                 self._add("retrieval", rec.tl, rec.tick, access)
+        elif t == "proposals":  # hashed as the proposal records it stands for
+            for proposal in data["proposals"]:
+                self._add("proposal", rec.tl, rec.tick, proposal)
         else:
             self._add(t, rec.tl, rec.tick, data)
 

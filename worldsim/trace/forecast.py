@@ -35,7 +35,7 @@ from worldsim.domain.cards import UtcDatetime, parse_utc
 from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import TraceIncomplete
 from worldsim.trace.reader import TraceLine, iter_input_trace
-from worldsim.trace.records import ForecastEvent, ForecastGraph, ForecastLink
+from worldsim.trace.records import ForecastEvent, ForecastGraph, ForecastLink, proposals_of
 
 __all__ = [
     "FORECAST_TYPES",
@@ -91,6 +91,7 @@ _READ: dict[str, tuple[str, ...]] = {
     "timeline_started": ("mass",),
     "tick_started": ("date", "observations"),
     "proposal": ("agent", "index", "summary", "cites"),
+    "proposals": ("proposals",),
     "review": ("accepted",),
     "fork": ("child", "candidate"),
     "tick_committed": ("mass",),
@@ -131,9 +132,14 @@ class ForecastRecords:
         """A writer's tap: keep the record if the graph is made from records of ``type_``
         (``data`` is the record's JSON data as written)."""
         fields = _READ.get(type_)
-        if fields is not None:
+        if fields is None:
+            return
+        if type_ == "proposals":  # of each proposal, the fields a `proposal` record's are
+            fields = _READ["proposal"]
+            kept = {"proposals": [{f: p[f] for f in fields if f in p} for p in data["proposals"]]}
+        else:
             kept = {f: data[f] for f in fields if f in data}
-            self._views.append(RecordView(type_, tl, tick, kept, self._run))
+        self._views.append(RecordView(type_, tl, tick, kept, self._run))
 
     def views(self) -> list[RecordView]:
         """Every kept record, in the order written."""
@@ -166,6 +172,9 @@ def _date(value: object) -> str | None:
         return None
     dumped: str | None = _DATE.dump_python(when, mode="json")
     return dumped
+
+
+_PROPOSAL_TYPES = frozenset({"proposals", "proposal"})
 
 
 def _index(value: object) -> int:
@@ -233,9 +242,9 @@ def forecast_json(records: list[RecordView]) -> dict[str, Any]:
                     "observation",
                 )
                 observations.setdefault((r.tl, r.tick), []).append(event_id)
-        elif r.type == "proposal":
-            key = (r.tl, r.tick, str(r.data.get("agent", "")), _index(r.data.get("index")))
-            proposals[key] = r.data
+        elif r.type in _PROPOSAL_TYPES:
+            for p in proposals_of(r.type, r.data):
+                proposals[(r.tl, r.tick, str(p.get("agent", "")), _index(p.get("index")))] = p
         elif r.type == "review":
             for item in r.data.get("accepted") or ():
                 if isinstance(item, dict):

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 from pydantic import ValidationError
@@ -24,10 +24,18 @@ from worldsim.domain.collector import collector_paced
 from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.domain.files import first_error
 from worldsim.trace.effective import effective_lines, stream_effective
-from worldsim.trace.records import RECORD_TYPES, TRACE_ADAPTER, RetrievalData, RetrievalsData
+from worldsim.trace.records import (
+    RECORD_TYPES,
+    TRACE_ADAPTER,
+    ProposalData,
+    ProposalsData,
+    RetrievalData,
+    RetrievalsData,
+)
 from worldsim.trace.writer import SEALED_TYPES, genesis_hash
 
 __all__ = [
+    "Proposed",
     "Trace",
     "TraceLine",
     "TraceStream",
@@ -186,6 +194,14 @@ class TraceLine:
         return self.record.data
 
 
+class Proposed(NamedTuple):
+    """A proposal as a trace records it: its timeline, its tick and its record data."""
+
+    tl: str | None
+    tick: int | None
+    data: ProposalData
+
+
 @dataclass(frozen=True, slots=True)
 class Trace:
     """The sound lines of a trace, and what was wrong with its tail, if anything.
@@ -256,6 +272,16 @@ class Trace:
                 found.extend(data.records(line.tl, line.tick))
             else:
                 found.append(data)
+        return found
+
+    def proposals(self) -> list[Proposed]:
+        """Every proposal the trace records, where it was made, in the order written: the items
+        of each ``proposals`` record (or, in a trace written before, each ``proposal``)."""
+        found: list[Proposed] = []
+        for line in self.of_type("proposals", "proposal"):
+            data = line.data
+            items = data.proposals if isinstance(data, ProposalsData) else (data,)
+            found.extend(Proposed(line.tl, line.tick, p) for p in items)
         return found
 
     def validate(self) -> None:

@@ -45,6 +45,8 @@ __all__ = [
     "ForkRejectedData",
     "InterventionData",
     "LeafData",
+    "ProposalData",
+    "ProposalsData",
     "ReportData",
     "RetrievalData",
     "RetrievalsData",
@@ -60,6 +62,7 @@ __all__ = [
     "TraceRecord",
     "WorldInitializedData",
     "accesses_of",
+    "proposals_of",
 ]
 
 SCHEMA_VERSION = 1
@@ -180,6 +183,31 @@ class ProposalData(Proposal):
             "role": role,
             "unretrieved_citations": unretrieved,
         }
+
+
+class ProposalsData(_Data):
+    """The proposals of one timeline's tick, in canonical order (agent id, then index), written
+    as one record once the tick's agents have acted; the record's ``tl`` and ``tick`` say
+    where. Traces written before hold one ``proposal`` record per proposal instead
+    (:func:`proposals_of` reads both)."""
+
+    proposals: tuple[ProposalData, ...]
+
+    @staticmethod
+    def payload(items: list[dict[str, Any]]) -> dict[str, Any]:
+        """The record's ``data`` for proposals each in its ``proposal`` record's JSON form
+        (:meth:`ProposalData.payload`)."""
+        return {"proposals": items}
+
+
+def proposals_of(type_: str, data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The proposals a record's JSON ``data`` holds, each in a ``proposal`` record's form: one
+    for a ``proposal`` record, a tick's for a ``proposals`` record, none for any other type
+    (nor for items that are not objects)."""
+    if type_ == "proposal":
+        return [data]
+    items = data.get("proposals") if type_ == "proposals" else None
+    return [item for item in items if isinstance(item, Mapping)] if isinstance(items, list) else []
 
 
 class ReviewData(Review):
@@ -339,6 +367,11 @@ class TickStartedRecord(_Envelope):
 class ProposalRecord(_Envelope):
     type: Literal["proposal"]
     data: ProposalData
+
+
+class ProposalsRecord(_Envelope):
+    type: Literal["proposals"]
+    data: ProposalsData
 
 
 class ReviewRecord(_Envelope):
@@ -577,6 +610,7 @@ RECORD_TYPES: dict[str, type[BaseModel]] = {
     "timeline_started": TimelineStartedData,
     "tick_started": TickStartedData,
     "proposal": ProposalData,
+    "proposals": ProposalsData,
     "review": ReviewData,
     "fork": ForkData,
     "fork_rejected": ForkRejectedData,
@@ -601,6 +635,7 @@ TraceRecord = Annotated[
     | TimelineStartedRecord
     | TickStartedRecord
     | ProposalRecord
+    | ProposalsRecord
     | ReviewRecord
     | ForkRecord
     | ForkRejectedRecord

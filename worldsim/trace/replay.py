@@ -157,6 +157,7 @@ _ON_A_TIMELINE = frozenset(
     {
         "tick_started",
         "proposal",
+        "proposals",
         "review",
         "fork",
         "fork_rejected",
@@ -235,7 +236,9 @@ def replay_lines(
                     cursor.before = cursor.state
                     if tick is not None:
                         cursor.state = deliver_events(cursor.state, tick)
-                elif t == "proposal":
+                elif t == "proposals":
+                    cursor.proposals.extend(rec.data.proposals)
+                elif t == "proposal":  # a trace written before `proposals` records
                     cursor.proposals.append(rec.data)
                 elif t == "review":
                     cursor.review = rec.data

@@ -234,6 +234,17 @@ unless a revision below says otherwise.
   Traces written before hold `retrieval` records and are read as they are (`worldsim view`,
   `score --hindsight`, `run --resume`). The canonical hash takes each access of a `retrievals`
   record as the `retrieval` record it stands for: unchanged.
+* **0.2.0 — a tick's proposals in one record.** The proposals of a timeline's tick are written
+  as one `proposals` record once the tick's agents have acted (after its `retrievals`, before
+  its `review`), instead of one `proposal` record each: `proposals`, a list of what a
+  `proposal` record's `data` held, in the same canonical order (agent id, then index); the
+  record's `tl` and `tick` say where. No record is written for a tick in which nobody
+  proposed. Each `proposal` record repeated the envelope (`v`, `seq`, `ts`, `run`, `type`,
+  `tl`, `tick`, `prev`), about half its bytes, and cost a line, a hash in the chain and a
+  check to write and to read. Traces written before hold `proposal` records and are read as
+  they are (replay, `verify`, `score`, `worldsim view`, `score --hindsight`, `run --resume`).
+  The canonical hash takes each item of a `proposals` record as the `proposal` record it
+  stands for: unchanged.
 
 ## Record types
 
@@ -247,7 +258,8 @@ _WHAT = {
     "world_initialized": "the initial world state (full), its digest, initialization problems",
     "timeline_started": "parent, fork tick, depth, path mass, slot budget, starting digest",
     "tick_started": "simulated date, scheduled events delivered, active agents",
-    "proposal": "one agent proposal (in canonical order)",
+    "proposal": "one agent proposal (in traces written before `proposals` records)",
+    "proposals": "the proposals of a timeline's tick, in canonical order (agent id, then index)",
     "review": "the governance review: accepted/rejected proposals, state deltas, ledger updates, "
     "decision, branch candidates, forced values (at the deadline or when it ends the timeline)",
     "fork": "an admitted fork: child id, candidate, masses, child/parent deltas",
@@ -279,6 +291,7 @@ def render_markdown() -> str:
     ticked = {
         "tick_started",
         "proposal",
+        "proposals",
         "review",
         "fork",
         "fork_rejected",

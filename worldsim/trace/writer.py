@@ -15,7 +15,7 @@ import functools
 import hashlib
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -255,34 +255,6 @@ class TraceWriter:
     def seq(self) -> int:
         return self._seq
 
-    def _line(
-        self,
-        type_: str,
-        payload: dict[str, Any],
-        tl: str | None,
-        tick: int | None,
-        seq: int,
-        prev: str,
-        stamp: str,
-    ) -> bytes:
-        sealed = type_ in SEALED_TYPES
-        if sealed and self.signer is not None:
-            payload = {**payload, "key_id": self.signer.key_id}  # sealed with the record
-        header = {
-            "v": 1,
-            "seq": seq,
-            "ts": stamp,
-            "run": self.run_id,
-            "type": type_,
-            "tl": tl,
-            "tick": tick,
-            "prev": prev,
-        }
-        line = encode_record(header, payload)
-        if sealed:
-            line = seal_line(line, self.signer)
-        return line
-
     async def emit(
         self,
         type_: str,
@@ -292,45 +264,34 @@ class TraceWriter:
         tick: int | None = None,
         durable: bool = False,
     ) -> None:
-        """Append one record; with ``durable`` (committed ticks, the end) also fsync."""
-        await self.emit_many(type_, (data,), tl=tl, tick=tick, durable=durable)
-
-    async def emit_many(
-        self,
-        type_: str,
-        items: Iterable[BaseModel | dict[str, Any]],
-        *,
-        tl: str | None = None,
-        tick: int | None = None,
-        durable: bool = False,
-    ) -> None:
-        """Append records of one type, timeline and tick (a tick's proposals), each chained to
-        the one before, in one write stamped with one time: all of them, or (a failed write)
-        none."""
+        """Append one record, chained to the one before, in one write (all of it, or after a
+        failed write none); with ``durable`` (committed ticks, the end) also fsync."""
         if self.failure is not None:
             raise self.failure
         if self._closed:
             raise TraceError("trace is closed", file=self.path)
-        seq, prev = self._seq, self._prev
-        stamp = utc_stamp()  # one write, one time
-        lines: list[bytes] = []
-        payloads: list[dict[str, Any]] = []
-        for data in items:
-            payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
-            line = self._line(type_, payload, tl, tick, seq, prev, stamp)
-            lines.append(line)
-            payloads.append(payload)
-            prev = hashlib.sha256(line).hexdigest()
-            seq += 1
-        if not lines:
-            return
-        lines.append(b"")
-        self._write(b"\n".join(lines))
-        self._seq, self._prev = seq, prev
-        self.records_written += len(payloads)
+        payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
+        if type_ in SEALED_TYPES and self.signer is not None:
+            payload = {**payload, "key_id": self.signer.key_id}  # sealed with the record
+        header = {
+            "v": 1,
+            "seq": self._seq,
+            "ts": utc_stamp(),
+            "run": self.run_id,
+            "type": type_,
+            "tl": tl,
+            "tick": tick,
+            "prev": self._prev,
+        }
+        line = encode_record(header, payload)
+        if type_ in SEALED_TYPES:
+            line = seal_line(line, self.signer)
+        self._write(line + b"\n")
+        self._seq += 1
+        self._prev = hashlib.sha256(line).hexdigest()
+        self.records_written += 1
         if self.tap is not None:
-            for payload in payloads:
-                self.tap(type_, tl, tick, payload)
+            self.tap(type_, tl, tick, payload)
         if durable and self._fsync:
             try:
                 await anyio.to_thread.run_sync(os.fsync, self._lock.fd)

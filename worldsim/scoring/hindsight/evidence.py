@@ -14,11 +14,11 @@ from pydantic import BaseModel, ConfigDict
 
 from worldsim.scoring.hindsight.forecast import RecordView
 from worldsim.scoring.hindsight.graph import HindsightGraph
-from worldsim.trace.records import accesses_of
+from worldsim.trace.records import accesses_of, proposals_of
 
 __all__ = ["ACCESS_TYPES", "SourcePrecision", "accessed_documents", "source_precision"]
 
-ACCESS_TYPES = frozenset({"retrievals", "retrieval", "proposal"})
+ACCESS_TYPES = frozenset({"retrievals", "retrieval", "proposals", "proposal"})
 """The record types :func:`accessed_documents` reads."""
 
 
@@ -46,8 +46,8 @@ def accessed_documents(records: Iterable[RecordView]) -> frozenset[str]:
         for access in accesses_of(record.type, record.data, record.tl, record.tick):
             if not access.get("refused", False):
                 found.update(_ids(access.get("doc_ids")))
-        if record.type == "proposal":
-            found.update(_ids(record.data.get("cites")))
+        for proposal in proposals_of(record.type, record.data):
+            found.update(_ids(proposal.get("cites")))
     return frozenset(found)
 
 

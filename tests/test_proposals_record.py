@@ -1,0 +1,143 @@
+"""A tick's proposals are one ``proposals`` record; traces written before, with one
+``proposal`` record per proposal, read the same everywhere the proposals are used."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.support import DEMO_CARD, forge
+from worldsim.domain.cards import load_card
+from worldsim.domain.config import RunConfig
+from worldsim.domain.policy import load_policy
+from worldsim.scoring.hindsight.evidence import accessed_documents
+from worldsim.scoring.hindsight.forecast import stream_records
+from worldsim.sim.resume import Cut, restore_point, resume_config
+from worldsim.sim.session import resume_run, run_card
+from worldsim.trace.canonical import canonical_hash
+from worldsim.trace.forecast import FORECAST_TYPES, forecast_json, record_views
+from worldsim.trace.reader import read_trace
+from worldsim.trace.records import ProposalData, ProposalsData, proposals_of
+from worldsim.trace.replay import replay
+from worldsim.trace.verify import verify_trace
+from worldsim.view.extract import trace_data, verified
+from worldsim.world.moves import Proposal
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A branching run of the demo card (its evidence inline): several timelines at once."""
+    config = RunConfig(card=load_card(DEMO_CARD), policy=load_policy("branching"), seed=6)
+    out = tmp_path_factory.mktemp("run")
+    result = anyio.run(lambda: run_card(config, out, fsync=False))
+    assert result.forks >= 2
+    return result.trace
+
+
+def _as_written_before(records: list[dict[str, Any]]) -> None:
+    """Each ``proposals`` record as the ``proposal`` records a trace held before."""
+    rewritten: list[dict[str, Any]] = []
+    for record in records:
+        if record["type"] != "proposals":
+            rewritten.append(record)
+            continue
+        for item in record["data"]["proposals"]:
+            rewritten.append({**record, "type": "proposal", "data": item})
+    records[:] = rewritten
+
+
+@pytest.fixture(scope="module")
+def legacy(recorded: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("legacy") / "legacy.jsonl"
+    forge(recorded, path, _as_written_before)
+    return path
+
+
+def test_one_record_per_timeline_tick_in_canonical_order(recorded: Path) -> None:
+    trace = read_trace(recorded)
+    assert trace.first("proposal") is None
+    lines = list(trace.of_type("proposals"))
+    places = [(line.tl, line.tick) for line in lines]
+    assert len(lines) > 1 and len(set(places)) == len(places)
+    assert len({line.tl for line in lines}) > 1, "the branching run traced several timelines"
+    for line in lines:
+        keys = [(p.agent, p.index) for p in line.data.proposals]
+        assert keys and keys == sorted(keys)
+        started = next(
+            t for t in trace.of_type("tick_started") if (t.tl, t.tick) == (line.tl, line.tick)
+        )
+        # after the tick's accesses, before its review
+        after = [t.type for t in trace.lines if (t.tl, t.tick) == (line.tl, line.tick)]
+        assert after.index("proposals") < after.index("review")
+        assert {p.agent for p in line.data.proposals} <= set(started.data.active)
+
+
+def test_a_trace_written_before_reads_the_same(recorded: Path, legacy: Path) -> None:
+    new, old = read_trace(recorded), read_trace(legacy)
+    assert old.first("proposals") is None and old.first("proposal") is not None
+    assert len(old.lines) > len(new.lines)
+    assert verify_trace(legacy).exit_code == 0
+    assert old.proposals() == new.proposals() != []
+    assert canonical_hash(old) == canonical_hash(new)
+    steps_old, steps_new = replay(old).steps, replay(new).steps
+    assert [s.proposals for s in steps_old] == [s.proposals for s in steps_new]
+    assert any(s.proposals for s in steps_new)
+    assert accessed_documents(stream_records(legacy)) == accessed_documents(
+        stream_records(recorded)
+    )
+    graph_old = forecast_json(record_views(old.effective, FORECAST_TYPES))
+    graph_new = forecast_json(record_views(new.effective, FORECAST_TYPES))
+    assert graph_old["events"] == graph_new["events"] and graph_new["events"]
+    assert graph_old["links"] == graph_new["links"]
+    shown = trace_data(verified(legacy))["ticks"]
+    assert shown == trace_data(verified(recorded))["ticks"]
+
+
+@pytest.mark.parametrize("form", ["recorded", "legacy"])
+def test_a_cut_run_restores_who_proposed_before_the_cut(
+    form: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    whole: Path = request.getfixturevalue(form)
+    full = read_trace(whole)
+    committed = [line for line in full.lines if line.type == "tick_committed"]
+    cut_after = committed[len(committed) // 2]
+    blob = b"".join(line.raw + b"\n" for line in full.lines[: cut_after.number + 1])
+    path = tmp_path / "cut.jsonl"
+    path.write_bytes(blob)
+    trace = read_trace(path)
+    point = restore_point(Cut(trace), resume_config(trace))
+    seen = {(p.tl, p.tick, p.data.agent) for p in trace.proposals()}
+    assert point.proposals_seen == seen and seen
+    anyio.run(lambda: resume_run(path, fsync=False))
+    assert canonical_hash(read_trace(path)) == canonical_hash(full)
+
+
+proposal = st.builds(
+    lambda agent, index, direction, cites, role: ProposalData.payload(
+        Proposal(agent=agent, index=index, direction=direction, cites=cites), role, list(cites)
+    ),
+    agent=st.sampled_from(["a", "b", "c"]),
+    index=st.integers(0, 3),
+    direction=st.floats(-1.0, 1.0),
+    cites=st.lists(st.sampled_from(["d1", "d2", "d3"]), max_size=3).map(tuple),
+    role=st.sampled_from(["actor", "cohort"]),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(items=st.lists(proposal, max_size=6))
+def test_a_record_gives_back_the_proposals_it_was_made_of(items: list[dict[str, Any]]) -> None:
+    """As objects and as the JSON a reader of dicts sees, in the order written."""
+    payload = ProposalsData.payload(items)
+    raw = json.loads(json.dumps(payload))
+    assert [dict(p) for p in proposals_of("proposals", raw)] == raw["proposals"]
+    data = ProposalsData.model_validate(raw)
+    assert [p.model_dump(mode="json") for p in data.proposals] == raw["proposals"]
+    assert all(proposals_of("proposal", item) == [item] for item in raw["proposals"])
+    assert proposals_of("review", raw) == []
