@@ -28,6 +28,7 @@ from worldsim.trace.replay import replay
 from worldsim.trace.verify import verify_trace
 from worldsim.view.extract import trace_data, verified
 from worldsim.world.moves import Proposal
+from worldsim.world.state import ShiftPressure
 
 
 @pytest.fixture(scope="module")
@@ -119,25 +120,42 @@ def test_a_cut_run_restores_who_proposed_before_the_cut(
 
 
 proposal = st.builds(
-    lambda agent, index, direction, cites, role: ProposalData.payload(
-        Proposal(agent=agent, index=index, direction=direction, cites=cites), role, list(cites)
-    ),
+    Proposal,
     agent=st.sampled_from(["a", "b", "c"]),
     index=st.integers(0, 3),
     direction=st.floats(-1.0, 1.0),
+    summary=st.text(max_size=8),
+    deltas=st.lists(st.builds(ShiftPressure, endpoint=st.just("yes"), by=st.floats(-1, 1))).map(
+        tuple
+    ),
     cites=st.lists(st.sampled_from(["d1", "d2", "d3"]), max_size=3).map(tuple),
-    role=st.sampled_from(["actor", "cohort"]),
 )
 
 
 @settings(max_examples=100, deadline=None)
-@given(items=st.lists(proposal, max_size=6))
-def test_a_record_gives_back_the_proposals_it_was_made_of(items: list[dict[str, Any]]) -> None:
-    """As objects and as the JSON a reader of dicts sees, in the order written."""
-    payload = ProposalsData.payload(items)
+@given(
+    made=st.lists(
+        st.tuples(proposal, st.sampled_from(["actor", "cohort"]), st.lists(st.just("d9"))),
+        max_size=6,
+    )
+)
+def test_a_record_gives_back_the_proposals_it_was_made_of(
+    made: list[tuple[Proposal, str, list[str]]],
+) -> None:
+    """Dumped together, each is what it is alone with its role and unretrieved citations; read
+    back as objects and as the JSON a reader of dicts sees, in the order written."""
+    payload = ProposalsData.payload(*zip(*made, strict=True)) if made else {"proposals": []}
+    if not made:
+        assert ProposalsData.payload([], [], []) == payload
+    alone = [
+        {**p.model_dump(mode="json"), "role": role, "unretrieved_citations": ids}
+        for p, role, ids in made
+    ]
     raw = json.loads(json.dumps(payload))
-    assert [dict(p) for p in proposals_of("proposals", raw)] == raw["proposals"]
+    assert raw["proposals"] == alone
+    assert [dict(p) for p in proposals_of("proposals", raw)] == alone
     data = ProposalsData.model_validate(raw)
-    assert [p.model_dump(mode="json") for p in data.proposals] == raw["proposals"]
-    assert all(proposals_of("proposal", item) == [item] for item in raw["proposals"])
+    assert [ProposalData.model_validate(item) for item in alone] == list(data.proposals)
+    assert [p.model_dump(mode="json") for p in data.proposals] == alone
+    assert all(proposals_of("proposal", item) == [item] for item in alone)
     assert proposals_of("review", raw) == []

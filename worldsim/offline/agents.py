@@ -11,13 +11,14 @@ import itertools
 import math
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from worldsim.domain.errors import ConfigError
 from worldsim.gateway import AgentTools, Gateway
-from worldsim.world.moves import Proposal
+from worldsim.world.moves import PROPOSALS, Proposal
 from worldsim.world.state import Actor, Edge, SetCohort, WorldState
 from worldsim.world.views import TickBatch, TickContext
 
@@ -80,7 +81,7 @@ async def offline_actors(
             aim = aims[actor.favours] = (endpoint, info.title if info else None)
         targets.append((actor, *aim))
     evidence = await _read_evidence(batch, targets, found)
-    moves: list[Proposal] = []
+    moves: list[dict[str, Any]] = []  # validated together
     for i, (actor, endpoint, title) in enumerate(targets):
         rng = batch.rngs[i]
         noise = float(rng.normal(0.0, ACTOR_NOISE))
@@ -91,17 +92,17 @@ async def offline_actors(
         magnitude = _clip(actor.influence * vigour * salience, 0.0, 1.0)
         summary = f"{actor.name} {_verb(direction)} '{title if title is not None else endpoint}'"
         moves.append(
-            Proposal(
-                agent=batch.agents[i],
-                kind="action",
-                endpoint=endpoint,
-                direction=direction,
-                magnitude=magnitude,
-                summary=summary[:300],
-                cites=cites[:5],
-            )
+            {
+                "agent": batch.agents[i],
+                "kind": "action",
+                "endpoint": endpoint,
+                "direction": direction,
+                "magnitude": magnitude,
+                "summary": summary[:300],
+                "cites": cites[:5],
+            }
         )
-    return moves
+    return PROPOSALS.validate_python(moves)
 
 
 def batch_of_one(ctx: TickContext) -> TickBatch:

@@ -22,8 +22,8 @@ from worldsim.domain.cards import (
     Seeds,
 )
 from worldsim.domain.outputs import GovernanceOutput, InitActor, InitCohort, WorldOutput
-from worldsim.world.moves import BranchCandidate, ProposalRef, RejectedProposal, Review
-from worldsim.world.state import EvidenceIn, LedgerUpdate, SetHypothesis, ShiftPressure
+from worldsim.world.moves import BranchCandidate, RejectedProposal, Review
+from worldsim.world.state import SetHypothesis, ShiftPressure
 from worldsim.world.views import InitContext, ReviewContext
 
 __all__ = ["review_from_output", "seeds_from_output"]
@@ -36,7 +36,9 @@ def review_from_output(out: GovernanceOutput, ctx: ReviewContext) -> Review:
     by_id = {f"{p.agent}#{p.index}": p for p in ctx.proposals}
     scored = {ep.id for ep in state.scored}
     known = {ep.id for ep in state.endpoints}
-    accepted: list[ProposalRef] = []
+    # accepted proposals and ledger updates as plain data, validated with the review in one
+    # call (one at a time costs about twice as much, with one of each per accepted proposal)
+    accepted: list[dict[str, Any]] = []
     rejected: list[RejectedProposal] = []
     deltas: list[Any] = []
     decided: set[str] = set()
@@ -45,7 +47,7 @@ def review_from_output(out: GovernanceOutput, ctx: ReviewContext) -> Review:
         if p is None:
             notes.append(f"accepted unknown proposal '{pid}': ignored")
             continue
-        accepted.append(ProposalRef(agent=p.agent, index=p.index))
+        accepted.append({"agent": p.agent, "index": p.index})
         deltas.extend(p.deltas)
         decided.add(pid)
     for r in out.rejected:
@@ -64,7 +66,7 @@ def review_from_output(out: GovernanceOutput, ctx: ReviewContext) -> Review:
             continue
         deltas.append(ShiftPressure(endpoint=shift.endpoint, by=shift.by))
 
-    ledger: list[LedgerUpdate] = []
+    ledger: list[dict[str, Any]] = []
     realized: str | None = None
     for move in out.ledger:
         if move.endpoint not in known:
@@ -81,21 +83,23 @@ def review_from_output(out: GovernanceOutput, ctx: ReviewContext) -> Review:
             else:
                 realized = move.endpoint
         evidence = (
-            EvidenceIn(kind=move.evidence, ref=move.ref or "review", note=move.note)
+            {"kind": move.evidence, "ref": move.ref or "review", "note": move.note}
             if move.evidence is not None
             else None
         )
         if status is not None or evidence is not None:
-            ledger.append(LedgerUpdate(endpoint=move.endpoint, status=status, evidence=evidence))
+            ledger.append({"endpoint": move.endpoint, "status": status, "evidence": evidence})
     if realized is not None:
-        moved = {u.endpoint for u in ledger if u.status is not None}
+        moved = {u["endpoint"] for u in ledger if u["status"] is not None}
         for ep in state.scored:
             if ep.id != realized and ep.id not in moved and state.ledger[ep.id].status == "open":
-                ledger.append(LedgerUpdate(endpoint=ep.id, status="eliminated"))
+                ledger.append({"endpoint": ep.id, "status": "eliminated", "evidence": None})
         ledger = [
             u
             for u in ledger
-            if not (u.endpoint in scored and u.endpoint != realized and u.status == "realized")
+            if not (
+                u["endpoint"] in scored and u["endpoint"] != realized and u["status"] == "realized"
+            )
         ]
 
     branches: list[BranchCandidate] = []
@@ -148,18 +152,20 @@ def review_from_output(out: GovernanceOutput, ctx: ReviewContext) -> Review:
     reason = out.reason
     if notes:
         reason = (reason + " | dropped: " + "; ".join(notes))[:500]
-    return Review(
-        accepted=tuple(accepted),
-        rejected=tuple(rejected),
-        deltas=tuple(deltas),
-        ledger=tuple(ledger),
-        decision="fork"
-        if branches and out.decision != "terminate"
-        else ("terminate" if out.decision == "terminate" else "continue"),
-        reason=reason,
-        branches=tuple(branches),
-        forced_p_yes=forced,
-        forced_probs=forced_probs,
+    return Review.model_validate(
+        {
+            "accepted": accepted,
+            "rejected": rejected,
+            "deltas": deltas,
+            "ledger": ledger,
+            "decision": "fork"
+            if branches and out.decision != "terminate"
+            else ("terminate" if out.decision == "terminate" else "continue"),
+            "reason": reason,
+            "branches": branches,
+            "forced_p_yes": forced,
+            "forced_probs": forced_probs,
+        }
     )
 
 

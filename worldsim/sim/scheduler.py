@@ -41,7 +41,6 @@ from worldsim.trace.forecast import ForecastRecords, RecordView
 from worldsim.trace.records import (
     InterventionData,
     Observation,
-    ProposalData,
     ProposalsData,
     RetrievalsData,
     ReviewData,
@@ -397,17 +396,18 @@ class Engine:
             for i, p in enumerate(results[agent]):
                 named = p.agent == agent and p.index == i
                 proposals.append(p if named else p.model_copy(update={"agent": agent, "index": i}))
-        payloads = []
+        unretrieved: list[list[str]] = []
         for p in proposals:
             self.proposals_seen.add((tl.id, k, p.agent))
-            unretrieved = (
+            unretrieved.append(
                 self.gateway.unretrieved_citations(p.cites, p.agent, timeline=tl.id)
                 if self.gateway is not None
                 else list(dict.fromkeys(p.cites))
             )
-            payloads.append(ProposalData.payload(p, roles_of[p.agent], unretrieved))
-        if payloads:
-            await self.writer.emit("proposals", ProposalsData.payload(payloads), tl=tl.id, tick=k)
+        if proposals:
+            by = [roles_of[p.agent] for p in proposals]
+            data = ProposalsData.payload(proposals, by, unretrieved)
+            await self.writer.emit("proposals", data, tl=tl.id, tick=k)
 
         # (5) review, validated and applied
         reviewer: ReviewRole = self.roles["governance"]

@@ -28,7 +28,7 @@ from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.models.call import LlmCallData
 from worldsim.world.build import WorldSource
 from worldsim.world.canonical import canonical_json
-from worldsim.world.moves import BranchCandidate, Claim, Proposal, Review
+from worldsim.world.moves import PROPOSALS, BranchCandidate, Claim, Proposal, Review
 from worldsim.world.outcome import ExtractionData, LeafData
 from worldsim.world.state import Delta
 
@@ -174,16 +174,6 @@ class ProposalData(Proposal):
         default_factory=list, description="cited documents this agent never retrieved"
     )
 
-    @staticmethod
-    def payload(proposal: Proposal, role: str, unretrieved: list[str]) -> dict[str, Any]:
-        """The record's ``data`` for a validated proposal, in its JSON form (the proposal is
-        not validated again on its way out)."""
-        return {
-            **proposal.model_dump(mode="json"),
-            "role": role,
-            "unretrieved_citations": unretrieved,
-        }
-
 
 class ProposalsData(_Data):
     """The proposals of one timeline's tick, in canonical order (agent id, then index), written
@@ -194,9 +184,15 @@ class ProposalsData(_Data):
     proposals: tuple[ProposalData, ...]
 
     @staticmethod
-    def payload(items: list[dict[str, Any]]) -> dict[str, Any]:
-        """The record's ``data`` for proposals each in its ``proposal`` record's JSON form
-        (:meth:`ProposalData.payload`)."""
+    def payload(
+        proposals: Sequence[Proposal], roles: Sequence[str], unretrieved: Sequence[list[str]]
+    ) -> dict[str, Any]:
+        """The record's ``data`` for validated proposals (dumped together, not validated
+        again), each with its agent's role and the documents it cited but never retrieved."""
+        items: list[dict[str, Any]] = PROPOSALS.dump_python(list(proposals), mode="json")
+        for item, role, ids in zip(items, roles, unretrieved, strict=True):
+            item["role"] = role
+            item["unretrieved_citations"] = ids
         return {"proposals": items}
 
 
