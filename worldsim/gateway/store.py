@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -272,27 +272,32 @@ class EvidenceStore:
         answers: list[tuple[SearchHit, ...]] = []
         asked = self._asked
         fresh = [query for query in queries if (query, limit, k) not in asked]
+        held: dict[str, bool] = {}
         if fresh:  # the words of queries not asked before, looked up together
-            await self._learn([term for query in fresh for term in _query_terms(query)], limit)
+            terms = [term for query in fresh for term in _query_terms(query)]
+            held = await self._learn(terms, limit)
         for query in queries:
             found = asked.get((query, limit, k))
             if found is None:
-                found = _keep(asked, (query, limit, k), await self._answer(query, limit, k))
+                found = _keep(asked, (query, limit, k), await self._answer(query, limit, k, held))
             answers.append(found)
         await anyio.lowlevel.checkpoint()
         return answers
 
-    async def _answer(self, query: str, limit: int, k: int) -> tuple[SearchHit, ...]:
+    async def _answer(
+        self, query: str, limit: int, k: int, held: Mapping[str, bool]
+    ) -> tuple[SearchHit, ...]:
         """The answer to a query not asked before in these words: the ranking of the terms a
-        visible document holds, shared by every query of the same terms."""
+        visible document holds (``held``: whether one does, for each of its terms), shared by
+        every query of the same terms."""
         terms = _query_terms(query)
         if k < 1 or not terms:
             return ()
         key = (terms, limit, k)
         found = self._found.get(key)
         if found is None:
-            held = tuple([term for term in terms if await self._holds(term, limit)])
-            found = _keep(self._found, key, await self._ranked(held, limit, k))
+            kept = tuple([term for term in terms if held[term]])
+            found = _keep(self._found, key, await self._ranked(kept, limit, k))
         return found
 
     async def _ranked(self, terms: tuple[str, ...], limit: int, k: int) -> tuple[SearchHit, ...]:
@@ -313,21 +318,20 @@ class EvidenceStore:
             found = _keep(self._found, key, await self._search(" OR ".join(terms), limit, k))
         return found
 
-    async def _holds(self, term: str, limit: int) -> bool:
-        """Whether a document published before ``limit`` holds the phrase ``term``."""
-        held = self._held.get((term, limit))
-        if held is None:
-            await self._learn([term], limit)
-            held = self._held[(term, limit)]
-        return held
-
-    async def _learn(self, terms: Iterable[str], limit: int) -> None:
-        """Remember for each phrase not looked up before whether a document published before
-        ``limit`` holds it: one statement for many (a tick's agents each bring a name no
-        document holds), :data:`_TERMS_AT_ONCE` to a statement."""
-        new = [term for term in dict.fromkeys(terms) if (term, limit) not in self._held]
+    async def _learn(self, terms: Iterable[str], limit: int) -> dict[str, bool]:
+        """For each phrase of ``terms``, whether a document published before ``limit`` holds
+        it; those not looked up before are, one statement for many (a tick's agents each bring
+        a name no document holds), :data:`_TERMS_AT_ONCE` to a statement, and remembered."""
+        known: dict[str, bool] = {}
+        new: list[str] = []
+        for term in dict.fromkeys(terms):
+            held = self._held.get((term, limit))
+            if held is None:
+                new.append(term)
+            else:
+                known[term] = held
         if not new:
-            return
+            return known
         index = await self._visible_index(limit)
         for at in range(0, len(new), _TERMS_AT_ONCE):
             chunk = new[at : at + _TERMS_AT_ONCE]
@@ -337,9 +341,10 @@ class EvidenceStore:
                 f"(SELECT 1 FROM temp.{index} WHERE {index} MATCH asked.term)"
             )
             async with self._db.execute(sql, chunk) as cursor:
-                held = {row[0] for row in await cursor.fetchall()}
+                found = {row[0] for row in await cursor.fetchall()}
             for term in chunk:
-                _keep(self._held, (term, limit), term in held)
+                known[term] = _keep(self._held, (term, limit), term in found)
+        return known
 
     async def _search(self, expression: str, limit: int, k: int) -> tuple[SearchHit, ...]:
         index = await self._visible_index(limit)
