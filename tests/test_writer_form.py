@@ -97,6 +97,8 @@ headers = st.dictionaries(
 @example(header={"": None}, data=1e16)
 @example(header={"": None}, data={"x": math.nan, "y": None})  # both written null by msgspec
 @example(header={"": None}, data=[None, -math.inf])
+@example(header={"": None}, data={"ps": [{"d": 1e-05, "s": "x"}, {"d": 0.5, "k": None}]})  # parts
+@example(header={"": None}, data={"ps": [{"d": 0.5}, {"d": math.nan}]})  # a NaN deep in a part
 def test_the_writer_writes_the_standard_librarys_bytes(header: dict[str, Any], data: Any) -> None:
     """``encode_record`` takes msgspec's path only where its bytes are the standard
     library's, and refuses NaN and infinities as the standard library does."""
@@ -118,6 +120,8 @@ def test_the_writer_writes_the_standard_librarys_bytes(header: dict[str, Any], d
 @example(value=["12e4ab", {"x": -2.5e300}, "0e0"])
 @example(value={"x": math.nan, "y": None})
 @example(value=[None, math.inf])
+@example(value={"b": [1e16, {"z": 1, "a": 9e-05}], "a": None, "inf": 2})  # written part by part
+@example(value={"b": [{"z": math.nan}], "a": 1})
 def test_canonical_json_is_the_standard_librarys_sorted_bytes(value: Any) -> None:
     """Every digest is taken over these bytes: msgspec's only where they are the same (NaN is
     written as the standard library writes it)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -37,6 +38,7 @@ _NUMBER_STARTS = frozenset(b':,["')
 _NUMBER_CHARS = frozenset(b"0e")
 _ZERO, _QUOTE = ord("0"), ord('"')
 _LOOKALIKES = 64  # "0e0"s inside strings looked at before the standard library decides
+_PARTS = 16  # runs a list whose bytes may differ is cut into, to find the items that do
 
 
 _STANDARD_COMPACT: dict[str, Any] = {
@@ -52,11 +54,33 @@ _STANDARD_SORTED: dict[str, Any] = {
 
 
 def _bytes(fast: msgspec.json.Encoder, value: Any, standard: dict[str, Any]) -> bytes:
-    """``json.dumps(value, **standard)`` in UTF-8, from ``fast`` when its bytes are the same."""
+    """``json.dumps(value, **standard)`` in UTF-8, from ``fast`` when its bytes are the same.
+
+    A list, or a dict with string keys only, whose bytes may differ is written in parts (halves
+    of the list, split again until msgspec's bytes are the same or one item is left; the dict's
+    keys and values in the standard library's order), so that one float among a tick's
+    thousands of proposals sends only its own proposal to the standard library, not the
+    record; anything else that may differ is written by the standard library whole.
+    """
+    out = _same(fast, value)
+    if out is not None:
+        return out
+    if isinstance(value, list | tuple) and value:
+        return b"[" + _items(fast, value, standard) + b"]"
+    if isinstance(value, dict) and all(type(key) is str for key in value):
+        items = sorted(value.items()) if standard.get("sort_keys") else value.items()
+        parts = [_COMPACT.encode(key) + b":" + _bytes(fast, item, standard) for key, item in items]
+        return b"{" + b",".join(parts) + b"}"
+    return json.dumps(value, **standard).encode()
+
+
+def _same(fast: msgspec.json.Encoder, value: Any) -> bytes | None:
+    """msgspec's bytes for ``value`` if they are certainly the standard library's, else
+    ``None`` (also when msgspec refuses it: a key it does not take)."""
     try:
         out = fast.encode(value)
-    except (TypeError, ValueError):  # a key msgspec does not take: the standard library decides
-        return json.dumps(value, **standard).encode()
+    except (TypeError, ValueError):
+        return None
     if (
         (b"null" in out and _non_finite(value))
         or b"0.0000" in out
@@ -64,8 +88,22 @@ def _bytes(fast: msgspec.json.Encoder, value: Any, standard: dict[str, Any]) -> 
         or b'inf":' in out  # a float key msgspec writes as a string: "inf", "-inf"
         or b'nan":' in out
     ):
-        return json.dumps(value, **standard).encode()
+        return None
     return out
+
+
+def _items(fast: msgspec.json.Encoder, items: Sequence[Any], standard: dict[str, Any]) -> bytes:
+    """The bytes of a list's ``items`` joined by commas: cut into up to :data:`_PARTS` runs,
+    each run msgspec writes as the standard library would taken whole, the others cut again."""
+    if len(items) == 1:
+        return _bytes(fast, items[0], standard)
+    step = -(-len(items) // _PARTS)
+    parts = []
+    for at in range(0, len(items), step):
+        run = items[at : at + step]
+        out = _same(fast, run)
+        parts.append(out[1:-1] if out is not None else _items(fast, run, standard))
+    return b",".join(parts)
 
 
 def _non_finite(value: Any) -> bool:
