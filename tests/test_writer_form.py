@@ -169,3 +169,40 @@ def _sortable(value: Any) -> bool:
     if isinstance(value, list):
         return all(map(_sortable, value))
     return True
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    base=written_values,
+    odd=st.lists(st.tuples(st.integers(0, 10_000), any_float | written_values), max_size=4),
+    copies=st.integers(300, 900),
+)
+@example(base=None, odd=[(7, 1e-05)], copies=400)  # one proposal's float among many
+@example(base={1: 2}, odd=[(0, math.nan), (399, 1e16)], copies=400)
+def test_large_values_written_in_parts_are_the_standard_librarys_bytes(
+    base: Any, odd: list[tuple[int, Any]], copies: int
+) -> None:
+    """A record large enough to be written in parts (a tick's proposals) when a few of its
+    items hold what msgspec writes otherwise: the bytes, and the refusals, are still the
+    standard library's, compact and sorted."""
+    items: list[Any] = [{"i": i, "v": 0.5, "s": "p" * 20, "b": base} for i in range(copies)]
+    for at, value in odd:
+        items[at % copies]["v"] = value
+    data = {"z": [1e16, "x"], "proposals": items}  # keys out of their sorted order
+    try:
+        expected = json.dumps(
+            {"v": 1, "data": data}, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode()
+    except ValueError:
+        with pytest.raises(ValueError):
+            encode_record({"v": 1}, data)
+    else:
+        assert encode_record({"v": 1}, data) == expected
+    try:
+        want = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        want_bytes = want.encode()
+    except (TypeError, ValueError) as refused:
+        with pytest.raises(type(refused)):
+            canonical_json(data)
+        return
+    assert canonical_json(data) == want_bytes

@@ -39,6 +39,7 @@ _NUMBER_CHARS = frozenset(b"0e")
 _ZERO, _QUOTE = ord("0"), ord('"')
 _LOOKALIKES = 64  # "0e0"s inside strings looked at before the standard library decides
 _PARTS = 16  # runs a list whose bytes may differ is cut into, to find the items that do
+_PARTS_FROM = 1 << 14  # bytes from which such a list or dict is written in parts
 
 
 _STANDARD_COMPACT: dict[str, Any] = {
@@ -56,40 +57,44 @@ _STANDARD_SORTED: dict[str, Any] = {
 def _bytes(fast: msgspec.json.Encoder, value: Any, standard: dict[str, Any]) -> bytes:
     """``json.dumps(value, **standard)`` in UTF-8, from ``fast`` when its bytes are the same.
 
-    A list, or a dict with string keys only, whose bytes may differ is written in parts (halves
-    of the list, split again until msgspec's bytes are the same or one item is left; the dict's
-    keys and values in the standard library's order), so that one float among a tick's
-    thousands of proposals sends only its own proposal to the standard library, not the
-    record; anything else that may differ is written by the standard library whole.
+    A large list, or a large dict with string keys only (:data:`_PARTS_FROM` bytes or more),
+    whose bytes may differ is written in parts (the list cut into up to :data:`_PARTS` runs,
+    each cut again until msgspec's bytes are the same or one item is left; the dict key by key,
+    in the standard library's order), so that one float among a tick's thousands of proposals
+    sends only its own proposal to the standard library, not the record; anything else that
+    may differ is written by the standard library whole.
     """
-    out = _same(fast, value)
-    if out is not None:
+    out = _encoded(fast, value)
+    if out is not None and _same(out, value):
         return out
-    if isinstance(value, list | tuple) and value:
-        return b"[" + _items(fast, value, standard) + b"]"
-    if isinstance(value, dict) and all(type(key) is str for key in value):
-        items = sorted(value.items()) if standard.get("sort_keys") else value.items()
-        parts = [_COMPACT.encode(key) + b":" + _bytes(fast, item, standard) for key, item in items]
-        return b"{" + b",".join(parts) + b"}"
+    if out is not None and len(out) >= _PARTS_FROM:
+        if isinstance(value, list | tuple):
+            return b"[" + _items(fast, value, standard) + b"]"
+        if isinstance(value, dict) and all(type(key) is str for key in value):
+            items = sorted(value.items()) if standard.get("sort_keys") else value.items()
+            parts = [_COMPACT.encode(k) + b":" + _bytes(fast, v, standard) for k, v in items]
+            return b"{" + b",".join(parts) + b"}"
     return json.dumps(value, **standard).encode()
 
 
-def _same(fast: msgspec.json.Encoder, value: Any) -> bytes | None:
-    """msgspec's bytes for ``value`` if they are certainly the standard library's, else
-    ``None`` (also when msgspec refuses it: a key it does not take)."""
+def _encoded(fast: msgspec.json.Encoder, value: Any) -> bytes | None:
+    """msgspec's bytes for ``value``, or ``None`` where it refuses it (a key it does not
+    take: the standard library decides)."""
     try:
-        out = fast.encode(value)
+        return fast.encode(value)
     except (TypeError, ValueError):
         return None
-    if (
+
+
+def _same(out: bytes, value: Any) -> bool:
+    """Whether msgspec's bytes ``out`` for ``value`` are certainly the standard library's."""
+    return not (
         (b"null" in out and _non_finite(value))
         or b"0.0000" in out
         or _exponent(out)
         or b'inf":' in out  # a float key msgspec writes as a string: "inf", "-inf"
         or b'nan":' in out
-    ):
-        return None
-    return out
+    )
 
 
 def _items(fast: msgspec.json.Encoder, items: Sequence[Any], standard: dict[str, Any]) -> bytes:
@@ -101,8 +106,9 @@ def _items(fast: msgspec.json.Encoder, items: Sequence[Any], standard: dict[str,
     parts = []
     for at in range(0, len(items), step):
         run = items[at : at + step]
-        out = _same(fast, run)
-        parts.append(out[1:-1] if out is not None else _items(fast, run, standard))
+        out = _encoded(fast, run)
+        same = out is not None and _same(out, run)
+        parts.append(out[1:-1] if out is not None and same else _items(fast, run, standard))
     return b",".join(parts)
 
 
