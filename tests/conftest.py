@@ -41,6 +41,17 @@ def demo_card() -> Card:
     return load_card(DEMO_CARD)
 
 
+@pytest.fixture(scope="session")
+def branching_demo_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The trace of a branching run of the demo card (its evidence inline, seed 6): several
+    timelines at once. Read it; copy it to change it."""
+    config = RunConfig(card=load_card(DEMO_CARD), policy=load_policy("branching"), seed=6)
+    out = tmp_path_factory.mktemp("branching-demo")
+    result = anyio.run(lambda: run_card(config, out, fsync=False))
+    assert result.forks >= 2
+    return result.trace
+
+
 @pytest.fixture
 def run(tmp_path: Path) -> RunFn:
     """Run a card synchronously: ``run(card, policy="branching", seed=0, **config)``."""

@@ -66,6 +66,15 @@ def invoke(*args: str | Path) -> Outcome:
 Edit = Callable[[list[dict[str, Any]]], None]
 
 
+def cut_mid_run(source: Path, target: Path) -> Path:
+    """Write to ``target`` the lines of the trace ``source`` up to its middle committed tick:
+    a run cut off there (no terminal record), to restore or resume."""
+    lines = source.read_bytes().splitlines(keepends=True)
+    committed = [i for i, line in enumerate(lines) if b'"type":"tick_committed"' in line[:200]]
+    target.write_bytes(b"".join(lines[: committed[len(committed) // 2] + 1]))
+    return target
+
+
 def forge(source: Path, target: Path, edit: Edit) -> None:
     """Apply ``edit`` to the parsed records, then renumber, re-chain and reseal every line as
     the writer would: the forged trace is internally consistent."""

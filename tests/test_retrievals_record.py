@@ -13,15 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support import DEMO_CARD, forge
-from worldsim.domain.cards import load_card
-from worldsim.domain.config import RunConfig
-from worldsim.domain.policy import load_policy
+from tests.support import cut_mid_run, forge
 from worldsim.gateway.access import Logged, RetrievalRecord
 from worldsim.scoring.hindsight.evidence import accessed_documents
 from worldsim.scoring.hindsight.forecast import stream_records
 from worldsim.sim.resume import Cut, restore_point, resume_config
-from worldsim.sim.session import resume_run, run_card
+from worldsim.sim.session import resume_run
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
 from worldsim.trace.records import RetrievalsData, accesses_of
@@ -30,13 +27,8 @@ from worldsim.view.extract import trace_data, verified
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A branching run of the demo card (its evidence inline): several timelines at once."""
-    config = RunConfig(card=load_card(DEMO_CARD), policy=load_policy("branching"), seed=6)
-    out = tmp_path_factory.mktemp("run")
-    result = anyio.run(lambda: run_card(config, out, fsync=False))
-    assert result.forks >= 2
-    return result.trace
+def recorded(branching_demo_trace: Path) -> Path:
+    return branching_demo_trace
 
 
 def _as_written_before(records: list[dict[str, Any]]) -> None:
@@ -115,11 +107,7 @@ def test_a_cut_run_restores_every_access_before_the_cut(
 ) -> None:
     whole: Path = request.getfixturevalue(form)
     full = read_trace(whole)
-    committed = [line for line in full.lines if line.type == "tick_committed"]
-    cut_after = committed[len(committed) // 2]
-    blob = b"".join(line.raw + b"\n" for line in full.lines[: cut_after.number + 1])
-    path = tmp_path / "cut.jsonl"
-    path.write_bytes(blob)
+    path = cut_mid_run(whole, tmp_path / "cut.jsonl")
     trace = read_trace(path)
     point = restore_point(Cut(trace), resume_config(trace))
     assert point.retrievals == trace.accesses() and point.retrievals
