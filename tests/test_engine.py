@@ -140,7 +140,9 @@ def test_proposal_order_is_canonical_not_arrival(demo_card: Card, run: RunFn) ->
         SleepyActor.delays = iter(delays)
         result = run(card, "branching", 5)
         trace = read_trace(result.trace)
-        for p in trace.proposals():
+        proposed = trace.proposals()
+        assert proposed
+        for p in proposed:
             assert p.data.summary.endswith("speaks") or p.data.role == "cohort"
         hashes.append(canonical_hash(trace))
     assert hashes[0] == hashes[1]

@@ -186,6 +186,7 @@ def test_cohorts_cost_one_call_each_and_members_are_sampled(
     ticks = {line.record.tick for line in trace.of_type("tick_committed")}
     assert len(cohort_calls) == len(ticks)  # one cohort, one call per tick, 5000 members
     updates = [p.data for p in trace.proposals() if p.data.role == "cohort"]
+    assert updates
     for p in updates:
         counts = [int(part.split("×")[1]) for part in p.summary.split(": ")[1].split(", ")]
         assert sum(counts) == 50
