@@ -111,3 +111,20 @@ async def test_adding_documents_forgets_the_answers_given() -> None:
         assert [h.id for h in await store.search("merger", before=cutoff)] == ["b", "a"]
         got = await store.get("b")
         assert got is not None and got.title == "Merger approved"
+
+
+@pytest.mark.asyncio
+async def test_a_batch_answers_alike_when_its_new_questions_push_old_ones_out_of_memory() -> None:
+    """The store remembers a bounded number of questions: a batch whose new ones push out one
+    it asks again (answered from memory when the batch began) still answers every question as
+    a store that never forgot would."""
+    doc = EvidenceDoc(id="a", published_at=EPOCH, title="Merger review", text="merger review")
+    cutoff = EPOCH + timedelta(days=1)
+    many = [f"merger q{i}" for i in range(1 << 16)]  # as many as the store remembers
+    async with memory_store([doc]) as store:
+        await store.search_many(many, before=cutoff)
+        batch = ["review w1", many[0], "review w2", many[1]]
+        answers = await store.search_many(batch, before=cutoff)
+    async with memory_store([doc]) as fresh:
+        expected = await fresh.search_many(batch, before=cutoff)
+    assert answers == expected and all(answers)

@@ -65,9 +65,11 @@ def _bytes(fast: msgspec.json.Encoder, value: Any, standard: dict[str, Any]) -> 
     may differ is written by the standard library whole.
     """
     out = _encoded(fast, value)
-    if out is not None and _same(out, value):
+    if out is None:
+        return json.dumps(value, **standard).encode()
+    if _same(out, value):
         return out
-    if out is not None and len(out) >= _PARTS_FROM:
+    if len(out) >= _PARTS_FROM:
         if isinstance(value, list | tuple):
             return b"[" + _items(fast, value, standard) + b"]"
         if isinstance(value, dict) and all(type(key) is str for key in value):
@@ -107,8 +109,9 @@ def _items(fast: msgspec.json.Encoder, items: Sequence[Any], standard: dict[str,
     for at in range(0, len(items), step):
         run = items[at : at + step]
         out = _encoded(fast, run)
-        same = out is not None and _same(out, run)
-        parts.append(out[1:-1] if out is not None and same else _items(fast, run, standard))
+        parts.append(
+            out[1:-1] if out is not None and _same(out, run) else _items(fast, run, standard)
+        )
     return b",".join(parts)
 
 

@@ -269,20 +269,19 @@ class EvidenceStore:
         """:meth:`search` for each query, the answers given before from memory with one
         checkpoint for all of them."""
         limit = to_epoch_us(before)
-        answers: list[tuple[SearchHit, ...]] = []
         asked = self._asked
-        fresh = [query for query in queries if (query, limit, k) not in asked]
-        held: dict[str, bool] = {}
+        # the remembered answers first: remembering the new ones may push those out of memory
+        answers = [asked.get((query, limit, k)) for query in queries]
+        fresh = [query for query, found in zip(queries, answers, strict=True) if found is None]
         if fresh:  # the words of queries not asked before, looked up together
             terms = [term for query in fresh for term in _query_terms(query)]
             held = await self._learn(terms, limit)
-        for query in queries:
-            found = asked.get((query, limit, k))
-            if found is None:
-                found = _keep(asked, (query, limit, k), await self._answer(query, limit, k, held))
-            answers.append(found)
+            for i, query in enumerate(queries):
+                if answers[i] is None:
+                    found = await self._answer(query, limit, k, held)
+                    answers[i] = _keep(asked, (query, limit, k), found)
         await anyio.lowlevel.checkpoint()
-        return answers
+        return [found or () for found in answers]
 
     async def _answer(
         self, query: str, limit: int, k: int, held: Mapping[str, bool]
