@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support import cut_mid_run, forge
+from worldsim.domain.jsonbytes import compact_bytes, floats_in
 from worldsim.scoring.hindsight.evidence import accessed_documents
 from worldsim.scoring.hindsight.forecast import stream_records
 from worldsim.sim.resume import Cut, restore_point, resume_config
@@ -107,11 +109,16 @@ def test_a_cut_run_restores_who_proposed_before_the_cut(
     assert canonical_hash(read_trace(path)) == canonical_hash(full)
 
 
+def _json_bytes(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 proposal = st.builds(
     Proposal,
     agent=st.sampled_from(["a", "b", "c"]),
     index=st.integers(0, 3),
     direction=st.floats(-1.0, 1.0),
+    magnitude=st.floats(0.0, 1e-3),
     summary=st.text(max_size=8),
     deltas=st.lists(st.builds(ShiftPressure, endpoint=st.just("yes"), by=st.floats(-1, 1))).map(
         tuple
@@ -132,9 +139,13 @@ def test_a_record_gives_back_the_proposals_it_was_made_of(
 ) -> None:
     """Dumped together, each is what it is alone with its role and unretrieved citations; read
     back as objects and as the JSON a reader of dicts sees, in the order written."""
-    payload = ProposalsData.payload(*zip(*made, strict=True)) if made else {"proposals": []}
-    if not made:
-        assert ProposalsData.payload([], [], []) == payload
+    built = ProposalsData.payload(*zip(*made, strict=True)) if made else None
+    payload = built.data if built is not None else {"proposals": []}
+    if built is None:
+        assert ProposalsData.payload([], [], []).data == payload
+    else:  # every float it holds is listed for the writer, which then writes what json does
+        assert Counter(built.floats) == Counter(floats_in(payload))
+        assert compact_bytes(payload, built.floats) == _json_bytes(payload)
     alone = [
         {**p.model_dump(mode="json"), "role": role, "unretrieved_citations": ids}
         for p, role, ids in made

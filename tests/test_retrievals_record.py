@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support import cut_mid_run, forge
+from worldsim.domain.jsonbytes import floats_in
 from worldsim.gateway.access import Logged, RetrievalRecord
 from worldsim.scoring.hindsight.evidence import accessed_documents
 from worldsim.scoring.hindsight.forecast import stream_records
@@ -148,7 +149,9 @@ logged = st.builds(
 def test_a_record_gives_back_the_accesses_it_was_made_of(records: list[RetrievalRecord]) -> None:
     """Written without the fields at their defaults, read back whole: by agent, each agent's
     in the order made; as objects and as the JSON a reader of dicts sees."""
-    payload = RetrievalsData.payload([Logged.of(r) for r in records])
+    built = RetrievalsData.payload([Logged.of(r) for r in records])
+    payload = built.data
+    assert built.floats == [] == list(floats_in(payload))  # an access holds no float
     data = RetrievalsData.model_validate(payload)
     ordered = sorted(records, key=lambda r: r.agent)
     assert data.records("t0.2", 3) == ordered

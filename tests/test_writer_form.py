@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from collections import Counter
+from typing import Any, get_args
 
 import msgspec
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
+from worldsim.domain.jsonbytes import canonical_bytes, floats_in
 from worldsim.trace.reader import in_writers_form
+from worldsim.trace.records import ReviewData
 from worldsim.trace.writer import encode_record
 from worldsim.world.canonical import canonical_json
+from worldsim.world.moves import ProposalRef, Review
+from worldsim.world.state import EvidenceIn, LedgerUpdate, SetVariable, ShiftPressure
 
 scalars = (
     st.none()
@@ -166,7 +172,7 @@ def _sortable(value: Any) -> bool:
     """Whether the standard library can sort every key of ``value`` (string keys only)."""
     if isinstance(value, dict):
         return all(isinstance(k, str) for k in value) and all(map(_sortable, value.values()))
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return all(map(_sortable, value))
     return True
 
@@ -206,3 +212,85 @@ def test_large_values_written_in_parts_are_the_standard_librarys_bytes(
             canonical_json(data)
         return
     assert canonical_json(data) == want_bytes
+
+
+@settings(max_examples=600, deadline=None)
+@given(data=written_values)
+@example(data={"d": [1e-05, 0.5], "k": {1e16: 1}})
+@example(data={"x": 9.999999999999999e-05, "y": 0.0001, "z": 9999999999999998.0, "n": -0.0})
+@example(data=[math.nan, "x"])
+def test_a_value_given_with_its_floats_is_the_standard_librarys_bytes(data: Any) -> None:
+    """A record's maker that lists every float its data holds (``floats_in`` finds them, keys
+    included) gets the standard library's bytes, compact and sorted, without the bytes being
+    looked at; a float msgspec writes otherwise sends the value down the looked-at path."""
+    floats = list(floats_in(data))
+    try:
+        expected = json.dumps(
+            {"v": 1, "data": data}, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode()
+    except ValueError:
+        with pytest.raises(ValueError):
+            encode_record({"v": 1}, data, floats)
+    else:
+        assert encode_record({"v": 1}, data, floats) == expected
+    if _sortable(data):
+        sorted_bytes = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        assert canonical_bytes(data, floats) == sorted_bytes.encode()
+
+
+def _float_fields(model: type[BaseModel]) -> list[str]:
+    """The fields of ``model`` and of the models inside it whose type admits a float."""
+    found: list[str] = []
+
+    def walk(kind: Any, where: str) -> None:
+        if kind is float:
+            found.append(where)
+        elif isinstance(kind, type) and issubclass(kind, BaseModel):
+            for name, field in kind.model_fields.items():
+                walk(field.annotation, f"{where}.{name}")
+        for arg in get_args(kind):
+            walk(arg, where)
+
+    walk(model, model.__name__)
+    return found
+
+
+def test_the_parts_of_a_review_taken_as_float_free_hold_no_float() -> None:
+    """A review's record lists the floats of its small parts only: its accepted and rejected
+    proposals and its ledger updates (the bulk of a tick's review) admit none."""
+    fields = Review.model_fields
+    for part in ("accepted", "rejected", "ledger"):
+        assert _float_fields(fields[part].annotation) == [], part  # type: ignore[arg-type]
+    assert _float_fields(Review)  # the walk finds the floats there are
+
+
+reviews = st.builds(
+    Review,
+    accepted=st.lists(st.builds(ProposalRef, agent=st.text(max_size=3), index=st.integers(0, 3))),
+    ledger=st.lists(
+        st.builds(
+            LedgerUpdate,
+            endpoint=st.just("yes"),
+            evidence=st.builds(EvidenceIn, kind=st.just("supports"), ref=st.just("t0/1/a/0")),
+        ),
+        max_size=3,
+    ).map(tuple),
+    deltas=st.lists(
+        st.builds(ShiftPressure, endpoint=st.just("yes"), by=st.floats(-50, 50))
+        | st.builds(SetVariable, name=st.just("v"), value=any_float.filter(math.isfinite)),
+        max_size=3,
+    ).map(tuple),
+    forced_p_yes=st.none() | st.floats(0.0, 1e-3),
+    forced_probs=st.none() | st.dictionaries(st.text(max_size=3), st.floats(0.0, 1.0)),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(review=reviews)
+def test_a_review_record_lists_every_float_it_holds(review: Review) -> None:
+    made = ReviewData.payload(review)
+    assert Counter(made.floats) == Counter(floats_in(made.data))
+    expected = json.dumps(
+        {"v": 1, "data": made.data}, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode()
+    assert encode_record({"v": 1}, made.data, made.floats) == expected

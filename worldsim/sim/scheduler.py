@@ -406,8 +406,8 @@ class Engine:
             )
         if proposals:
             by = [roles_of[p.agent] for p in proposals]
-            data = ProposalsData.payload(proposals, by, unretrieved)
-            await self.writer.emit("proposals", data, tl=tl.id, tick=k)
+            made = ProposalsData.payload(proposals, by, unretrieved)
+            await self.writer.emit("proposals", made.data, tl=tl.id, tick=k, floats=made.floats)
 
         # (5) review, validated and applied
         reviewer: ReviewRole = self.roles["governance"]
@@ -436,7 +436,8 @@ class Engine:
             tl.end_tick = k
             await self._commit(tl, k, snapshot)
             return
-        await self.writer.emit("review", ReviewData.payload(review), tl=tl.id, tick=k)
+        made = ReviewData.payload(review)
+        await self.writer.emit("review", made.data, tl=tl.id, tick=k, floats=made.floats)
         try:
             _check_refs(review, proposals)
             state = apply_review(snapshot, review.deltas, review.ledger, k)
@@ -482,9 +483,8 @@ class Engine:
         for logged in self.gateway.take(tl.id):
             groups.setdefault(logged.tick, []).append(logged)
         for tick, accesses in groups.items():
-            await self.writer.emit(
-                "retrievals", RetrievalsData.payload(accesses), tl=tl.id, tick=tick
-            )
+            made = RetrievalsData.payload(accesses)
+            await self.writer.emit("retrievals", made.data, tl=tl.id, tick=tick, floats=made.floats)
 
     async def _commit(self, tl: Timeline, k: int, state: WorldState) -> None:
         tl.state = state

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import (
     AwareDatetime,
@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from worldsim.domain.cards import UtcDatetime, utc_iso
+from worldsim.domain.jsonbytes import floats_in
 from worldsim.gateway.access import ACCESS_DEFAULTS, Access, Logged
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.models.call import LlmCallData
@@ -45,6 +46,7 @@ __all__ = [
     "ForkRejectedData",
     "InterventionData",
     "LeafData",
+    "Payload",
     "ProposalData",
     "ProposalsData",
     "ReportData",
@@ -66,6 +68,14 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
+
+
+class Payload(NamedTuple):
+    """A record's JSON ``data`` as its maker built it, with every float it holds (for the
+    writer's ``emit(type_, data, floats=floats)``, which then need not look for them)."""
+
+    data: dict[str, Any]
+    floats: list[float]
 
 
 class _Data(BaseModel):
@@ -186,14 +196,18 @@ class ProposalsData(_Data):
     @staticmethod
     def payload(
         proposals: Sequence[Proposal], roles: Sequence[str], unretrieved: Sequence[list[str]]
-    ) -> dict[str, Any]:
+    ) -> Payload:
         """The record's ``data`` for validated proposals (dumped together, not validated
         again), each with its agent's role and the documents it cited but never retrieved."""
         items: list[dict[str, Any]] = PROPOSALS.dump_python(list(proposals), mode="json")
+        floats: list[float] = []
         for item, role, ids in zip(items, roles, unretrieved, strict=True):
             item["role"] = role
             item["unretrieved_citations"] = ids
-        return {"proposals": items}
+            floats += (item["direction"], item["magnitude"])
+            if item["deltas"]:
+                floats.extend(floats_in(item["deltas"]))
+        return Payload({"proposals": items}, floats)
 
 
 def proposals_of(type_: str, data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -206,13 +220,20 @@ def proposals_of(type_: str, data: Mapping[str, Any]) -> list[Mapping[str, Any]]
     return [item for item in items if isinstance(item, Mapping)] if isinstance(items, list) else []
 
 
+_FLOAT_FREE = ("accepted", "rejected", "ledger")
+"""A review's parts that hold no float (proposal references, reasons, ledger evidence): the
+bulk of a tick's review, left out of the walk for its floats."""
+
+
 class ReviewData(Review):
     agent: str = "governance"
 
     @staticmethod
-    def payload(review: Review) -> dict[str, Any]:
+    def payload(review: Review) -> Payload:
         """The record's ``data`` for a validated review, in its JSON form."""
-        return {**review.model_dump(mode="json"), "agent": "governance"}
+        data = {**review.model_dump(mode="json"), "agent": "governance"}
+        rest = [value for key, value in data.items() if key not in _FLOAT_FREE]
+        return Payload(data, list(floats_in(rest)))
 
 
 class ForkData(_Data):
@@ -432,11 +453,13 @@ class RetrievalsData(_Data):
         return utc_iso(value)
 
     @staticmethod
-    def payload(logged: Sequence[Logged]) -> dict[str, Any]:
+    def payload(logged: Sequence[Logged]) -> Payload:
         """The record's ``data`` for the accesses ``logged`` (made at one timeline, tick and
-        cut-off, each in its JSON form already): by agent, each agent's in call order."""
+        cut-off, each in its JSON form already): by agent, each agent's in call order. An
+        access holds no float."""
         ordered = sorted(logged, key=lambda a: a.access["agent"])  # stable: call order
-        return {"cutoff": utc_iso(logged[0].cutoff), "accesses": [a.access for a in ordered]}
+        data = {"cutoff": utc_iso(logged[0].cutoff), "accesses": [a.access for a in ordered]}
+        return Payload(data, [])
 
     def records(self, tl: str | None, tick: int | None) -> list[RetrievalData]:
         """The accesses as logged records (a record's ``tl`` and ``tick`` given)."""

@@ -15,7 +15,7 @@ import functools
 import hashlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -78,14 +78,17 @@ def seal_line(line: bytes, signer: Signer | None = None) -> bytes:
     return line.replace(_SIGNATURE_EMPTY, b'"signature":"' + signer.sign(digest).encode() + b'"')
 
 
-def encode_record(header: dict[str, Any], data: Any) -> bytes:
+def encode_record(
+    header: dict[str, Any], data: Any, floats: Iterable[float] | None = None
+) -> bytes:
     """A record as the trace holds it: exactly ``json.dumps({**header, "data": data},
     separators=(",", ":"), ensure_ascii=False, allow_nan=False)`` in UTF-8 (so NaN and
     infinities raise). The ``header`` is the writer's (at least one field; ints, strings and
     ``None``, which msgspec writes as the standard library does), so only ``data`` is looked
     at for what msgspec could write otherwise (the ``prev`` digest would send most lines to
-    the standard library for nothing; see :mod:`worldsim.domain.jsonbytes`)."""
-    return msgspec_bytes(header)[:-1] + b',"data":' + compact_bytes(data) + b"}"
+    the standard library for nothing; see :mod:`worldsim.domain.jsonbytes`); ``floats``, when
+    given, are every float ``data`` holds."""
+    return msgspec_bytes(header)[:-1] + b',"data":' + compact_bytes(data, floats) + b"}"
 
 
 def _holder_pid(fd: int) -> int | None:
@@ -263,9 +266,13 @@ class TraceWriter:
         tl: str | None = None,
         tick: int | None = None,
         durable: bool = False,
+        floats: Iterable[float] | None = None,
     ) -> None:
         """Append one record, chained to the one before, in one write (all of it, or after a
-        failed write none); with ``durable`` (committed ticks, the end) also fsync."""
+        failed write none); with ``durable`` (committed ticks, the end) also fsync. ``floats``:
+        every float a ``data`` dict holds, where its maker knows them (the record's bytes
+        are then not looked at for floats msgspec writes otherwise; see
+        :mod:`worldsim.domain.jsonbytes`)."""
         if self.failure is not None:
             raise self.failure
         if self._closed:
@@ -283,7 +290,7 @@ class TraceWriter:
             "tick": tick,
             "prev": self._prev,
         }
-        line = encode_record(header, payload)
+        line = encode_record(header, payload, floats)
         if type_ in SEALED_TYPES:
             line = seal_line(line, self.signer)
         self._write(line + b"\n")
