@@ -244,11 +244,12 @@ def forecast_json(records: list[RecordView]) -> dict[str, Any]:
                 observations.setdefault((r.tl, r.tick), []).append(event_id)
         elif r.type in _PROPOSAL_TYPES:
             for p in proposals_of(r.type, r.data):
-                proposals[(r.tl, r.tick, str(p.get("agent", "")), _index(p.get("index")))] = p
+                agent, index = p.get("agent", ""), p.get("index")
+                proposals[(r.tl, r.tick, _text(agent), _index(index))] = p
         elif r.type == "review":
             for item in r.data.get("accepted") or ():
                 if isinstance(item, dict):
-                    agent = str(item.get("agent", ""))
+                    agent = _text(item.get("agent", ""))
                     accepted.append((r.tl, r.tick, agent, _index(item.get("index"))))
         elif r.type == "fork":
             child = r.data.get("child")
@@ -258,25 +259,47 @@ def forecast_json(records: list[RecordView]) -> dict[str, Any]:
                 add(f"{child}/{r.tick}/branch", hypothesis, "", child, r.tick, "branch")
 
     # canonical order, never the trace's: timelines interleave in the file as they were scheduled
-    for key in sorted(dict.fromkeys(accepted), key=lambda k: (k[1], lineage(k[0]), k[2], k[3])):
+    lines = _Lineages()
+    for key in sorted(dict.fromkeys(accepted), key=lambda k: (k[1], lines[k[0]], k[2], k[3])):
         data = proposals.get(key)
         if data is None:
             continue
         tl, tick, agent, index = key
         event_id = f"{tl}/{tick}/{agent}/{index}"
-        add(event_id, str(data.get("summary", "")), "", tl, tick, "proposal")
-        for doc_id in dict.fromkeys(data.get("cites") or ()):
-            links.append({"source": event_id, "target": str(doc_id), "relation": "cites"})
+        events.append(
+            {
+                "id": event_id,
+                "title": _text(data.get("summary", "")),
+                "description": "",
+                "date": tick_dates.get(tick),
+                "timeline": tl,
+                "tick": tick,
+                "mass": masses.get(tl),
+                "kind": "proposal",
+            }
+        )
+        cites = data.get("cites")
+        if cites:
+            for doc_id in dict.fromkeys(cites):
+                links.append({"source": event_id, "target": _text(doc_id), "relation": "cites"})
         for obs_id in observations.get((tl, tick), ()):
             links.append({"source": obs_id, "target": event_id, "relation": "informs"})
 
-    events.sort(key=_event_order)
+    # simulated order: tick, timeline lineage, then branch < observation < proposal, then id
+    events.sort(key=lambda e: (e["tick"], lines[e["timeline"]], _KIND_ORDER[e["kind"]], e["id"]))
     return {"run": run_id, "card_id": card_id, "as_of": as_of, "events": events, "links": links}
 
 
+class _Lineages(dict[str, tuple[int, ...]]):
+    """:func:`lineage` of each timeline id asked for, worked out once."""
+
+    def __missing__(self, timeline: str) -> tuple[int, ...]:
+        self[timeline] = found = lineage(timeline)
+        return found
+
+
+def _text(value: object) -> str:
+    return value if type(value) is str else str(value)
+
+
 _KIND_ORDER = {"branch": 0, "observation": 1, "proposal": 2}
-
-
-def _event_order(event: Mapping[str, Any]) -> tuple[int, tuple[int, ...], int, str]:
-    """Simulated order: tick, timeline lineage, then branch < observation < proposal."""
-    return (event["tick"], lineage(event["timeline"]), _KIND_ORDER[event["kind"]], event["id"])

@@ -545,8 +545,15 @@ class ForecastGraph(BaseModel):
 
 
 def forecast_digest(graph: Mapping[str, Any]) -> str:
-    """SHA-256 (hex) of the canonical JSON of a forecast graph in its JSON form."""
-    return hashlib.sha256(canonical_json(graph)).hexdigest()
+    """SHA-256 (hex) of the canonical JSON of a forecast graph in its JSON form (whose floats
+    are its events' masses, and ticks should one be written as a float)."""
+    floats = [
+        value
+        for event in graph["events"]
+        for value in (event["mass"], event["tick"])
+        if type(value) is float
+    ]
+    return hashlib.sha256(canonical_json(graph, floats)).hexdigest()
 
 
 class ForecastGraphData(_Data):

@@ -8,7 +8,7 @@ digest then costs in proportion to what changed, plus one pass of SHA-256.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from worldsim.domain.jsonbytes import canonical_bytes
@@ -20,10 +20,12 @@ __all__ = ["canonical_json", "rendered"]
 _RENDERED: IdentityMemo[bytes] = IdentityMemo(256)
 
 
-def canonical_json(value: Any) -> bytes:
+def canonical_json(value: Any, floats: Iterable[float] | None = None) -> bytes:
     """Compact, key-sorted JSON bytes: the form every digest in worldsim is taken over
-    (``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``)."""
-    return canonical_bytes(value)
+    (``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``);
+    ``floats``, when given, are every float ``value`` holds
+    (:func:`~worldsim.domain.jsonbytes.canonical_bytes`)."""
+    return canonical_bytes(value, floats)
 
 
 def rendered(kind: str, part: object, render: Callable[[], bytes]) -> bytes:
