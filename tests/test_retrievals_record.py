@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tests.support import cut_mid_run, forge
 from worldsim.domain.jsonbytes import floats_in
-from worldsim.gateway.access import Logged, RetrievalRecord
+from worldsim.gateway.access import Access, Logged, RetrievalRecord, access_json
 from worldsim.scoring.hindsight.evidence import accessed_documents
 from worldsim.scoring.hindsight.forecast import stream_records
 from worldsim.sim.resume import Cut, restore_point, resume_config
@@ -74,6 +74,13 @@ def test_one_record_per_timeline_tick_ordered_by_agent(recorded: Path) -> None:
     # every access is where its record says it is
     for access in trace.accesses():
         assert access.timeline is not None and access.tick is not None
+    # and written as access_json writes it: the fields at their defaults left out
+    raw = [json.loads(line) for line in recorded.read_bytes().splitlines()]
+    written = [a for r in raw if r["type"] == "retrievals" for a in r["data"]["accesses"]]
+    tools = collections.Counter(a["tool"] for a in written)
+    assert tools["search_evidence"] and tools["open_document"]
+    for access in written:
+        assert access == access_json(**Access.model_validate(access).model_dump())
 
 
 def test_every_cited_document_was_retrieved_in_the_record_of_its_tick(recorded: Path) -> None:
@@ -155,6 +162,6 @@ def test_a_record_gives_back_the_accesses_it_was_made_of(records: list[Retrieval
     data = RetrievalsData.model_validate(payload)
     ordered = sorted(records, key=lambda r: r.agent)
     assert data.records("t0.2", 3) == ordered
-    assert [Logged.of(r).record() for r in records] == records  # the log's form loses nothing
+    assert [Logged.of(r).records() for r in records] == [[r] for r in records]  # nothing lost
     raw = json.loads(json.dumps(payload))
     assert accesses_of("retrievals", raw, "t0.2", 3) == [r.model_dump(mode="json") for r in ordered]

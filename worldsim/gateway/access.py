@@ -99,24 +99,24 @@ def access_json(
 
 
 class Logged(NamedTuple):
-    """One access as the gateway logs it: where it was made, the gateway's cut-off, and the
-    access in its JSON form (:func:`access_json`)."""
+    """Accesses as the gateway logs them: made in one call at one timeline and tick, the
+    gateway's cut-off, and each access in its JSON form (:func:`access_json`), in call order."""
 
     timeline: str | None
     tick: int | None
     cutoff: datetime
-    access: dict[str, Any]
+    accesses: list[dict[str, Any]]
 
     @classmethod
     def of(cls, record: RetrievalRecord) -> Logged:
+        """One logged record as a batch of one."""
         fields = {f: getattr(record, f) for f in Access.model_fields}
-        return cls(record.timeline, record.tick, record.cutoff, access_json(**fields))
+        return cls(record.timeline, record.tick, record.cutoff, [access_json(**fields)])
 
-    def record(self) -> RetrievalRecord:
-        """The access as a validated :class:`RetrievalRecord`."""
-        return RetrievalRecord(
-            **self.access, timeline=self.timeline, tick=self.tick, cutoff=self.cutoff
-        )
+    def records(self) -> list[RetrievalRecord]:
+        """The accesses as validated :class:`RetrievalRecord` objects."""
+        where = {"timeline": self.timeline, "tick": self.tick, "cutoff": self.cutoff}
+        return [RetrievalRecord(**access, **where) for access in self.accesses]
 
 
 def ancestry(timeline: str) -> list[str]:
@@ -126,8 +126,8 @@ def ancestry(timeline: str) -> list[str]:
 
 
 class AccessLog:
-    """The accesses in call order, plus the ids each agent received per timeline and every id
-    anyone received.
+    """The accesses in call order, a call's at a time, plus the ids each agent received per
+    timeline and every id anyone received.
 
     Only :meth:`add_each` (and :meth:`append`, :meth:`extend` for records) may add accesses, so the
     index describes every access added, including those :meth:`forget` has let go. Iterating
@@ -146,13 +146,15 @@ class AccessLog:
         timeline: str | None,
         tick: int | None,
         cutoff: datetime,
-        accesses: Iterable[dict[str, Any]],
+        accesses: list[dict[str, Any]],
     ) -> None:
-        """Log accesses made at one timeline, tick and cut-off (each in its JSON form), in
-        call order, and index the documents each received."""
-        held, index, documents = self._held, self._received, self.documents
+        """Log the accesses of one call, made at one timeline, tick and cut-off (each in its
+        JSON form, in call order), and index the documents each received."""
+        if not accesses:
+            return
+        self._held.append(Logged(timeline, tick, cutoff, accesses))
+        index, documents = self._received, self.documents
         for access in accesses:
-            held.append(Logged(timeline, tick, cutoff, access))
             received = access.get("doc_ids")
             if received and not access.get("refused", False):
                 by_timeline = index.get(access["agent"])
@@ -166,27 +168,28 @@ class AccessLog:
                 documents.update(received)
 
     def append(self, record: RetrievalRecord) -> None:
-        self.add_each(record.timeline, record.tick, record.cutoff, (Logged.of(record).access,))
+        logged = Logged.of(record)
+        self.add_each(logged.timeline, logged.tick, logged.cutoff, logged.accesses)
 
     def extend(self, records: Iterable[RetrievalRecord]) -> None:
         for record in records:
             self.append(record)
 
     def __iter__(self) -> Iterator[RetrievalRecord]:
-        return (logged.record() for logged in self._held)
+        return (record for logged in self._held for record in logged.records())
 
     def __len__(self) -> int:
-        return len(self._held)
+        return sum(len(logged.accesses) for logged in self._held)
 
     def forget(self) -> list[Logged]:
-        """Let every held access go (they are in the trace) and return them; the index keeps
-        what they said."""
+        """Let every held access go (they are in the trace) and return them, a call's at a
+        time; the index keeps what they said."""
         held, self._held = self._held, []
         return held
 
     def take(self, timeline: str) -> list[Logged]:
-        """Let the accesses made in ``timeline`` go and return them (in call order); the
-        others stay, and the index keeps what every access said."""
+        """Let the accesses made in ``timeline`` go and return them (in call order, a call's
+        at a time); the others stay, and the index keeps what every access said."""
         taken = [a for a in self._held if a.timeline == timeline]
         if taken:
             self._held = [a for a in self._held if a.timeline != timeline]

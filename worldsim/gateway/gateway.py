@@ -140,7 +140,7 @@ class Gateway:
 
     def drain(self, timeline: str | None = None) -> list[RetrievalRecord]:
         """:meth:`take`, each access as a validated :class:`RetrievalRecord`."""
-        return [logged.record() for logged in self.take(timeline)]
+        return [record for logged in self.take(timeline) for record in logged.records()]
 
     async def search(
         self,
@@ -170,7 +170,11 @@ class Gateway:
         accesses: list[dict[str, Any]] = []
         for (agent, query), hits in zip(queries, answers, strict=True):
             ids, views = self._visible(hits)
-            accesses.append(access_json(agent, "search_evidence", query=query, k=k, doc_ids=ids))
+            # access_json's form, made in place (every call of every agent is logged)
+            access = {"agent": agent, "tool": "search_evidence", "query": query, "k": k}
+            if ids:
+                access["doc_ids"] = list(ids)
+            accesses.append(access)
             found.append(list(views))
         self._log.add_each(timeline, tick, self._cutoff, accesses)
         return found
@@ -239,7 +243,10 @@ class Gateway:
                 log.info("gateway_refused", doc_id=doc_id, reason=reason, agent=agent)
                 docs.append(None)
                 continue
-            accesses.append(access_json(agent, "open_document", doc_id=doc_id, doc_ids=(doc_id,)))
+            # access_json's form, made in place (every document an agent reads is logged)
+            accesses.append(
+                {"agent": agent, "tool": "open_document", "doc_id": doc_id, "doc_ids": [doc_id]}
+            )
             view = shown.get(doc_id)
             if view is None:
                 view = shown[doc_id] = _shown(DocumentView, doc)

@@ -480,8 +480,8 @@ class Engine:
         if self.gateway is None:
             return
         groups: dict[int | None, list[Logged]] = {}
-        for logged in self.gateway.take(tl.id):
-            groups.setdefault(logged.tick, []).append(logged)
+        for calls in self.gateway.take(tl.id):
+            groups.setdefault(calls.tick, []).append(calls)
         for tick, accesses in groups.items():
             made = RetrievalsData.payload(accesses)
             await self.writer.emit("retrievals", made.data, tl=tl.id, tick=tick, floats=made.floats)

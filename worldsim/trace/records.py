@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from operator import itemgetter
 from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import (
@@ -455,11 +456,11 @@ class RetrievalsData(_Data):
     @staticmethod
     def payload(logged: Sequence[Logged]) -> Payload:
         """The record's ``data`` for the accesses ``logged`` (made at one timeline, tick and
-        cut-off, each in its JSON form already): by agent, each agent's in call order. An
-        access holds no float."""
-        ordered = sorted(logged, key=lambda a: a.access["agent"])  # stable: call order
-        data = {"cutoff": utc_iso(logged[0].cutoff), "accesses": [a.access for a in ordered]}
-        return Payload(data, [])
+        cut-off, each in its JSON form already, in call order): by agent, each agent's in call
+        order. An access holds no float."""
+        accesses = [access for calls in logged for access in calls.accesses]
+        accesses.sort(key=itemgetter("agent"))  # stable: call order
+        return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": accesses}, [])
 
     def records(self, tl: str | None, tick: int | None) -> list[RetrievalData]:
         """The accesses as logged records (a record's ``tl`` and ``tick`` given)."""
