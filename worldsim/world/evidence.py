@@ -41,7 +41,8 @@ class EvidenceTrail:
         self._prev = prev if prev is not None and len(prev) else None
         self._len = len(self._chunk) + (len(self._prev) if self._prev is not None else 0)
         # the canonical JSON of the chunk's list, without its brackets: its entries' JSON joined
-        self._json = canonical_json([ev.to_json() for ev in self._chunk])[1:-1]
+        # (an entry holds no float: its bytes need no look for floats msgspec spells otherwise)
+        self._json = canonical_json([ev.to_json() for ev in self._chunk], ())[1:-1]
 
     def added(self, entries: Iterable[Evidence]) -> EvidenceTrail:
         """This trail with ``entries`` after it; this trail is shared, not copied."""
@@ -80,4 +81,16 @@ class EvidenceTrail:
 
     def canonical_json(self) -> bytes:
         """The canonical JSON of the list of entries, from each chunk's kept bytes."""
-        return b"[" + b",".join(n._json for n in self._chunks() if n._json) + b"]"
+        return b"".join(self.canonical_pieces())
+
+    def canonical_pieces(self) -> list[bytes]:
+        """:meth:`canonical_json` in pieces (each chunk's kept bytes, the brackets and commas
+        between), for a digest to take one after another without joining them."""
+        pieces = [b"["]
+        for node in self._chunks():
+            if node._json:
+                if len(pieces) > 1:
+                    pieces.append(b",")
+                pieces.append(node._json)
+        pieces.append(b"]")
+        return pieces

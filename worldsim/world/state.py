@@ -561,10 +561,10 @@ def state_digest(state: WorldState) -> str:
     The value is ``sha256(canonical_json(state.to_json()))``, but the bytes are assembled from
     parts: those a tick leaves alone (actors, edges, events, endpoints) are the same objects a
     tick later and are rendered once (:func:`~worldsim.world.canonical.rendered`), and old
-    ledger evidence keeps its bytes in its trail. What remains per digest is the small parts and
-    one pass of SHA-256.
+    ledger evidence keeps its bytes in its trail, hashed chunk by chunk. What remains per digest
+    is the small parts and one pass of SHA-256.
     """
-    parts = {
+    parts: dict[str, bytes | list[bytes]] = {
         "actors": rendered("actors", state.actors, lambda: _actors_bytes(state.actors)),
         "cohorts": canonical_json(state.cohorts.to_json()),
         "constraints": canonical_json(list(state.constraints)),
@@ -577,7 +577,7 @@ def state_digest(state: WorldState) -> str:
         ),
         "hazard": canonical_json(state.hazard),
         "hypotheses": canonical_json(state.to_json_hypotheses()),
-        "ledger": _ledger_bytes(state.ledger),
+        "ledger": _ledger_pieces(state.ledger),
         "pressure": canonical_json(dict(state.pressure.items())),
         "variables": canonical_json(dict(state.variables.items())),
     }
@@ -585,7 +585,9 @@ def state_digest(state: WorldState) -> str:
     separator = b"{"
     for key in sorted(parts):
         digest.update(separator + canonical_json(key) + b":")
-        digest.update(parts[key])
+        part = parts[key]
+        for piece in part if isinstance(part, list) else (part,):
+            digest.update(piece)
         separator = b","
     digest.update(b"}")
     return digest.hexdigest()
@@ -595,19 +597,25 @@ def _actors_bytes(actors: Map[str, Actor]) -> bytes:
     return canonical_json([_actor_json(actors[k]) for k in sorted(actors.keys())])
 
 
-def _ledger_bytes(ledger: Map[str, LedgerRow]) -> bytes:
-    rows = [
-        canonical_json(key)
-        + b':{"evidence":'
-        + row.evidence.canonical_json()
-        + b',"settled_tick":'
-        + canonical_json(row.settled_tick)
-        + b',"status":'
-        + canonical_json(row.status)
-        + b"}"
-        for key, row in sorted(ledger.items())
-    ]
-    return b"{" + b",".join(rows) + b"}"
+def _ledger_pieces(ledger: Map[str, LedgerRow]) -> list[bytes]:
+    """The ledger's canonical JSON in pieces, to be hashed one after another: a row's evidence
+    is most of it and grows every tick, and joining it into one string copied it several
+    times for each digest."""
+    pieces = [b"{"]
+    for key, row in sorted(ledger.items()):
+        if len(pieces) > 1:
+            pieces.append(b",")
+        pieces += (canonical_json(key), b':{"evidence":')
+        pieces += row.evidence.canonical_pieces()
+        pieces += (
+            b',"settled_tick":',
+            canonical_json(row.settled_tick),
+            b',"status":',
+            canonical_json(row.status),
+            b"}",
+        )
+    pieces.append(b"}")
+    return pieces
 
 
 # ----------------------------------------------------------------------------- applying changes
