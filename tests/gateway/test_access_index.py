@@ -21,19 +21,8 @@ records = st.builds(
 )
 
 
-@settings(max_examples=200, deadline=None)
-@given(
-    log=st.lists(records, max_size=25),
-    agent=st.sampled_from(["x", "y", "z"]),
-    timeline=st.sampled_from([None, "t0", "t0.1", "t0.1.1", "t0.11", "t0.2", "t1"]),
-)
-def test_indexed_retrieved_by_equals_a_rescan(
-    log: list[RetrievalRecord], agent: str, timeline: str | None
-) -> None:
-    indexed = AccessLog(log[: len(log) // 2])
-    indexed.extend(log[len(log) // 2 :])
-    assert list(indexed) == log
-    scanned = {
+def _scan(log: list[RetrievalRecord], agent: str, timeline: str | None) -> set[str]:
+    return {
         doc_id
         for record in log
         if record.agent == agent
@@ -46,5 +35,33 @@ def test_indexed_retrieved_by_equals_a_rescan(
         )
         for doc_id in record.doc_ids
     }
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    log=st.lists(records, max_size=25),
+    agent=st.sampled_from(["x", "y", "z"]),
+    timeline=st.sampled_from([None, "t0", "t0.1", "t0.1.1", "t0.11", "t0.2", "t1"]),
+    cited=st.lists(
+        st.tuples(st.sampled_from(["x", "y", "z"]), st.lists(st.sampled_from("abcdefg"))),
+        max_size=5,
+    ),
+)
+def test_indexed_retrieved_by_equals_a_rescan(
+    log: list[RetrievalRecord],
+    agent: str,
+    timeline: str | None,
+    cited: list[tuple[str, list[str]]],
+) -> None:
+    indexed = AccessLog(log[: len(log) // 2])
+    indexed.extend(log[len(log) // 2 :])
+    assert list(indexed) == log
+    scanned = _scan(log, agent, timeline)
     assert retrieved_by(indexed, agent, timeline=timeline) == scanned
     assert retrieved_by(iter(log), agent, timeline=timeline) == scanned  # any iterable
+    # the ids each citing agent never received, once each, in citation order
+    expected = [
+        [i for i in dict.fromkeys(ids) if i not in _scan(log, who, timeline)] for who, ids in cited
+    ]
+    assert indexed.unreceived_each(cited, timeline) == expected
+    assert [indexed.unreceived(iter(ids), who, timeline) for who, ids in cited] == expected

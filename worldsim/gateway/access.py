@@ -203,11 +203,23 @@ class AccessLog:
     def unreceived(self, ids: Iterable[str], agent: str, timeline: str | None = None) -> list[str]:
         """The ids (once each, in order) ``agent`` did not receive where :meth:`received`
         looks: answered from the index's few sets, without joining them."""
-        sets = self._received_sets(agent, timeline)
-        if len(sets) == 1:  # the usual case: an agent's accesses in one timeline
-            (only,) = sets
-            return [i for i in dict.fromkeys(ids) if i not in only]
-        return [i for i in dict.fromkeys(ids) if not any(i in s for s in sets)]
+        return self.unreceived_each([(agent, tuple(ids))], timeline)[0]
+
+    def unreceived_each(
+        self, cited: Iterable[tuple[str, Sequence[str]]], timeline: str | None = None
+    ) -> list[list[str]]:
+        """:meth:`unreceived` for each ``(agent, ids)`` (a tick's proposals), in order."""
+        found: list[list[str]] = []
+        for agent, ids in cited:
+            sets = self._received_sets(agent, timeline)
+            if len(sets) == 1:  # the usual case: an agent's accesses in one timeline
+                (only,) = sets
+                found.append(
+                    [] if only.issuperset(ids) else [i for i in dict.fromkeys(ids) if i not in only]
+                )
+            else:
+                found.append([i for i in dict.fromkeys(ids) if not any(i in s for s in sets)])
+        return found
 
     def _received_sets(self, agent: str, timeline: str | None) -> list[set[str]]:
         by_timeline = self._received.get(agent)

@@ -261,6 +261,12 @@ class Gateway:
         answered from the log's index in O(lineage), however long the run has been."""
         return self._log.unreceived(cited, agent, timeline)
 
+    def unretrieved_each(
+        self, cited: Sequence[tuple[str, Sequence[str]]], *, timeline: str | None = None
+    ) -> list[list[str]]:
+        """:meth:`unretrieved_citations` for each ``(agent, cited ids)``, in order."""
+        return self._log.unreceived_each(cited, timeline)
+
 
 def retrieved_by(
     records: Iterable[RetrievalRecord], agent: str, *, timeline: str | None = None

@@ -396,14 +396,13 @@ class Engine:
             for i, p in enumerate(results[agent]):
                 named = p.agent == agent and p.index == i
                 proposals.append(p if named else p.model_copy(update={"agent": agent, "index": i}))
-        unretrieved: list[list[str]] = []
-        for p in proposals:
-            self.proposals_seen.add((tl.id, k, p.agent))
-            unretrieved.append(
-                self.gateway.unretrieved_citations(p.cites, p.agent, timeline=tl.id)
-                if self.gateway is not None
-                else list(dict.fromkeys(p.cites))
-            )
+        self.proposals_seen.update((tl.id, k, p.agent) for p in proposals)
+        cited = [(p.agent, p.cites) for p in proposals]
+        unretrieved = (
+            self.gateway.unretrieved_each(cited, timeline=tl.id)
+            if self.gateway is not None
+            else [list(dict.fromkeys(ids)) for _, ids in cited]
+        )
         if proposals:
             by = [roles_of[p.agent] for p in proposals]
             made = ProposalsData.payload(proposals, by, unretrieved)
