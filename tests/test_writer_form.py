@@ -219,11 +219,26 @@ def test_large_values_written_in_parts_are_the_standard_librarys_bytes(
 @example(data={"d": [1e-05, 0.5], "k": {1e16: 1}})
 @example(data={"x": 9.999999999999999e-05, "y": 0.0001, "z": 9999999999999998.0, "n": -0.0})
 @example(data=[math.nan, "x"])
+@example(data=[1e-05, 1e-05, -1e-05, 2e-05, 1e300])  # each spelling as often as its float
+@example(data=[1e-05, "0.00001", 10.00001])  # a string, a longer number hold the spelling
+@example(data=[3e-05, 3e-05, 1e-300])
+@example(data={"a": [3.5e-07, {"b": -3.5e-07}], "c": 1.5e16})
+@example(data={1e-05: 1e-05})  # the key is written quoted
 def test_a_value_given_with_its_floats_is_the_standard_librarys_bytes(data: Any) -> None:
     """A record's maker that lists every float its data holds (``floats_in`` finds them, keys
-    included) gets the standard library's bytes, compact and sorted, without the bytes being
-    looked at; a float msgspec writes otherwise sends the value down the looked-at path."""
+    included, each as often as it occurs) gets the standard library's bytes, compact and
+    sorted, without the bytes being looked at; a float msgspec writes otherwise is respelled
+    where that is certain, else the value goes down the looked-at path. A miscounted list
+    (each float twice; one occurrence of a repeated float left out) still gets the standard
+    library's bytes."""
     floats = list(floats_in(data))
+    repeated = [i for i, x in enumerate(floats) if floats.count(x) > 1][:1]
+    for miscounted in ([*floats, *floats], [x for i, x in enumerate(floats) if i not in repeated]):
+        try:
+            want = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except ValueError:
+            continue
+        assert encode_record({"v": 1}, data, miscounted) == b'{"v":1,"data":' + want.encode() + b"}"
     try:
         expected = json.dumps(
             {"v": 1, "data": data}, separators=(",", ":"), ensure_ascii=False, allow_nan=False

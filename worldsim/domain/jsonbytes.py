@@ -14,21 +14,26 @@ sets, bytes or dates, which the standard library refuses
 
 A caller that built a value from typed parts may know every float it holds (a tick's
 proposals: two each, and those of the few that carry deltas; a tick's gateway accesses: none).
-Given them as ``floats``, msgspec's bytes are taken when none is a float it writes otherwise
-(:func:`plain_floats`), without the bytes being looked at: the look costs twice the encoding of
-a record of a few megabytes. :func:`floats_in` finds them in a small part of such a value.
+Given them as ``floats`` (each as often as it occurs), msgspec's bytes are taken without being
+looked at (the look costs twice the encoding of a record of a few megabytes): as they are when
+each is zero or finite with a magnitude from 10⁻⁴ up to 10¹⁶ (which msgspec writes as the
+standard library does), else with the few others respelled where that is certain
+(:func:`_respelled`). :func:`floats_in` finds them in a small part of such
+a value.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import msgspec
 
-__all__ = ["canonical_bytes", "compact_bytes", "floats_in", "msgspec_bytes", "plain_floats"]
+__all__ = ["canonical_bytes", "compact_bytes", "floats_in", "msgspec_bytes"]
 
 _COMPACT = msgspec.json.Encoder()
 _PACKED = msgspec.msgpack.Encoder()
@@ -68,8 +73,9 @@ def _bytes(
 ) -> bytes:
     """``json.dumps(value, **standard)`` in UTF-8, from ``fast`` when its bytes are the same.
 
-    With ``floats`` (every float ``value`` holds, keys included), msgspec's bytes are the same
-    when :func:`plain_floats` holds for them; otherwise the bytes are looked at, as follows.
+    With ``floats`` (every float ``value`` holds, keys included, each as often as it occurs),
+    msgspec's bytes are taken, respelled where needed (:func:`_respelled`); where that cannot
+    be done for certain the bytes are looked at, as follows.
 
     A large list, or a large dict with string keys only (:data:`_PARTS_FROM` bytes or more),
     whose bytes may differ is written in parts (the list cut into up to :data:`_PARTS` runs,
@@ -81,8 +87,10 @@ def _bytes(
     out = _encoded(fast, value)
     if out is None:
         return json.dumps(value, **standard).encode()
-    if floats is not None and plain_floats(floats):
-        return out
+    if floats is not None:
+        respelled = _respelled(out, floats)
+        if respelled is not None:
+            return respelled
     if _same(out, value):
         return out
     if len(out) >= _PARTS_FROM:
@@ -95,11 +103,33 @@ def _bytes(
     return json.dumps(value, **standard).encode()
 
 
-def plain_floats(floats: Iterable[float]) -> bool:
-    """Whether msgspec writes every one of ``floats`` as the standard library does: zero, or
-    finite with a magnitude from 10⁻⁴ up to 10¹⁶ (outside that the standard library takes the
-    exponent form; NaN and the infinities fail every comparison here)."""
-    return all(x == 0.0 or 1e-4 <= abs(x) < 1e16 for x in floats)
+def _respelled(out: bytes, floats: Iterable[float]) -> bytes | None:
+    """msgspec's bytes ``out`` of a value holding ``floats`` (each as often as it occurs), with
+    the few floats msgspec spells otherwise (not zero, and a magnitude below 10⁻⁴ or from
+    10¹⁶: the standard library's exponent form) respelled as the standard library does, or
+    ``None`` where that cannot be done for certain.
+
+    A float's token is respelled only where its msgspec spelling occurs in ``out`` exactly as
+    often as the float does (then every occurrence is that float's token: each occurrence of
+    the float writes one, and there are no others), and no new spelling holds an old one. NaN,
+    the infinities, a float key (written quoted), a string or a longer number holding the
+    spelling: ``None``, and the bytes are looked at as for any value."""
+    odd = Counter(x for x in floats if not (x == 0.0 or 1e-4 <= abs(x) < 1e16))
+    if not odd:
+        return out
+    swaps: list[tuple[bytes, bytes]] = []
+    for x, times in odd.items():
+        if not math.isfinite(x):
+            return None
+        spelled = _COMPACT.encode(x)
+        if out.count(spelled) != times:
+            return None
+        swaps.append((spelled, repr(x).encode()))  # the standard library writes float.__repr__
+    if any(old in new for old, _ in swaps for _, new in swaps):
+        return None
+    for old, new in swaps:
+        out = out.replace(old, new)
+    return out
 
 
 def floats_in(value: Any) -> Iterator[float]:
