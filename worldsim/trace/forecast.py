@@ -135,8 +135,7 @@ class ForecastRecords:
         if fields is None:
             return
         if type_ == "proposals":  # of each proposal, the fields a `proposal` record's are
-            fields = _READ["proposal"]
-            kept = {"proposals": [{f: p[f] for f in fields if f in p} for p in data["proposals"]]}
+            kept = {"proposals": [_kept(p) for p in data["proposals"]]}
         else:
             kept = {f: data[f] for f in fields if f in data}
         self._views.append(RecordView(type_, tl, tick, kept, self._run))
@@ -144,6 +143,19 @@ class ForecastRecords:
     def views(self) -> list[RecordView]:
         """Every kept record, in the order written."""
         return list(self._views)
+
+
+def _kept(proposal: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a proposal the graph reads (all four, as the writer writes them)."""
+    try:
+        return {
+            "agent": proposal["agent"],
+            "index": proposal["index"],
+            "summary": proposal["summary"],
+            "cites": proposal["cites"],
+        }
+    except KeyError:
+        return {f: proposal[f] for f in _READ["proposal"] if f in proposal}
 
 
 def _timeline_masses(records: Iterable[RecordView]) -> dict[str, float]:
