@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +89,25 @@ class RestorePoint:
     """What the forecast graph is made from among the kept records (a run that builds one)."""
 
 
+
+def _call_tracer(writer: TraceWriter) -> Callable[[LlmCallData], Awaitable[None]]:
+    """What the tracing wrapper calls with each model call: write its ``llm_call`` record."""
+
+    async def trace(call: LlmCallData) -> None:
+        await writer.emit("llm_call", call, tl=call.timeline, tick=call.tick)
+
+    return trace
+
+
+def _notifier(observer: Observer | None) -> Callable[..., None]:
+    """``notify(event, **payload)``: tell the observer, if there is one."""
+
+    def notify(event: str, **payload: Any) -> None:
+        if observer is not None:
+            observer(event, payload)
+
+    return notify
+
 class Engine:
     """Runs one multiverse for one card and streams it into one trace.
 
@@ -108,6 +127,10 @@ class Engine:
         self.config = config
         self.guard = guard
         self.source = source
+        # the roles' tracing and the fork book's notices hold the writer and the observer,
+        # not the engine: no cycle keeps a finished run's world alive for the collector to walk
+        self._trace_call = _call_tracer(writer)
+        self._notify = _notifier(observer)
         self.roles = build_roles(config, plan, source, self._trace_call)
         self.card = config.world_card  # as_of at the forecast date, if one is set
         self.policy = config.policy
@@ -129,16 +152,9 @@ class Engine:
 
     # ------------------------------------------------------------------ helpers
 
-    async def _trace_call(self, call: LlmCallData) -> None:
-        await self.writer.emit("llm_call", call, tl=call.timeline, tick=call.tick)
-
     def _keep_forecast(self, records: ForecastRecords) -> None:
         self.forecast = records
         self.writer.tap = records.keep
-
-    def _notify(self, event: str, **payload: Any) -> None:
-        if self.observer is not None:
-            self.observer(event, payload)
 
     def _tick_role(self, name: str) -> AgentRole:
         """The role driving agents of role ``name``; one a model-built world names is built

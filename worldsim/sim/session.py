@@ -271,6 +271,10 @@ async def guarded(writer: TraceWriter, body: Callable[[], Awaitable[RunResult]])
     """Run ``body`` (with the collector paced for a run, :mod:`worldsim.domain.collector`); a
     failure ends the trace with a sealed ``run_failed`` and is re-raised.
 
+    ``body`` should hold the run's engine only while it runs: the world it leaves behind is
+    then let go before the collector's pace comes back, whose first young collection would
+    otherwise walk it all (about 0.1 s after a run of 10⁴ actors).
+
     Cancellation (Ctrl-C, a kill) writes nothing: the trace stays open-ended, resumable. So
     does a failed write of the trace (a full disk): like a crash, it ends with no ``run_failed``
     and no ``run_failed`` log line, and the error raised says what happened.
@@ -352,8 +356,11 @@ async def run_card(
             path, uuid.uuid4().hex[:16], fsync=fsync, overwrite=overwrite
         )
         writer.signer = signer
-        engine = session.engine(writer, plan, observer)
-        return await guarded(writer, engine.run)
+
+        async def body() -> RunResult:  # the engine lives only while it runs (see guarded)
+            return await session.engine(writer, plan, observer).run()
+
+        return await guarded(writer, body)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -418,9 +425,9 @@ async def _resume_locked(
             lock=lock,
         )
         writer.signer = signer
-        engine = session.engine(writer, plan, observer)
 
-        async def body() -> RunResult:
+        async def body() -> RunResult:  # the engine lives only while it runs (see guarded)
+            engine = session.engine(writer, plan, observer)
             await writer.emit(
                 "run_resumed",
                 RunResumedData(

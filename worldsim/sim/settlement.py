@@ -100,6 +100,7 @@ async def settle(
     """Forecast graph, extraction, report, audit and the sealed end of the trace."""
     card, seed = config.card, config.seed
     if outcome.forecast is not None:
+        writer.tap = None  # the graph's records are all kept: let them go with the graph
         graph = forecast_json(outcome.forecast.views())
         await writer.emit("forecast_graph", ForecastGraphData.of(graph))
     timelines = outcome.timelines.values()
