@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -9,7 +11,7 @@ import pytest
 import yaml
 
 from tests.support import DEMO_CARD
-from worldsim.domain.cards import load_card, load_label, parse_utc
+from worldsim.domain.cards import card_hash, load_card, load_label, parse_utc, public_card_hash
 from worldsim.domain.errors import CardError, PolicyError
 from worldsim.domain.policy import known_policies, load_policy
 
@@ -197,3 +199,15 @@ def test_a_key_given_twice_is_refused_naming_the_line(tmp_path: Path) -> None:
     line = path.read_text().splitlines().index("question: Will it?") + 2
     with pytest.raises(CardError, match=rf"card\.yaml:{line}: malformed YAML: duplicate key"):
         load_card(path)
+
+
+@pytest.mark.parametrize("question", [None, "Will Zürich's régulateur clear it — by 31 März?"])
+def test_a_cards_hash_is_the_sha256_of_its_sorted_ascii_json(question: str | None) -> None:
+    """The hash is defined over the standard library's sorted JSON with non-ASCII escaped; it is
+    made faster where the card is all ASCII, and the same either way."""
+    card = load_card(DEMO_CARD)
+    if question is not None:
+        card = card.model_copy(update={"question": question})
+    blob = json.dumps(card.public_dict(), sort_keys=True, separators=(",", ":"))
+    assert card_hash(card) == hashlib.sha256(blob.encode()).hexdigest()
+    assert public_card_hash(card.public_dict()) == card_hash(card)

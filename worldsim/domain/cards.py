@@ -31,6 +31,7 @@ from pydantic import (
 from worldsim.domain import bounds
 from worldsim.domain.errors import CardError
 from worldsim.domain.files import first_error, load_mapping
+from worldsim.domain.jsonbytes import canonical_bytes
 
 __all__ = [
     "ActorSeed",
@@ -50,6 +51,7 @@ __all__ = [
     "load_card",
     "load_label",
     "parse_utc",
+    "public_card_hash",
     "utc_iso",
 ]
 
@@ -398,8 +400,17 @@ class Card(_Model):
 
 def card_hash(card: Card) -> str:
     """SHA-256 of the card's canonical JSON."""
-    blob = json.dumps(card.public_dict(), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return public_card_hash(card.public_dict())
+
+
+def public_card_hash(public: dict[str, Any]) -> str:
+    """:func:`card_hash` of a card's :meth:`~Card.public_dict`: the SHA-256 of
+    ``json.dumps(public, sort_keys=True, separators=(",", ":"))`` (non-ASCII escaped), made by
+    msgspec where it is all ASCII, as a card's text almost always is."""
+    blob = canonical_bytes(public)
+    if not blob.isascii():
+        blob = json.dumps(public, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()
 
 
 def load_card(path: str | Path) -> Card:

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from worldsim.domain.cards import card_hash
+from worldsim.domain.cards import public_card_hash
 from worldsim.domain.config import RunConfig
 from worldsim.domain.errors import ModelError, ReplayMissError, StateError
 from worldsim.domain.rng import AgentSeeds, rng_for
@@ -195,29 +195,29 @@ class Engine:
         ordered = sorted(self.roles.values(), key=lambda r: r.name)
         prompt_versions = {role.name: getattr(role, "prompt_version", "python") for role in ordered}
         routes = {role.name: str(table.for_role(role.name)) for role in ordered}
-        await self.writer.emit(
-            "run_started",
-            RunStartedData(
-                worldsim_version=__version__,
-                git_revision=git_revision(),
-                card_hash=card_hash(config.card),
-                card=config.card.public_dict(),
-                method=config.method_label,
-                model=config.models.model,
-                policy=policy.model_dump(mode="json"),
-                routes=routes,
-                prompt_versions=prompt_versions,
-                seed=seed,
-                ticks=self.ticks,
-                extraction_rule=config.extraction_rule,
-                card_path=str(config.card_path) if config.card_path else None,
-                role_overrides=dict(config.roles),
-                extra_roles=list(config.added_roles),
-                config=config.to_dict(),
-                signed_by=self.writer.signer.key_id if self.writer.signer is not None else "",
-                **config.started_fields(),
-            ),
-        )
+        card_data = config.card.public_dict()  # (made once: for the hash and the record)
+        header = RunStartedData(
+            worldsim_version=__version__,
+            git_revision=git_revision(),
+            card_hash=public_card_hash(card_data),
+            card={},  # the big parts go into the record as they are, not through the model
+            method=config.method_label,
+            model=config.models.model,
+            policy=policy.model_dump(mode="json"),
+            routes=routes,
+            prompt_versions=prompt_versions,
+            seed=seed,
+            ticks=self.ticks,
+            extraction_rule=config.extraction_rule,
+            card_path=str(config.card_path) if config.card_path else None,
+            role_overrides=dict(config.roles),
+            extra_roles=list(config.added_roles),
+            config={},
+            signed_by=self.writer.signer.key_id if self.writer.signer is not None else "",
+            **config.started_fields(),
+        ).model_dump(mode="json")
+        header["card"], header["config"] = card_data, config.to_dict()
+        await self.writer.emit("run_started", header)
         initializer: InitRole = self.roles["initializer"]
         state = await initializer.initialize(
             InitContext(
