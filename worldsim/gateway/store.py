@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -274,30 +274,19 @@ class EvidenceStore:
         answers = [asked.get((query, limit, k)) for query in queries]
         fresh = [query for query, found in zip(queries, answers, strict=True) if found is None]
         if fresh:  # the words of queries not asked before, looked up together
-            terms = [term for query in fresh for term in _query_terms(query)]
-            held = await self._learn(terms, limit)
+            words = {query: _query_terms(query) for query in fresh}
+            held = await self._learn([t for terms in words.values() for t in terms], limit)
             for i, query in enumerate(queries):
                 if answers[i] is None:
-                    found = await self._answer(query, limit, k, held)
+                    # the ranking of the words some visible document holds, shared by every
+                    # query of the same such words (an actor's name before the same question)
+                    kept = tuple([term for term in words[query] if held[term]])
+                    found = self._found.get((kept, limit, k)) if kept and k >= 1 else ()
+                    if found is None:
+                        found = await self._ranked(kept, limit, k)
                     answers[i] = _keep(asked, (query, limit, k), found)
         await anyio.lowlevel.checkpoint()
         return [found or () for found in answers]
-
-    async def _answer(
-        self, query: str, limit: int, k: int, held: Mapping[str, bool]
-    ) -> tuple[SearchHit, ...]:
-        """The answer to a query not asked before in these words: the ranking of the terms a
-        visible document holds (``held``: whether one does, for each of its terms), shared by
-        every query of the same terms."""
-        terms = _query_terms(query)
-        if k < 1 or not terms:
-            return ()
-        key = (terms, limit, k)
-        found = self._found.get(key)
-        if found is None:
-            kept = tuple([term for term in terms if held[term]])
-            found = _keep(self._found, key, await self._ranked(kept, limit, k))
-        return found
 
     async def _ranked(self, terms: tuple[str, ...], limit: int, k: int) -> tuple[SearchHit, ...]:
         """The ``k`` best matches of the terms some visible document holds.
