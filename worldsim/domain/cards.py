@@ -22,6 +22,7 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     StrictInt,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_serializer,
@@ -34,6 +35,7 @@ from worldsim.domain.files import first_error, load_mapping
 from worldsim.domain.jsonbytes import canonical_bytes
 
 __all__ = [
+    "ACTOR_SEEDS",
     "ActorSeed",
     "Card",
     "CohortSeed",
@@ -155,6 +157,10 @@ class ActorSeed(_Model):
     stance: Real = Field(0.0, ge=-1.0, le=1.0, description="lean toward yes (+1) or no (-1)")
     influence: Real = Field(0.5, ge=0.0, le=1.0)
     activity: Real = Field(0.6, ge=0.0, le=1.0, description="chance of acting in a tick")
+
+
+ACTOR_SEEDS: TypeAdapter[list[ActorSeed]] = TypeAdapter(list[ActorSeed])
+"""Many actor seeds validated, or dumped, in one call (a world of 10⁴ actors)."""
 
 
 class CohortSeed(_Model):

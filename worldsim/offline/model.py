@@ -17,10 +17,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from worldsim.domain.cards import Card, Seeds
+from worldsim.domain.cards import ACTOR_SEEDS, Card, Seeds
 from worldsim.domain.contracts import ModelRequest, ModelResponse
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.outputs import (
+    INIT_ACTORS,
     ActorMove,
     ActorOutput,
     ChoiceForecastOutput,
@@ -31,7 +32,6 @@ from worldsim.domain.outputs import (
     GovernanceOutput,
     GraphEditsOutput,
     HindsightOutput,
-    InitActor,
     InitCohort,
     InitEvent,
     InitHypothesis,
@@ -192,7 +192,7 @@ def world_output(seeds: Seeds, card: Card) -> WorldOutput:
         if seeds.base_rates is None
         else [EndpointProbability(endpoint=k, p=v) for k, v in seeds.base_rates.items()],
         hazard=seeds.hazard,
-        actors=[InitActor(**a.model_dump()) for a in seeds.actors],
+        actors=INIT_ACTORS.validate_python(ACTOR_SEEDS.dump_python(list(seeds.actors))),
         cohorts=[InitCohort(**c.model_dump(exclude={"members"})) for c in seeds.cohorts],
         relations=[InitRelation(**r.model_dump()) for r in seeds.relations],
         events=[

@@ -13,7 +13,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pydantic import ValidationError
+
 from worldsim.domain.cards import (
+    ACTOR_SEEDS,
     ActorSeed,
     CohortSeed,
     EventSeed,
@@ -21,7 +24,13 @@ from worldsim.domain.cards import (
     RelationSeed,
     Seeds,
 )
-from worldsim.domain.outputs import GovernanceOutput, InitActor, InitCohort, WorldOutput
+from worldsim.domain.outputs import (
+    INIT_ACTORS,
+    GovernanceOutput,
+    InitActor,
+    InitCohort,
+    WorldOutput,
+)
 from worldsim.world.moves import BranchCandidate, RejectedProposal, Review
 from worldsim.world.state import SetHypothesis, ShiftPressure
 from worldsim.world.views import InitContext, ReviewContext
@@ -186,13 +195,24 @@ def seeds_from_output(out: WorldOutput, ctx: InitContext) -> tuple[Seeds, list[s
     taken: set[str] = set()
     renamed: dict[str, str] = {}
 
-    def agent_seed(item: InitActor | InitCohort, cls: type[Any], fallback: str, role: str) -> Any:
-        new = _slug(item.id, fallback, taken)
-        renamed.setdefault(item.id, new)
-        role = _tick_role(item.role, role, ctx.tick_roles, problems)
-        return cls(**{**item.model_dump(), "id": new, "role": role})
+    def agent_row(row: dict[str, Any], fallback: str, role: str) -> dict[str, Any]:
+        new = _slug(row["id"], fallback, taken)
+        renamed.setdefault(row["id"], new)
+        role = _tick_role(row["role"], role, ctx.tick_roles, problems)
+        return {**row, "id": new, "role": role}
 
-    actors = [agent_seed(a, ActorSeed, f"actor{i}", "actor") for i, a in enumerate(out.actors)]
+    def agent_seed(item: InitActor | InitCohort, cls: type[Any], fallback: str, role: str) -> Any:
+        return cls(**agent_row(item.model_dump(), fallback, role))
+
+    # a world's actors validated together (one at a time costs about twice as much)
+    rows = [
+        agent_row(row, f"actor{i}", "actor")
+        for i, row in enumerate(INIT_ACTORS.dump_python(list(out.actors)))
+    ]
+    try:
+        actors = ACTOR_SEEDS.validate_python(rows)
+    except ValidationError:  # the first that does not fit raises, as it would alone
+        actors = [ActorSeed(**row) for row in rows]
     for i, a in enumerate(out.actors):
         if a.favours is not None and a.favours not in endpoints:
             problems.append(f"actor '{a.id}' favours unknown endpoint '{a.favours}': ignored")

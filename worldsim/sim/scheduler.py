@@ -89,7 +89,6 @@ class RestorePoint:
     """What the forecast graph is made from among the kept records (a run that builds one)."""
 
 
-
 def _call_tracer(writer: TraceWriter) -> Callable[[LlmCallData], Awaitable[None]]:
     """What the tracing wrapper calls with each model call: write its ``llm_call`` record."""
 
@@ -107,6 +106,7 @@ def _notifier(observer: Observer | None) -> Callable[..., None]:
             observer(event, payload)
 
     return notify
+
 
 class Engine:
     """Runs one multiverse for one card and streams it into one trace.
