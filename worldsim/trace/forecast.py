@@ -292,10 +292,15 @@ def forecast_json(records: list[RecordView]) -> dict[str, Any]:
         )
         cites = data.get("cites")
         if cites:
-            for doc_id in dict.fromkeys(cites):
-                links.append({"source": event_id, "target": _text(doc_id), "relation": "cites"})
-        for obs_id in observations.get((tl, tick), ()):
-            links.append({"source": obs_id, "target": event_id, "relation": "informs"})
+            links += [
+                {"source": event_id, "target": d if type(d) is str else str(d), "relation": "cites"}
+                for d in dict.fromkeys(cites)
+            ]
+        informs = observations.get((tl, tick))
+        if informs:
+            links += [
+                {"source": obs_id, "target": event_id, "relation": "informs"} for obs_id in informs
+            ]
 
     # simulated order: tick, timeline lineage, then branch < observation < proposal, then id
     events.sort(key=lambda e: (e["tick"], lines[e["timeline"]], _KIND_ORDER[e["kind"]], e["id"]))

@@ -218,7 +218,9 @@ def proposals_of(type_: str, data: Mapping[str, Any]) -> list[Mapping[str, Any]]
     if type_ == "proposal":
         return [data]
     items = data.get("proposals") if type_ == "proposals" else None
-    return [item for item in items if isinstance(item, Mapping)] if isinstance(items, list) else []
+    if not isinstance(items, list):
+        return []
+    return [item for item in items if type(item) is dict or isinstance(item, Mapping)]
 
 
 _FLOAT_FREE = ("accepted", "rejected", "ledger")
