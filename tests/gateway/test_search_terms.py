@@ -4,6 +4,7 @@ document holds before ranking (so that queries differing only there share one ra
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 from datetime import datetime, timedelta
 
@@ -96,3 +97,11 @@ def test_queries_that_differ_in_words_no_document_holds_get_the_same_hits(name: 
     plain, named = asyncio.run(main())
     assert [h.id for h in plain] == ["a", "b"]  # type: ignore[attr-defined]
     assert named == plain
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=60) | st.text(alphabet="AbC İıẞß_-:'\" 0é9", max_size=60))
+def test_a_querys_terms_are_its_words_lower_cased_each_once_and_quoted(text: str) -> None:
+    """Whatever the text (ASCII, or letters whose lower case is longer or another word)."""
+    words = list(dict.fromkeys(t.lower() for t in re.findall(r"\w+", text)))[:64]
+    assert fts_query(text) == (" OR ".join(f'"{w}"' for w in words) if words else None)

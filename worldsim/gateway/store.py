@@ -88,8 +88,11 @@ def _query_terms(query: str) -> tuple[str, ...]:
     """The words of free text as quoted FTS5 phrases: lower-cased, each once, in order, at most
     64. Agents write free text; FTS5 syntax (quotes, ``NEAR``, ``-``, ``:``) must never turn a
     query into a syntax error or an unintended operator."""
-    words = dict.fromkeys(t.lower() for t in _TOKEN.findall(query))
-    return tuple(f'"{word}"' for word in words)[:_MAX_QUERY_TERMS]
+    if query.isascii():  # (lower-casing the whole text first changes no ASCII word)
+        words = dict.fromkeys(_TOKEN.findall(query.lower()))
+    else:
+        words = dict.fromkeys(t.lower() for t in _TOKEN.findall(query))
+    return tuple([f'"{word}"' for word in words])[:_MAX_QUERY_TERMS]
 
 
 def fts_query(query: str) -> str | None:
