@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tests.support import DEMO_CARD, ROOT, invoke
 from worldsim.domain.cards import load_card
 from worldsim.domain.config import RunConfig
+from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import ConfigError, TraceIncomplete
 from worldsim.domain.policy import load_policy
 from worldsim.scoring.hindsight.forecast import forecast_graph_of, trace_records
@@ -204,7 +205,7 @@ dates = st.sampled_from(
     started=st.fixed_dictionaries({"id": st.sampled_from(["c1", 3]), "as_of": dates}),
     ticks=st.lists(
         st.tuples(
-            st.sampled_from(["t0", "t0.1", "t0.10", "t0.2"]),
+            st.sampled_from(["t0", "t0.1", "t0.10", "t0.2", "t0.01"]),  # t0.01: t0.1's lineage
             st.integers(0, 3),
             dates,
             st.lists(st.sampled_from(["e1", "e2"]), max_size=2),
@@ -253,3 +254,10 @@ def test_the_graphs_json_form_is_made_without_its_objects(
     graph = extract_forecast(records)
     assert forecast_json(records) == graph.model_dump(mode="json")
     assert ForecastGraphData.of(forecast_json(records)).digest == graph.digest()
+    # links come in the canonical order of their proposals: tick, lineage, agent, index
+    order = []
+    for link in forecast_json(records)["links"]:
+        proposal = link["source"] if link["relation"] == "cites" else link["target"]
+        tl, tick, agent, index = proposal.split("/")
+        order.append((int(tick), lineage(tl), agent, int(index)))
+    assert order == sorted(order)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -217,8 +218,11 @@ def forecast_json(records: list[RecordView]) -> dict[str, Any]:
         elif r.type == "tick_started" and r.tick is not None and r.tick not in tick_dates:
             tick_dates[r.tick] = _date(r.data.get("date"))
 
-    proposals: dict[tuple[str, int, str, int], Mapping[str, Any]] = {}
-    accepted: list[tuple[str, int, str, int]] = []
+    # a tick's proposals by timeline, and its accepted ones by tick and lineage (each once, in
+    # the order first accepted), so the canonical order below sorts within a tick's timeline
+    proposals: dict[tuple[str, int], dict[tuple[str, int], Mapping[str, Any]]] = {}
+    accepted: dict[tuple[int, tuple[int, ...]], dict[tuple[str, int, str], None]] = {}
+    lines = _Lineages()
     observations: dict[tuple[str, int], list[str]] = {}
     events: list[dict[str, Any]] = []
     links: list[dict[str, str]] = []
@@ -255,14 +259,14 @@ def forecast_json(records: list[RecordView]) -> dict[str, Any]:
                 )
                 observations.setdefault((r.tl, r.tick), []).append(event_id)
         elif r.type in _PROPOSAL_TYPES:
+            made = proposals.setdefault((r.tl, r.tick), {})
             for p in proposals_of(r.type, r.data):
-                agent, index = p.get("agent", ""), p.get("index")
-                proposals[(r.tl, r.tick, _text(agent), _index(index))] = p
+                made[(_text(p.get("agent", "")), _index(p.get("index")))] = p
         elif r.type == "review":
+            taken = accepted.setdefault((r.tick, lines[r.tl]), {})
             for item in r.data.get("accepted") or ():
                 if isinstance(item, dict):
-                    agent = _text(item.get("agent", ""))
-                    accepted.append((r.tl, r.tick, agent, _index(item.get("index"))))
+                    taken[(_text(item.get("agent", "")), _index(item.get("index")), r.tl)] = None
         elif r.type == "fork":
             child = r.data.get("child")
             candidate = r.data.get("candidate")
@@ -271,36 +275,45 @@ def forecast_json(records: list[RecordView]) -> dict[str, Any]:
                 add(f"{child}/{r.tick}/branch", hypothesis, "", child, r.tick, "branch")
 
     # canonical order, never the trace's: timelines interleave in the file as they were scheduled
-    lines = _Lineages()
-    for key in sorted(dict.fromkeys(accepted), key=lambda k: (k[1], lines[k[0]], k[2], k[3])):
-        data = proposals.get(key)
-        if data is None:
-            continue
-        tl, tick, agent, index = key
-        event_id = f"{tl}/{tick}/{agent}/{index}"
-        events.append(
-            {
-                "id": event_id,
-                "title": _text(data.get("summary", "")),
-                "description": "",
-                "date": tick_dates.get(tick),
-                "timeline": tl,
-                "tick": tick,
-                "mass": masses.get(tl),
-                "kind": "proposal",
-            }
-        )
-        cites = data.get("cites")
-        if cites:
-            links += [
-                {"source": event_id, "target": d if type(d) is str else str(d), "relation": "cites"}
-                for d in dict.fromkeys(cites)
-            ]
-        informs = observations.get((tl, tick))
-        if informs:
-            links += [
-                {"source": obs_id, "target": event_id, "relation": "informs"} for obs_id in informs
-            ]
+    # (tick, lineage, agent, index; two ids of one lineage, "t0.2" and "t0.02", keep the order
+    # first accepted)
+    for (tick, _), taken in sorted(accepted.items()):
+        date, tl_now = tick_dates.get(tick), None
+        for agent, index, tl in sorted(taken, key=_BY_AGENT):
+            if tl != tl_now:
+                made, mass, informs = (
+                    proposals.get((tl, tick), {}),
+                    masses.get(tl),
+                    observations.get((tl, tick)),
+                )
+                tl_now = tl
+            data = made.get((agent, index))
+            if data is None:
+                continue
+            event_id = f"{tl}/{tick}/{agent}/{index}"
+            events.append(
+                {
+                    "id": event_id,
+                    "title": _text(data.get("summary", "")),
+                    "description": "",
+                    "date": date,
+                    "timeline": tl,
+                    "tick": tick,
+                    "mass": mass,
+                    "kind": "proposal",
+                }
+            )
+            cites = data.get("cites")
+            if cites:
+                links += [
+                    {"source": event_id, "target": _text(d), "relation": "cites"}
+                    for d in dict.fromkeys(cites)
+                ]
+            if informs:
+                links += [
+                    {"source": obs_id, "target": event_id, "relation": "informs"}
+                    for obs_id in informs
+                ]
 
     # simulated order: tick, timeline lineage, then branch < observation < proposal, then id
     events.sort(key=lambda e: (e["tick"], lines[e["timeline"]], _KIND_ORDER[e["kind"]], e["id"]))
@@ -320,3 +333,4 @@ def _text(value: object) -> str:
 
 
 _KIND_ORDER = {"branch": 0, "observation": 1, "proposal": 2}
+_BY_AGENT = itemgetter(0, 1)  # an accepted proposal's agent, then index
