@@ -210,9 +210,13 @@ class AccessLog:
     ) -> list[list[str]]:
         """:meth:`unreceived` for each ``(agent, ids)`` (a tick's proposals), in order."""
         found: list[list[str]] = []
+        index = self._received
         for agent, ids in cited:
-            sets = self._received_sets(agent, timeline)
-            if len(sets) == 1:  # the usual case: an agent's accesses in one timeline
+            # the usual case first: an agent's accesses all made in this one timeline
+            by_timeline = index.get(agent)
+            only = by_timeline.get(timeline) if by_timeline and len(by_timeline) == 1 else None
+            sets = [only] if only is not None else self._received_sets(agent, timeline)
+            if len(sets) == 1:
                 (only,) = sets
                 found.append(
                     [] if only.issuperset(ids) else [i for i in dict.fromkeys(ids) if i not in only]

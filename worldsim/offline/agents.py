@@ -7,7 +7,6 @@ depend on the state (common random numbers keep comparisons between cards exact)
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from functools import lru_cache
@@ -18,7 +17,7 @@ import numpy.typing as npt
 
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.memo import IdentityMemo
-from worldsim.gateway import AgentTools, Gateway
+from worldsim.gateway import AgentTools, DocumentView, Gateway
 from worldsim.world.moves import PROPOSALS, Proposal
 from worldsim.world.state import Actor, Edge, SetCohort, WorldState
 from worldsim.world.views import TickBatch, TickContext
@@ -151,22 +150,29 @@ async def _read_evidence(
         ]
         hits = await gateway.search_each(queries, EVIDENCE_K, timeline=timeline, tick=tick)
         found = [[hit.id for hit in agent_hits] for agent_hits in hits]
-    wanted = [list(ids)[:EVIDENCE_K] for ids in found]
+    wanted = [tuple(ids[:EVIDENCE_K]) for ids in found]
     reads = [(agent, i) for agent, ids in zip(batch.agents, wanted, strict=True) for i in ids]
-    opened = iter(await gateway.open_each(reads, timeline=timeline, tick=tick))
+    opened = await gateway.open_each(reads, timeline=timeline, tick=tick)
+    # what reading a list of documents gives is the same for every agent of the call that
+    # reads that list (the same documents, refused or not): worked out once per list
     evidence: list[tuple[float, tuple[str, ...]]] = []
+    pushes: dict[tuple[str, ...], tuple[float, tuple[str, ...]]] = {}
+    at = 0
     for ids in wanted:
-        stances: list[float] = []
-        read: list[str] = []
-        for doc in itertools.islice(opened, len(ids)):
-            if doc is None:
-                continue
-            read.append(doc.id)
-            if doc.stance is not None:
-                stances.append(float(doc.stance))
-        push = EVIDENCE_WEIGHT * math.fsum(stances) / len(stances) if stances else 0.0
-        evidence.append((push, tuple(read)))
+        pushed = pushes.get(ids)
+        if pushed is None:
+            pushed = pushes[ids] = _pushed(opened[at : at + len(ids)])
+        evidence.append(pushed)
+        at += len(ids)
     return evidence
+
+
+def _pushed(docs: Sequence[DocumentView | None]) -> tuple[float, tuple[str, ...]]:
+    """The push of the documents an agent read (the mean of their stance hints, weighted) and
+    the ids of those it received."""
+    read = tuple(doc.id for doc in docs if doc is not None)
+    stances = [float(doc.stance) for doc in docs if doc is not None and doc.stance is not None]
+    return (EVIDENCE_WEIGHT * math.fsum(stances) / len(stances) if stances else 0.0), read
 
 
 @lru_cache(maxsize=64)
