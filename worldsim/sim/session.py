@@ -356,9 +356,10 @@ async def run_card(
             path, uuid.uuid4().hex[:16], fsync=fsync, overwrite=overwrite
         )
         writer.signer = signer
+        made = [session.engine(writer, plan, observer)]
 
         async def body() -> RunResult:  # the engine lives only while it runs (see guarded)
-            return await session.engine(writer, plan, observer).run()
+            return await made.pop().run()
 
         return await guarded(writer, body)
     raise AssertionError("unreachable")  # pragma: no cover
@@ -425,9 +426,10 @@ async def _resume_locked(
             lock=lock,
         )
         writer.signer = signer
+        made = [session.engine(writer, plan, observer)]
 
         async def body() -> RunResult:  # the engine lives only while it runs (see guarded)
-            engine = session.engine(writer, plan, observer)
+            engine = made.pop()
             await writer.emit(
                 "run_resumed",
                 RunResumedData(
