@@ -18,6 +18,7 @@ from worldsim.world.state import (
     SetVariable,
     ShiftPressure,
     WorldState,
+    actor_columns,
     apply_deltas,
     apply_ledger,
     state_digest,
@@ -150,3 +151,20 @@ def test_sibling_timelines_never_see_each_others_changes(
     assert state_digest(base) == digest
     assert state_digest(a) == a_digest
     assert state_digest(apply_deltas(base, right)) == state_digest(b)  # type: ignore[arg-type]
+
+
+def test_actor_columns_follow_the_actor_map(world: WorldState) -> None:
+    """An actor map's columns are its actors in id order, made once per map; a delta that moves
+    an actor gives a new map and new columns, the parent's left as they were."""
+    columns = actor_columns(world.actors)
+    assert columns.ids == tuple(sorted(world.actors.keys()))
+    assert columns.roles == tuple(world.actors[a].role for a in columns.ids)
+    assert columns.stance.tolist() == [world.actors[a].stance for a in columns.ids]
+    assert columns.activity.tolist() == [world.actors[a].activity for a in columns.ids]
+    assert actor_columns(world.actors) is columns
+    with pytest.raises(ValueError):
+        columns.stance[0] = 1.0  # read-only: shared by every tick of the map
+    moved = apply_deltas(world, [SetActor(id="regulator", field="stance", value=-0.9)])
+    after = actor_columns(moved.actors)
+    assert after.stance[after.ids.index("regulator")] == -0.9
+    assert columns.stance.tolist() == [world.actors[a].stance for a in columns.ids]

@@ -16,10 +16,9 @@ import numpy as np
 import numpy.typing as npt
 
 from worldsim.domain.errors import ConfigError
-from worldsim.domain.memo import IdentityMemo
 from worldsim.gateway import AgentTools, DocumentView, Gateway
 from worldsim.world.moves import PROPOSALS, Proposal
-from worldsim.world.state import Actor, Edge, SetCohort, WorldState
+from worldsim.world.state import Actor, Edge, SetCohort, WorldState, actor_columns
 from worldsim.world.views import TickBatch, TickContext
 
 __all__ = ["OfflineCohort", "batch_of_one", "offline_actors"]
@@ -194,19 +193,6 @@ def _influence(
     return w
 
 
-#: The actors' ids in order and their stances, per actor map (a tick's cohorts, and the ticks
-#: after it until a delta moves an actor, share one).
-_SOURCES: IdentityMemo[tuple[tuple[str, ...], npt.NDArray[np.float64]]] = IdentityMemo(16)
-
-
-def _stances(state: WorldState) -> tuple[tuple[str, ...], npt.NDArray[np.float64]]:
-    actors = state.actors
-    ids = tuple(sorted(actors.keys()))
-    stance = np.array([actors[a].stance for a in ids])
-    stance.setflags(write=False)
-    return ids, stance
-
-
 class OfflineCohort:
     """A population segment: sentiment drifts toward its influencers, scaled by attention·trust."""
 
@@ -217,9 +203,9 @@ class OfflineCohort:
         state = ctx.state
         table = state.cohorts
         i = table.index(ctx.agent)
-        actor_ids, actor_stance = _SOURCES.get("actors", state.actors, lambda: _stances(state))
-        sources = actor_ids + table.ids
-        source_stance = np.concatenate([actor_stance, table.sentiment])
+        actors = actor_columns(state.actors)
+        sources = actors.ids + table.ids
+        source_stance = np.concatenate([actors.stance, table.sentiment])
         w = _influence(state.edges, sources, table.ids)
         has_influence = math.fsum(w[i].tolist()) > 0
         target = (

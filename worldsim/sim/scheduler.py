@@ -17,13 +17,11 @@ from typing import Any
 
 import anyio
 import numpy as np
-import numpy.typing as npt
 from anyio.abc import TaskGroup
 
 from worldsim.domain.cards import public_card_hash
 from worldsim.domain.config import RunConfig
 from worldsim.domain.errors import ModelError, ReplayMissError, StateError
-from worldsim.domain.memo import IdentityMemo
 from worldsim.domain.rng import AgentSeeds, rng_for
 from worldsim.domain.version import __version__, git_revision
 from worldsim.gateway import (
@@ -61,6 +59,7 @@ from worldsim.world.moves import Proposal, Review
 from worldsim.world.state import (
     Actor,
     WorldState,
+    actor_columns,
     apply_review,
     deliver_events,
     state_digest,
@@ -90,19 +89,6 @@ class RestorePoint:
     retrievals: list[RetrievalRecord] = field(default_factory=list)
     forecast: list[RecordView] = field(default_factory=list)
     """What the forecast graph is made from among the kept records (a run that builds one)."""
-
-
-#: Each actor map's ids in order, their roles and activities (a timeline's ticks, until a delta
-#: moves an actor, share one).
-_ROSTERS: IdentityMemo[tuple[list[str], list[str], npt.NDArray[np.float64]]] = IdentityMemo(16)
-
-
-def _roster(state: WorldState) -> tuple[list[str], list[str], npt.NDArray[np.float64]]:
-    actors = state.actors
-    ids = sorted(actors.keys())
-    activity = np.array([actors[a].activity for a in ids], dtype=np.float64)
-    activity.setflags(write=False)
-    return ids, [actors[a].role for a in ids], activity
 
 
 def _call_tracer(writer: TraceWriter) -> Callable[[LlmCallData], Awaitable[None]]:
@@ -362,9 +348,9 @@ class Engine:
         they are drawn as one array (the same numbers as one draw at a time).
         """
         rng = rng_for(self.config.seed, "activity", tl.id, k)
-        ids, roles, activity = _ROSTERS.get("actors", tl.state.actors, lambda: _roster(tl.state))
-        acting = np.flatnonzero(rng.random(len(ids)) < activity).tolist()
-        active = [(ids[i], roles[i]) for i in acting]
+        actors = actor_columns(tl.state.actors)
+        acting = np.flatnonzero(rng.random(len(actors.ids)) < actors.activity).tolist()
+        active = [(actors.ids[i], actors.roles[i]) for i in acting]
         cohorts = tl.state.cohorts
         active.extend(zip(cohorts.ids, cohorts.roles, strict=True))
         return sorted(active)

@@ -32,6 +32,7 @@ from worldsim.world.members import update as update_members
 
 __all__ = [
     "Actor",
+    "ActorColumns",
     "CohortTable",
     "Delta",
     "Edge",
@@ -53,6 +54,7 @@ __all__ = [
     "ShiftPressure",
     "UpdateMembers",
     "WorldState",
+    "actor_columns",
     "apply_review",
     "canonical_json",
     "deliver_events",
@@ -84,6 +86,36 @@ class Actor:
     influence: float
     activity: float
     favours: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActorColumns:
+    """An actor map's actors in id order, as columns (the arrays read-only): what a tick's
+    activation draws and the offline cohorts read of every actor (:func:`actor_columns`)."""
+
+    ids: tuple[str, ...]
+    roles: tuple[str, ...]
+    stance: FloatArray
+    activity: FloatArray
+
+
+#: Columns per actor map: a timeline's ticks share one until a delta moves an actor.
+_COLUMNS: IdentityMemo[ActorColumns] = IdentityMemo(16)
+
+
+def actor_columns(actors: Map[str, Actor]) -> ActorColumns:
+    """The columns of ``actors``, made once per actor map."""
+
+    def make() -> ActorColumns:
+        ids = tuple(sorted(actors.keys()))
+        rows = [actors[a] for a in ids]
+        stance = np.array([a.stance for a in rows], dtype=np.float64)
+        activity = np.array([a.activity for a in rows], dtype=np.float64)
+        stance.setflags(write=False)
+        activity.setflags(write=False)
+        return ActorColumns(ids, tuple(a.role for a in rows), stance, activity)
+
+    return _COLUMNS.get("columns", actors, make)
 
 
 @dataclass(frozen=True, slots=True)
