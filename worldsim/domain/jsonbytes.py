@@ -110,10 +110,11 @@ def _respelled(out: bytes, floats: Iterable[float]) -> bytes | None:
     ``None`` where that cannot be done for certain.
 
     A float's token is respelled only where its msgspec spelling occurs in ``out`` exactly as
-    often as the float does (then every occurrence is that float's token: each occurrence of
-    the float writes one, and there are no others), and no new spelling holds an old one. NaN,
-    the infinities, a float key (written quoted), a string or a longer number holding the
-    spelling: ``None``, and the bytes are looked at as for any value."""
+    often as the float does (then every occurrence is that float's token, or a float key's,
+    which both write with ``float.__repr__``: each occurrence of the float writes one, and there
+    are no others), and no new spelling holds an old one. NaN, the infinities, a string or a
+    longer number holding the spelling: ``None``, and the bytes are looked at as for any
+    value."""
     odd = Counter(x for x in floats if not (x == 0.0 or 1e-4 <= abs(x) < 1e16))
     if not odd:
         return out
