@@ -136,11 +136,11 @@ def _respelled(out: bytes, floats: Iterable[float]) -> bytes | None:
 def floats_in(value: Any) -> Iterator[float]:
     """Every float a JSON value holds, dict keys included (meant for a small part of a record:
     it walks the value in Python)."""
-    if type(value) is float:
+    if isinstance(value, float):
         yield value
     elif isinstance(value, dict):
         for key, item in value.items():
-            if type(key) is float:
+            if isinstance(key, float):
                 yield key
             yield from floats_in(item)
     elif isinstance(value, list | tuple):

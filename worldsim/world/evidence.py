@@ -41,8 +41,15 @@ class EvidenceTrail:
         self._prev = prev if prev is not None and len(prev) else None
         self._len = len(self._chunk) + (len(self._prev) if self._prev is not None else 0)
         # the canonical JSON of the chunk's list, without its brackets: its entries' JSON joined
-        # (an entry holds no float: its bytes need no look for floats msgspec spells otherwise)
-        self._json = canonical_json([ev.to_json() for ev in self._chunk], ())[1:-1]
+        # (given its floats, none where the entries are as a review makes them, the bytes need
+        # no look for floats msgspec spells otherwise)
+        floats = [  # (typed otherwise, but a forged trace's entry may hold one)
+            value
+            for ev in self._chunk
+            for value in (ev.kind, ev.ref, ev.tick, ev.note)
+            if isinstance(value, float)
+        ]
+        self._json = canonical_json([ev.to_json() for ev in self._chunk], floats)[1:-1]
 
     def added(self, entries: Iterable[Evidence]) -> EvidenceTrail:
         """This trail with ``entries`` after it; this trail is shared, not copied."""
