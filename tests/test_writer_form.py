@@ -199,12 +199,12 @@ def _sortable(value: Any) -> bool:
 )
 @example(base=None, odd=[(7, 1e-05)], copies=400)  # one proposal's float among many
 @example(base={1: 2}, odd=[(0, math.nan), (399, 1e16)], copies=400)
-def test_large_values_written_in_parts_are_the_standard_librarys_bytes(
+def test_large_values_with_a_few_odd_items_are_the_standard_librarys_bytes(
     base: Any, odd: list[tuple[int, Any]], copies: int
 ) -> None:
-    """A record large enough to be written in parts (a tick's proposals) when a few of its
-    items hold what msgspec writes otherwise: the bytes, and the refusals, are still the
-    standard library's, compact and sorted."""
+    """A large record (a tick's proposals) a few of whose items hold what msgspec writes
+    otherwise, given without its floats: the bytes, and the refusals, are still the standard
+    library's, compact and sorted."""
     items: list[Any] = [{"i": i, "v": 0.5, "s": "p" * 20, "b": base} for i in range(copies)]
     for at, value in odd:
         items[at % copies]["v"] = value

@@ -28,7 +28,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import msgspec
@@ -49,8 +49,6 @@ _NUMBER_STARTS = frozenset(b':,["')
 _NUMBER_CHARS = frozenset(b"0e")
 _ZERO, _QUOTE = ord("0"), ord('"')
 _LOOKALIKES = 64  # "0e0"s inside strings looked at before the standard library decides
-_PARTS = 16  # runs a list whose bytes may differ is cut into, to find the items that do
-_PARTS_FROM = 1 << 14  # bytes from which such a list or dict is written in parts
 
 
 _STANDARD_COMPACT: dict[str, Any] = {
@@ -75,14 +73,8 @@ def _bytes(
 
     With ``floats`` (every float ``value`` holds, keys included, each as often as it occurs),
     msgspec's bytes are taken, respelled where needed (:func:`_respelled`); where that cannot
-    be done for certain the bytes are looked at, as follows.
-
-    A large list, or a large dict with string keys only (:data:`_PARTS_FROM` bytes or more),
-    whose bytes may differ is written in parts (the list cut into up to :data:`_PARTS` runs,
-    each cut again until msgspec's bytes are the same or one item is left; the dict key by key,
-    in the standard library's order), so that one float among a tick's thousands of proposals
-    sends only its own proposal to the standard library, not the record; anything else that
-    may differ is written by the standard library whole.
+    be done for certain, or without ``floats``, the bytes are looked at (:func:`_same`), and a
+    value whose bytes may differ is written by the standard library.
     """
     out = _encoded(fast, value)
     if out is None:
@@ -93,13 +85,6 @@ def _bytes(
             return respelled
     if _same(out, value):
         return out
-    if len(out) >= _PARTS_FROM:
-        if isinstance(value, list | tuple):
-            return b"[" + _items(fast, value, standard) + b"]"
-        if isinstance(value, dict) and all(type(key) is str for key in value):
-            items = sorted(value.items()) if standard.get("sort_keys") else value.items()
-            parts = [_COMPACT.encode(k) + b":" + _bytes(fast, v, standard) for k, v in items]
-            return b"{" + b",".join(parts) + b"}"
     return json.dumps(value, **standard).encode()
 
 
@@ -166,22 +151,6 @@ def _same(out: bytes, value: Any) -> bool:
         or b'inf":' in out  # a float key msgspec writes as a string: "inf", "-inf"
         or b'nan":' in out
     )
-
-
-def _items(fast: msgspec.json.Encoder, items: Sequence[Any], standard: dict[str, Any]) -> bytes:
-    """The bytes of a list's ``items`` joined by commas: cut into up to :data:`_PARTS` runs,
-    each run msgspec writes as the standard library would taken whole, the others cut again."""
-    if len(items) == 1:
-        return _bytes(fast, items[0], standard)
-    step = -(-len(items) // _PARTS)
-    parts = []
-    for at in range(0, len(items), step):
-        run = items[at : at + step]
-        out = _encoded(fast, run)
-        parts.append(
-            out[1:-1] if out is not None and _same(out, run) else _items(fast, run, standard)
-        )
-    return b",".join(parts)
 
 
 def _non_finite(value: Any) -> bool:

@@ -554,7 +554,7 @@ def forecast_digest(graph: Mapping[str, Any]) -> str:
         value
         for event in graph["events"]
         for value in (event["mass"], event["tick"])
-        if type(value) is float
+        if isinstance(value, float)
     ]
     return hashlib.sha256(canonical_json(graph, floats)).hexdigest()
 
