@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -17,19 +18,29 @@ from worldsim.sim.session import resume_run
 from worldsim.trace.verify import verify_trace
 from worldsim.trace.writer import TraceLock, TraceWriter
 
-WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]
+# `worldsim run` with one pause: whoever takes the trace's lock holds it until the test lets it
+# go, so the two runs overlap however fast a run is (a race left to timing lost it once runs
+# took less than a process's start-up).
+GATED_RUN = """\
+import os, time
+from pathlib import Path
+from worldsim.trace import writer
 
-# Many timelines over many ticks: a run long enough (a second or two) for two to overlap.
-WIDE_POLICY = """\
-name: wide
-description: many timelines, to make a run last
-max_depth: 5
-max_active: 32
-max_branches_per_tick: 4
-branch_threshold: 0.3
-runway_ticks: 1
-candidate_endpoints_only: false
-on_reject: sample
+take = writer.TraceLock.take
+go = Path(os.environ["GATE"])
+
+
+def gated(path, how):
+    lock = take(path, how)
+    while not go.exists():
+        time.sleep(0.01)
+    return lock
+
+
+writer.TraceLock.take = staticmethod(gated)
+from worldsim.cli import main
+
+main()
 """
 
 
@@ -105,29 +116,30 @@ def test_two_forced_runs_racing_for_one_trace_leave_one_sound_trace(
 ) -> None:
     """Two `worldsim run --force` started together: one writes the trace, which verifies;
     the other exits 2 at once with one line, without touching it."""
-    policy = tmp_path / "wide.yaml"
-    policy.write_text(WIDE_POLICY)
     out = tmp_path / "traces"
-    trace = out / "merger-review__wide__s0.jsonl"
+    trace = out / "merger-review__branching__s0.jsonl"
     out.mkdir()
     trace.write_text("an older trace that --force replaces\n")
-    args = [
-        *WORLDSIM,
-        "run",
-        str(DEMO_CARD),
-        "--policy",
-        str(policy),
-        "--ticks",
-        "20",
-        "--out",
-        str(out),
-        "--force",
-        "--json",
-    ]
+    go = tmp_path / "go"
+    args = [sys.executable, "-c", GATED_RUN, "run", str(DEMO_CARD), "--out", str(out)]
     procs = [
-        subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [*args, "--force", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "GATE": str(go)},
+        )
         for _ in range(2)
     ]
+    try:
+        # the one refused exits while the other holds the lock at the gate
+        deadline = time.monotonic() + 120
+        while all(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert [p.returncode for p in procs].count(2) == 1, [p.returncode for p in procs]
+    finally:
+        go.touch()
     results = [(p, *p.communicate(timeout=300)) for p in procs]
     codes = sorted(p.returncode for p, _, _ in results)
     assert codes == [0, 2], [err for _, _, err in results]
