@@ -115,7 +115,9 @@ def test_sigkill_mid_tick_resumes_without_repaying_calls(tmp_path: Path) -> None
     """A live run against the stub server is killed mid-tick; resume finishes it, every call
     completed before the kill is answered from the cache, and an uninterrupted run with the
     same cache gives the same canonical hash with zero calls."""
-    with StubServer(seed=8, latency_s=0.02) as server:  # replies that run all 4 ticks
+    # replies that run all 4 ticks (22 calls); the server answers 12, then holds the rest, so
+    # the kill falls mid-run however fast the run is
+    with StubServer(seed=8, hold_after=12) as server:
         env = {**os.environ, "STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}
         args = [
             str(DEMO_CARD),
@@ -135,12 +137,14 @@ def test_sigkill_mid_tick_resumes_without_repaying_calls(tmp_path: Path) -> None
         trace = tmp_path / "merger-review__branching__s2.jsonl"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if trace.exists() and trace.read_bytes().count(b'"type":"llm_call"') >= 12:
+            held = server.request_count > 12
+            if held and trace.exists() and trace.read_bytes().count(b'"type":"llm_call"') >= 12:
                 break
             time.sleep(0.01)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         assert proc.returncode == -signal.SIGKILL
+        server.release()
         before = read_trace(trace)
         assert before.terminal is None
         paid_before = {

@@ -144,3 +144,26 @@ def test_stub_server_works_as_a_sync_context_and_answers_both_paths() -> None:
         content = json.loads(reply["choices"][0]["message"]["content"])
         assert 0 <= content["p_yes"] <= 1
         assert reply["usage"]["total_tokens"] > 0 and reply["choices"][0]["finish_reason"] == "stop"
+
+
+def test_stub_server_holds_requests_past_hold_after_until_released() -> None:
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+
+    def ask(port: int, timeout: float) -> dict[str, Any]:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            data=body,
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            reply: dict[str, Any] = json.loads(resp.read())
+            return reply
+
+    with StubServer(seed=2, hold_after=1) as server:
+        assert ask(server.port, 5)["choices"][0]["message"]["content"] == "{}"
+        with pytest.raises(TimeoutError):  # the second request is admitted, not answered
+            ask(server.port, 0.3)
+        assert server.request_count == 2
+        server.release()
+        assert ask(server.port, 5)["choices"][0]["message"]["content"] == "{}"
+    assert server.request_count == 3

@@ -181,6 +181,9 @@ class StubServer:
             arrival number, so that an answer depends on the request alone: not on the order
             concurrent requests arrive in, nor on what the server answered before (the same
             request is answered alike by a fresh server, as a deterministic model would).
+        hold_after: answer the first this many requests; later ones wait, unanswered, until
+            `release` is called or the server stops (a provider that stops answering, at a
+            point of a run a test chooses rather than after a time); ``None``: no hold.
     """
 
     def __init__(
@@ -201,6 +204,7 @@ class StubServer:
         capacity: int | None = None,
         capacity_requests: int | None = None,
         content_by_request: bool = False,
+        hold_after: int | None = None,
     ) -> None:
         self.script = script
         self.latency_s = latency_s
@@ -217,8 +221,10 @@ class StubServer:
         self.capacity = capacity
         self.capacity_requests = capacity_requests
         self.content_by_request = content_by_request
+        self.hold_after = hold_after
         self._streams = 0
         self._stopping = threading.Event()
+        self._released = threading.Event()
         self._rng = random.Random(seed)
         self._state = _State()
         self._httpd: ThreadingHTTPServer | None = None
@@ -244,13 +250,17 @@ class StubServer:
     def stop(self) -> None:
         if self._httpd is None:
             return
-        self._stopping.set()  # stalled streams let go
+        self._stopping.set()  # stalled streams and held requests let go
         self._httpd.shutdown()
         self._httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._httpd = None
         self._thread = None
+
+    def release(self) -> None:
+        """Answer the requests held by ``hold_after``, and every later one."""
+        self._released.set()
 
     def __enter__(self) -> StubServer:
         return self.start()
@@ -321,6 +331,13 @@ class StubServer:
             self._state.in_flight += 1
             self._state.max_in_flight = max(self._state.max_in_flight, self._state.in_flight)
             return record, fault
+
+    def _hold(self, number: int) -> None:
+        """Wait, unanswered, while request ``number`` is past ``hold_after`` and not released."""
+        if self.hold_after is None or number < self.hold_after:
+            return
+        while not (self._released.is_set() or self._stopping.is_set()):
+            self._released.wait(0.05)
 
     def _over_capacity(self, number: int) -> bool:
         if self.capacity is None or self._state.in_flight < self.capacity:
@@ -553,6 +570,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {name.lower(): value for name, value in self.headers.items()}
         host, port = self.client_address[:2]
         seen, fault = self.stub._admit(path, headers, body, f"{host}:{port}")
+        self.stub._hold(seen.number)
         try:
             if self.stub.latency_s > 0:
                 time.sleep(self.stub.latency_s)
