@@ -167,3 +167,15 @@ def test_stub_server_holds_requests_past_hold_after_until_released() -> None:
         server.release()
         assert ask(server.port, 5)["choices"][0]["message"]["content"] == "{}"
     assert server.request_count == 3
+
+
+def test_response_schema_is_a_fresh_copy_each_call_and_follows_the_limit() -> None:
+    generated = json.loads(json.dumps(Review.model_json_schema(), sort_keys=True))
+    expected = strict_schema(limit_string_lengths(generated, 100))
+    first = response_schema(Review, max_string_length=100)
+    assert first == expected
+    first[0]["$defs"]["Claim"]["properties"]["text"]["maxLength"] = 7  # the caller's to edit
+    first[0]["required"].clear()
+    assert response_schema(Review, max_string_length=100) == expected
+    assert response_schema(Review, max_string_length=None) == strict_schema(generated)
+    assert response_schema(Review, max_string_length=50) != expected

@@ -7,6 +7,7 @@ the pydantic output model, which carries the real bounds.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from typing import Any
@@ -102,11 +103,23 @@ def strict_schema(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
 def response_schema(
     output_type: type[BaseModel], *, max_string_length: int | None = DEFAULT_MAX_STRING_LENGTH
 ) -> tuple[dict[str, Any], bool]:
-    """The schema sent for ``output_type`` and whether it qualifies for strict mode."""
+    """The schema sent for ``output_type`` (a fresh copy, safe to edit) and whether it
+    qualifies for strict mode."""
+    text, ok = _response_schema_text(output_type, max_string_length)
+    return json.loads(text), ok
+
+
+@functools.lru_cache(maxsize=512)
+def _response_schema_text(
+    output_type: type[BaseModel], max_string_length: int | None
+) -> tuple[str, bool]:
+    # Shaped once per output model and limit: the two deep copies and walks cost more than
+    # a call's own work on the client side, and every call of a role asks for the same schema.
     schema = output_schema(output_type)
     if max_string_length is not None:
         schema = limit_string_lengths(schema, max_string_length)
-    return strict_schema(schema)
+    shaped, ok = strict_schema(schema)
+    return json.dumps(shaped), ok
 
 
 def schema_instructions(schema: dict[str, Any]) -> str:
