@@ -20,6 +20,7 @@ from worldsim.domain.outputs import ActorOutput
 from worldsim.domain.policy import load_policy
 from worldsim.offline import OfflineModel
 from worldsim.roles.registry import get_role, register_role, registered_roles
+from worldsim.sim.plan import role_plan
 from worldsim.sim.session import run_card
 from worldsim.testing import StubServer
 from worldsim.trace.reader import read_trace
@@ -228,3 +229,24 @@ def test_a_card_or_policy_roles_list_adds_roles_to_a_library_run(
     policy = load_policy("no_branch").model_copy(update={"roles": ("market_maker",)})
     again = read_trace(run(demo_card, policy, 3, ticks=2).trace)
     assert again.started.extra_roles == ["market_maker"]
+
+
+def test_a_run_plan_reads_the_prompt_folders_once(
+    demo_card: Card, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every slot and tick role of a plan is looked up in one reading of the registry, not
+    one per role (each reading lists the prompt folders and checks every file)."""
+    readings: list[int] = []
+    listed = roles_module.known_prompt_roles
+
+    def counted() -> dict[str, tuple[Path, bool]]:
+        readings.append(1)
+        return listed()
+
+    monkeypatch.setattr(roles_module, "known_prompt_roles", counted)
+    config = RunConfig(card=demo_card, policy=load_policy("branching"))
+    plan = role_plan(config)
+    assert {"initializer", "governance", "reporter"} <= set(plan)
+    assert sum(key.startswith("tick:") for key in plan) >= 2
+    assert plan["tick:actor"] == get_role("actor", "tick")
+    assert len(readings) == 2  # the plan's one, and get_role's own just above

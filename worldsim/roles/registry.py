@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.metadata
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -175,9 +175,13 @@ def registered_roles() -> dict[str, RoleSpec]:
     return dict(sorted(roles.items()))
 
 
-def get_role(name: str, phase: str | None = None) -> RoleSpec:
-    """The role registered as ``name``; with ``phase``, check it runs there."""
-    roles = registered_roles()
+def get_role(
+    name: str, phase: str | None = None, *, roles: Mapping[str, RoleSpec] | None = None
+) -> RoleSpec:
+    """The role registered as ``name``; with ``phase``, check it runs there. ``roles`` is the
+    registry as `registered_roles` gave it, to look up several names with one reading of the
+    prompt folders (by default they are read again)."""
+    roles = registered_roles() if roles is None else roles
     spec = roles.get(name)
     if spec is None:
         known = ", ".join(roles) or "none"

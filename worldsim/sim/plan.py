@@ -17,7 +17,7 @@ from worldsim.domain.contracts import Model
 from worldsim.domain.errors import ConfigError
 from worldsim.models import RouteTable
 from worldsim.models.tracing import Emit, TracingModel
-from worldsim.roles.registry import RoleSpec, get_role
+from worldsim.roles.registry import RoleSpec, get_role, registered_roles
 from worldsim.world.build import generic_seeds
 from worldsim.world.extraction import EXTRACTION_RULES
 
@@ -73,9 +73,10 @@ def role_plan(config: RunConfig) -> dict[str, RoleSpec]:
     seeds = config.card.seeds
     if seeds is not None:
         tick_names |= {a.role for a in seeds.actors} | {c.role for c in seeds.cohorts}
+    roles = registered_roles()
     plan: dict[str, RoleSpec] = {}
     for name in config.added_roles:
-        spec = get_role(name)
+        spec = get_role(name, roles=roles)
         if spec.phase == "tick":
             plan[f"tick:{name}"] = spec
         elif spec.phase in _SLOT_OF_PHASE:
@@ -87,9 +88,9 @@ def role_plan(config: RunConfig) -> dict[str, RoleSpec]:
                 field="role",
             )
     for slot, phase in SLOTS.items():
-        plan[slot] = get_role(slots[slot], phase)
+        plan[slot] = get_role(slots[slot], phase, roles=roles)
     for name in sorted(tick_names):
-        plan[f"tick:{name}"] = get_role(config.roles.get(name, name), "tick")
+        plan[f"tick:{name}"] = get_role(config.roles.get(name, name), "tick", roles=roles)
     return plan
 
 
