@@ -75,9 +75,10 @@ def cut_mid_run(source: Path, target: Path) -> Path:
     return target
 
 
-def forge(source: Path, target: Path, edit: Edit) -> None:
+def forge(source: Path, target: Path, edit: Edit, *, respell: int | None = None) -> None:
     """Apply ``edit`` to the parsed records, then renumber, re-chain and reseal every line as
-    the writer would: the forged trace is internally consistent."""
+    the writer would: the forged trace is internally consistent. ``respell`` names a line
+    written with spaces after its separators instead (the same JSON, not the writer's bytes)."""
     records = [json.loads(raw) for raw in source.read_bytes().splitlines()]
     edit(records)
     prev = genesis_hash(records[0]["run"])
@@ -86,7 +87,8 @@ def forge(source: Path, target: Path, edit: Edit) -> None:
         obj["seq"], obj["prev"] = seq, prev
         if obj["type"] in SEALED_TYPES:
             obj["data"].update(seal="", signature="")
-        line = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+        separators = (", ", ": ") if seq == respell else (",", ":")
+        line = json.dumps(obj, separators=separators, ensure_ascii=False).encode()
         if obj["type"] in SEALED_TYPES:
             line = seal_line(line)
         lines.append(line)

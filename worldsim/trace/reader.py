@@ -366,9 +366,23 @@ def _same_as_writers(raw: bytes, obj: Any, *, plain: bool) -> bool:
 
 def check_line(line: TraceLine) -> None:
     """Validate a line's record against the schema and check that it is in the writer's
-    canonical form; raises :class:`TraceError` naming the line (and field)."""
-    line.record  # noqa: B018  (validates)
-    if not line.in_writers_form:
+    canonical form; raises :class:`TraceError` naming the line (and field).
+
+    A line held as bytes alone (a trace read whole) is parsed once for both checks, as a
+    streamed one is when it is read, and let go again after them."""
+    parsed_here = line._obj is None
+    if parsed_here:
+        try:
+            line._obj, line._plain = _decode(line.raw)
+        except ValueError:  # not JSON: the record's own parse names the error
+            parsed_here = False
+    try:
+        line.record  # noqa: B018  (validates)
+        sound = line.in_writers_form
+    finally:
+        if parsed_here:
+            line._obj = None
+    if not sound:
         raise TraceError(
             "record is not in the writer's canonical form", file=line.path, line=line.number
         )

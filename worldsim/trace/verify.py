@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from worldsim.domain.collector import collector_paced
 from worldsim.domain.errors import TraceError, TraceIncomplete
 from worldsim.trace.canonical import CanonicalHash
 from worldsim.trace.effective import stream_effective
@@ -119,7 +120,21 @@ def verify_trace(
     of every tick and the extraction; with ``expect_head``, also require that head; with
     ``public_key``, require a valid signature by that key on the final terminal record; with
     ``canonical``, compute the canonical hash; ``on_step`` is given each tick as it is rebuilt.
-    Raises TraceError naming the first bad line or the failed requirement."""
+    Raises TraceError naming the first bad line or the failed requirement.
+
+    The pass runs at the collector's slower pace (:mod:`worldsim.domain.collector`), as a
+    stream is read: a trace already read whole is checked as fast as one read as it comes."""
+    with collector_paced():
+        return _verified(source, expect_head, public_key, canonical, on_step)
+
+
+def _verified(
+    source: str | Path | Trace,
+    expect_head: str | None,
+    public_key: PublicKey | None,
+    canonical: bool,
+    on_step: Callable[[TickStep], None] | None,
+) -> Verification:
     read = source if isinstance(source, Trace) else TraceStream(source, parsed=True)
     path = read.path
     scan = _Pass(canonical=canonical)

@@ -1,0 +1,58 @@
+"""A trace read whole (as the viewer holds it) verifies as its stream does: the same checks,
+the same verdict and hash, at the collector's pace."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import pytest
+
+from tests.support import forge
+from worldsim.domain.collector import PACED_THRESHOLD
+from worldsim.domain.errors import TraceError
+from worldsim.trace.reader import read_trace
+from worldsim.trace.verify import verify_trace
+
+
+def test_a_trace_read_whole_verifies_as_its_stream(branching_demo_trace: Path) -> None:
+    streamed = verify_trace(branching_demo_trace, canonical=True)
+    whole = verify_trace(read_trace(branching_demo_trace), canonical=True)
+    assert whole.exit_code == streamed.exit_code == 0
+    assert whole.canonical == streamed.canonical is not None
+    assert (whole.head, whole.records, whole.terminal) == (
+        streamed.head,
+        streamed.records,
+        streamed.terminal,
+    )
+    assert whole.recomputed == streamed.recomputed and whole.matches
+
+
+def test_a_trace_read_whole_is_verified_at_the_collectors_pace(
+    branching_demo_trace: Path,
+) -> None:
+    trace = read_trace(branching_demo_trace)
+    seen: list[int] = []
+    before = gc.get_threshold()
+    gc.set_threshold(700, *before[1:])
+    try:
+        verify_trace(trace, on_step=lambda _: seen.append(gc.get_threshold()[0]))
+        after = gc.get_threshold()[0]
+    finally:
+        gc.set_threshold(*before)
+    assert seen and set(seen) == {PACED_THRESHOLD}
+    assert after == 700  # given back once the pass ends
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["streamed", "read whole"])
+def test_a_line_out_of_the_writers_form_is_refused(
+    branching_demo_trace: Path, tmp_path: Path, whole: bool
+) -> None:
+    """The same JSON spelled with spaces, chained and sealed as the writer would: the chain
+    holds, the form check does not, read either way."""
+    respelled = tmp_path / "respelled.jsonl"
+    forge(branching_demo_trace, respelled, lambda records: None, respell=5)
+    source = read_trace(respelled) if whole else respelled
+    with pytest.raises(TraceError, match="not in the writer's canonical form") as caught:
+        verify_trace(source)
+    assert caught.value.line == 6  # lines are numbered from 1
