@@ -18,6 +18,8 @@ import pytest
 from tests.support import ROOT
 from tests.view.browser import dump_dom, main_text, page_errors, screenshot, without_scripts
 from tests.view.conftest import HOSTILE
+from worldsim.trace.reader import read_trace
+from worldsim.trace.records import accesses_of
 from worldsim.view.build import Page, build_page, trace_page, write_view
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -168,9 +170,36 @@ def test_the_evidence_view_shows_the_forecast_graph(
     graph = page.data["forecast_graph"]
     assert graph is not None and graph["events"]  # the demo run's condition builds one
     text = main_text(dump_dom(path, "view=evidence"))
-    assert f"Forecast graph ({len(graph['events'])} events, {len(graph['links'])} links)" in text
+    assert f"Forecast graph ({len(graph['events'])} events, {graph['link_count']} links)" in text
     none = write_view(
         Page(page.kind, page.title, {**page.data, "forecast_graph": None}), tmp_path / "n.html"
     )
     dom = dump_dom(none, "view=evidence")
     assert page_errors(dom) == "" and "KER is not defined" in main_text(dom)
+
+
+def test_the_evidence_view_lists_every_access_as_the_trace_holds_it(
+    demo_view: tuple[Page, Path], demo_trace: Path
+) -> None:
+    """The page keeps what it shows of each access (the cut-off and a search's k are left in
+    the trace, null and false fields left out) and lists them all."""
+    page, path = demo_view
+    held = [
+        access
+        for line in read_trace(demo_trace)
+        for access in accesses_of(line.type, line.fields, line.tl, line.tick)
+    ]
+    shown = page.data["retrievals"]
+    assert len(shown) == len(held) > 0
+    for access, row in zip(held, shown, strict=True):
+        assert "cutoff" not in row and "k" not in row
+        assert all(value is not None and value is not False for value in row.values())
+        for key in ("agent", "tool", "timeline", "tick", "query", "doc_id", "reason"):
+            assert row.get(key) == access[key], key
+        assert row.get("refused", False) == access["refused"]
+        if access["tool"] == "search_evidence":
+            assert row["doc_ids"] == access["doc_ids"]
+    assert {row["tool"] for row in shown} == {"search_evidence", "open_document"}
+    dom = dump_dom(path, "view=evidence")
+    assert page_errors(dom) == ""
+    assert f"Gateway accesses ({len(held)})" in main_text(dom)

@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from worldsim.domain.collector import collector_paced
 from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.scoring.hindsight.forecast import GRAPH_TYPES, forecast_graph_of
@@ -87,7 +88,15 @@ def trace_data(
 
     ``pressure`` is an optional causal pressure series (from a hindsight graph) charted beside
     the simulated one; ``anchored`` says the trace's head was checked against an expected one.
+    Gathered at the collector's slower pace, as the trace was verified.
     """
+    with collector_paced():
+        return _trace_data(checked, pressure, anchored)
+
+
+def _trace_data(
+    checked: Verified, pressure: dict[str, Any] | None, anchored: bool
+) -> dict[str, Any]:
     replayed = checked.replay
     trace = replayed.trace
     effective = trace.effective
@@ -111,7 +120,7 @@ def trace_data(
         "calls": [_call(line) for line in effective if line.type == "llm_call"],
         "documents": _documents(card),
         "retrievals": [
-            access
+            _access(access)
             for line in effective
             for access in accesses_of(line.type, line.fields, line.tl, line.tick)
         ],
@@ -124,12 +133,36 @@ def trace_data(
     }
 
 
+#: An access's fields the page does not show: the cut-off (the run's as-of date, in the meta)
+#: and a search's number of results asked for.
+_UNSHOWN = frozenset({"cutoff", "k"})
+_UNSHOWN_OF_READ = _UNSHOWN | {"doc_ids"}
+
+
+def _access(access: dict[str, Any]) -> dict[str, Any]:
+    """A gateway access as the page lists it: what it shows, without null or false fields (a
+    tick's accesses are most of a large page's data), a read without its one-id list."""
+    unshown = _UNSHOWN_OF_READ if access.get("tool") == "open_document" else _UNSHOWN
+    return {
+        key: value
+        for key, value in access.items()
+        if key not in unshown and value is not None and value is not False
+    }
+
+
 def _forecast_graph(effective: list[TraceLine], path: Path) -> dict[str, Any] | None:
     """The run's forecast graph as scoring reads it (derived from the records and checked
-    against the run's digest), or ``None`` when its condition builds none."""
+    against the run's digest), as the page lists it: each event's timeline, tick, kind and
+    title, and the number of links; ``None`` when the run's condition builds none."""
     views = record_views(effective, GRAPH_TYPES)
     graph = forecast_graph_of(views, file=path)
-    return None if graph is None else graph.model_dump(mode="json")
+    if graph is None:
+        return None
+    events = [
+        {"timeline": e.timeline, "tick": e.tick, "kind": e.kind, "title": e.title}
+        for e in graph.events
+    ]
+    return {"events": events, "link_count": len(graph.links)}
 
 
 def verification(checked: Verified, *, anchored: bool = False) -> dict[str, Any]:

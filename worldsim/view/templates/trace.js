@@ -248,7 +248,7 @@ function evidenceView(main) {
   main.appendChild(h("h2", null, "Gateway accesses (" + DATA.retrievals.length + ")"));
   main.appendChild(virtualList(DATA.retrievals, function (r) {
     return [h("span", { "class": "mark " + (r.refused ? "bad" : "ok") }, r.refused ? "✗" : "✓"),
-      (r.timeline || "run") + (r.tick === null ? "" : " tick " + r.tick) + " · " + r.agent + " · " + r.tool + " · " +
+      (r.timeline || "run") + (r.tick == null ? "" : " tick " + r.tick) + " · " + r.agent + " · " + r.tool + " · " +
       (r.query ? "“" + r.query + "” → " + r.doc_ids.join(", ") : (r.doc_id || "")) + (r.refused ? " refused: " + r.reason : "")];
   }, function () {}, null));
   graphSection(main);
@@ -258,13 +258,13 @@ function evidenceView(main) {
 /* The forecast-time causal graph the run wrote (graph conditions only): what KER is scored on. */
 function graphSection(main) {
   var g = DATA.forecast_graph;
-  main.appendChild(h("h2", { id: "forecast-graph" }, "Forecast graph" + (g ? " (" + g.events.length + " events, " + g.links.length + " links)" : "")));
+  main.appendChild(h("h2", { id: "forecast-graph" }, "Forecast graph" + (g ? " (" + g.events.length + " events, " + g.link_count + " links)" : "")));
   if (!g) {
     main.appendChild(h("p", { "class": "muted" }, "None: this run's condition builds no forecast graph, so KER is not defined for it."));
     return;
   }
   main.appendChild(virtualList(g.events, function (e) {
-    return [(e.timeline || "") + (e.tick === null ? "" : " tick " + e.tick) + " · " + (e.kind || "") + " · " + e.title];
+    return [(e.timeline || "") + (e.tick == null ? "" : " tick " + e.tick) + " · " + (e.kind || "") + " · " + e.title];
   }, function () {}, null));
 }
 
