@@ -381,7 +381,7 @@ def check_line(line: TraceLine) -> None:
         sound = line.in_writers_form
     finally:
         if parsed_here:
-            line._obj = None
+            line._obj, line._plain = None, False
     if not sound:
         raise TraceError(
             "record is not in the writer's canonical form", file=line.path, line=line.number
