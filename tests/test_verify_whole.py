@@ -1,13 +1,15 @@
 """A trace read whole (as the viewer holds it) verifies as its stream does: the same checks,
-the same verdict and hash, at the collector's pace."""
+the same verdict and hash, at the collector's pace; it is replayed at that pace too."""
 
 from __future__ import annotations
 
 import gc
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import worldsim.trace.replay as replay_module
 from tests.support import forge
 from worldsim.domain.collector import PACED_THRESHOLD
 from worldsim.domain.errors import TraceError
@@ -56,3 +58,28 @@ def test_a_line_out_of_the_writers_form_is_refused(
     with pytest.raises(TraceError, match="not in the writer's canonical form") as caught:
         verify_trace(source)
     assert caught.value.line == 6  # lines are numbered from 1
+
+
+def test_a_trace_is_replayed_at_the_collectors_pace(
+    branching_demo_trace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The multiverse is rebuilt, and p_yes extracted again from its leaves, at the slower
+    pace (the threshold is read as the extraction runs, the last step of a replay)."""
+    trace = read_trace(branching_demo_trace)
+    seen: list[int] = []
+    extract = replay_module.extract_again
+
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.get_threshold()[0])
+        return extract(*args, **kwargs)
+
+    monkeypatch.setattr(replay_module, "extract_again", noted)
+    before = gc.get_threshold()
+    gc.set_threshold(700, *before[1:])
+    try:
+        result = replay_module.replay(trace)
+        after = gc.get_threshold()[0]
+    finally:
+        gc.set_threshold(*before)
+    assert result.recomputed is not None and result.recorded == result.recomputed
+    assert seen == [PACED_THRESHOLD] and after == 700

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from worldsim.domain.collector import collector_paced
 from worldsim.domain.errors import StateError, TraceError
 from worldsim.domain.outputs import ChoiceForecastOutput, ForecastOutput
 from worldsim.models.schema import extract_json
@@ -328,7 +329,13 @@ def replay_lines(
 
 
 def replay(path_or_trace: str | Path | Trace) -> ReplayResult:
-    """Rebuild the whole multiverse and re-extract; raises TraceError at the first inconsistency."""
+    """Rebuild the whole multiverse and re-extract; raises TraceError at the first inconsistency.
+    Replayed at the collector's slower pace, as a trace is read (`worldsim.domain.collector`)."""
+    with collector_paced():
+        return _replayed(path_or_trace)
+
+
+def _replayed(path_or_trace: str | Path | Trace) -> ReplayResult:
     trace = path_or_trace if isinstance(path_or_trace, Trace) else read_trace(path_or_trace)
     if trace.started.kind == "direct":
         return replay_direct(trace)
