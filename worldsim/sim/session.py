@@ -402,12 +402,13 @@ async def _resume_locked(
     shared: Shared | None,
     signer: Signer | None,
 ) -> RunResult:
-    trace = read_trace(lock.path)
-    _check_signer(trace, signer)
-    cut = Cut(trace)
-    config = resume_config(trace, models)
-    plan = role_plan(config)
-    point = restore_point(cut, config)
+    with collector_paced():  # the trace read and replayed to its cut, as a run goes
+        trace = read_trace(lock.path)
+        _check_signer(trace, signer)
+        cut = Cut(trace)
+        config = resume_config(trace, models)
+        plan = role_plan(config)
+        point = restore_point(cut, config)
     await check_evidence(config.card, card_path=config.card_path)
     shared = shared or Shared()
     if shared.budget is None:
