@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -9,14 +10,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import worldsim.sim.session as session_module
 from tests.support import DEMO_CARD
 from worldsim.domain.cards import load_card
+from worldsim.domain.collector import PACED_THRESHOLD
 from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.errors import BudgetExhausted, ConfigError
 from worldsim.domain.policy import load_policy
@@ -91,6 +95,32 @@ def test_resuming_twice_keeps_the_hash(complete: tuple[bytes, str, int], tmp_pat
     ]
     kept = {line.number for line in trace.effective}
     assert first_stretch and all(line.number in kept for line in first_stretch)
+
+
+def test_a_resume_replays_to_its_cut_at_the_collectors_pace(
+    complete: tuple[bytes, str, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trace is read and replayed to its cut at the slower pace a run keeps (the
+    threshold is read as the restore point is made from the replay)."""
+    blob, want, after_init = complete
+    path = tmp_path / "cut.jsonl"
+    path.write_bytes(blob[: after_init + (len(blob) - after_init) // 2])
+    seen: list[int] = []
+    restore = session_module.restore_point
+
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.get_threshold()[0])
+        return restore(*args, **kwargs)
+
+    monkeypatch.setattr(session_module, "restore_point", noted)
+    before = gc.get_threshold()
+    gc.set_threshold(700, *before[1:])
+    try:
+        anyio.run(lambda: resume_run(path, fsync=False))
+    finally:
+        gc.set_threshold(*before)
+    assert seen == [PACED_THRESHOLD]
+    assert verify_trace(path, canonical=True).canonical == want
 
 
 def test_complete_or_uninitialized_runs_are_not_resumed(
