@@ -20,7 +20,11 @@ from worldsim.domain.config import RunConfig
 from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import ConfigError, TraceIncomplete
 from worldsim.domain.policy import load_policy
-from worldsim.scoring.hindsight.forecast import forecast_graph_of, trace_records
+from worldsim.scoring.hindsight.forecast import (
+    forecast_graph_json_of,
+    forecast_graph_of,
+    trace_records,
+)
 from worldsim.sim.session import resume_run, run_card
 from worldsim.trace.forecast import (
     RecordView,
@@ -64,6 +68,7 @@ def test_a_graph_condition_writes_its_graph_before_the_extraction(
     assert (record.event_count, record.link_count) == (len(graph.events), len(graph.links))
     assert record.events == () and record.links == ()  # named, not held
     assert forecast_graph_of(trace_records(trace.path)) == graph
+    assert forecast_graph_json_of(trace_records(trace.path)) == graph.model_dump(mode="json")
 
 
 @pytest.mark.parametrize("condition", ["vanilla", "search"])
@@ -74,6 +79,7 @@ def test_a_condition_without_a_graph_has_no_record_and_no_ker(
     trace = read_trace(path)
     assert all(line.type != "forecast_graph" for line in trace.effective)
     assert forecast_graph_of(trace_records(path)) is None
+    assert forecast_graph_json_of(trace_records(path)) is None
     graph = ROOT / "scenarios" / "hindsight" / "merger-review.json"
     ker = invoke("hindsight", "ker", path, "--hindsight", graph)
     assert ker.code == 2 and "KER is not defined" in ker.err
@@ -119,6 +125,7 @@ def test_a_record_that_holds_the_graph_itself_is_read_as_it_is(tmp_path: Path) -
     old = _rewritten(source, tmp_path / "old.jsonl", held.model_dump(mode="json"))
     assert verify_trace(old).complete
     assert forecast_graph_of(trace_records(old)) == held
+    assert forecast_graph_json_of(trace_records(old)) == held.model_dump(mode="json")
 
 
 def test_a_graph_the_records_give_otherwise_than_recorded_is_refused(tmp_path: Path) -> None:
@@ -129,6 +136,10 @@ def test_a_graph_the_records_give_otherwise_than_recorded_is_refused(tmp_path: P
         forecast_graph_of(trace_records(bad), file=bad)
     assert caught.value.field == "forecast_graph.digest"
     assert "digest is not the one the run recorded" in caught.value.message
+    with pytest.raises(ConfigError, match="digest is not the one the run recorded"):
+        forecast_graph_json_of(trace_records(bad), file=bad)
+    shown = invoke("view", bad, "-o", tmp_path / "bad.html")
+    assert shown.code == 2 and "bad.jsonl" in shown.err and not (tmp_path / "bad.html").exists()
     graph = ROOT / "scenarios" / "hindsight" / "merger-review.json"
     ker = invoke("hindsight", "ker", bad, "--hindsight", graph)
     assert ker.code == 2 and "bad.jsonl" in ker.err and "Traceback" not in ker.err

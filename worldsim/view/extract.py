@@ -22,7 +22,7 @@ from typing import Any
 from worldsim.domain.collector import collector_paced
 from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
-from worldsim.scoring.hindsight.forecast import GRAPH_TYPES, forecast_graph_of
+from worldsim.scoring.hindsight.forecast import GRAPH_TYPES, forecast_graph_json_of
 from worldsim.scoring.hindsight.pressure import simulated_pressure as pressure_series
 from worldsim.trace.forecast import record_views
 from worldsim.trace.reader import Trace, TraceLine, read_trace
@@ -155,14 +155,14 @@ def _forecast_graph(effective: list[TraceLine], path: Path) -> dict[str, Any] | 
     against the run's digest), as the page lists it: each event's timeline, tick, kind and
     title, and the number of links; ``None`` when the run's condition builds none."""
     views = record_views(effective, GRAPH_TYPES)
-    graph = forecast_graph_of(views, file=path)
+    graph = forecast_graph_json_of(views, file=path)
     if graph is None:
         return None
     events = [
-        {"timeline": e.timeline, "tick": e.tick, "kind": e.kind, "title": e.title}
-        for e in graph.events
+        {"timeline": e["timeline"], "tick": e["tick"], "kind": e["kind"], "title": e["title"]}
+        for e in graph["events"]
     ]
-    return {"events": events, "link_count": len(graph.links)}
+    return {"events": events, "link_count": len(graph["links"])}
 
 
 def verification(checked: Verified, *, anchored: bool = False) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -27,11 +28,12 @@ from worldsim.trace.forecast import (
     ForecastLink,
     RecordView,
     extract_forecast,
+    forecast_json,
     record_views,
     stream_records,
     trace_records,
 )
-from worldsim.trace.records import ForecastGraphData
+from worldsim.trace.records import ForecastGraphData, forecast_digest
 
 __all__ = [
     "FORECAST_TYPES",
@@ -41,6 +43,7 @@ __all__ = [
     "ForecastLink",
     "RecordView",
     "extract_forecast",
+    "forecast_graph_json_of",
     "forecast_graph_of",
     "load_forecast_events",
     "record_views",
@@ -62,6 +65,16 @@ def forecast_graph_of(
 
     A graph that derives otherwise than the run recorded (a trace written by a version whose
     extraction differed) is a ConfigError naming the file: its KER would not be the run's."""
+    graph = forecast_graph_json_of(records, file=file)
+    return None if graph is None else ForecastGraph.model_validate(graph)
+
+
+def forecast_graph_json_of(
+    records: Sequence[RecordView], *, file: str | Path | None = None
+) -> dict[str, Any] | None:
+    """:func:`forecast_graph_of` in the graph's JSON form (``ForecastGraph.model_dump(mode=
+    "json")``), derived and checked without making its events and links as objects (what a
+    page listing them needs)."""
     recorded = next((r for r in records if r.type == "forecast_graph"), None)
     data: ForecastGraphData | None = None
     if recorded is not None:
@@ -71,17 +84,17 @@ def forecast_graph_of(
             field, message = first_error(exc)
             raise ConfigError(message, file=file, field=f"forecast_graph.{field}") from None
         if data.graph is not None:
-            return data.graph
+            return data.graph.model_dump(mode="json")
     else:
         started = next((r for r in records if r.type == "run_started"), None)
         condition = started.data.get("condition") if started is not None else None
         if condition is not None and condition not in GRAPH_CONDITIONS:
             return None
-    graph = extract_forecast(list(records))
-    if data is not None and graph.digest() != data.digest:
+    graph = forecast_json(list(records))
+    if data is not None and forecast_digest(graph) != data.digest:
         raise ConfigError(
-            f"the run's records give a forecast graph of {len(graph.events)} events and "
-            f"{len(graph.links)} links whose digest is not the one the run recorded "
+            f"the run's records give a forecast graph of {len(graph['events'])} events and "
+            f"{len(graph['links'])} links whose digest is not the one the run recorded "
             f"({data.event_count} events, {data.link_count} links): the graph's extraction "
             "differs from the run's",
             file=file,
