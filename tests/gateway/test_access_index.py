@@ -65,3 +65,7 @@ def test_indexed_retrieved_by_equals_a_rescan(
     ]
     assert indexed.unreceived_each(cited, timeline) == expected
     assert [indexed.unreceived(iter(ids), who, timeline) for who, ids in cited] == expected
+    # every document any agent received, refused accesses left out
+    assert indexed.documents == {
+        doc_id for record in log if not record.refused for doc_id in record.doc_ids
+    }

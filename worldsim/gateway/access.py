@@ -137,9 +137,18 @@ class AccessLog:
     def __init__(self, records: Iterable[RetrievalRecord] = ()) -> None:
         self._held: list[Logged] = []
         self._received: dict[str, dict[str | None, set[str]]] = {}
-        self.documents: set[str] = set()
-        """Every document id received through the gateway so far."""
         self.extend(records)
+
+    @property
+    def documents(self) -> set[str]:
+        """Every document id received through the gateway so far: what the agents received,
+        gathered when asked (once, at a run's end) rather than at every access."""
+        return {
+            doc
+            for by_timeline in self._received.values()
+            for ids in by_timeline.values()
+            for doc in ids
+        }
 
     def add_each(
         self,
@@ -153,7 +162,7 @@ class AccessLog:
         if not accesses:
             return
         self._held.append(Logged(timeline, tick, cutoff, accesses))
-        index, documents = self._received, self.documents
+        index = self._received
         for access in accesses:
             received = access.get("doc_ids")
             if received and not access.get("refused", False):
@@ -165,7 +174,6 @@ class AccessLog:
                     by_timeline[timeline] = set(received)
                 else:
                     ids.update(received)
-                documents.update(received)
 
     def append(self, record: RetrievalRecord) -> None:
         logged = Logged.of(record)
