@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import random
 import socket
+import threading
+import time
 import urllib.request
 from typing import Any, Literal
 
@@ -161,12 +164,43 @@ def test_stub_server_holds_requests_past_hold_after_until_released() -> None:
 
     with StubServer(seed=2, hold_after=1) as server:
         assert ask(server.port, 5)["choices"][0]["message"]["content"] == "{}"
-        with pytest.raises(TimeoutError):  # the second request is admitted, not answered
-            ask(server.port, 0.3)
-        assert server.request_count == 2
+        with pytest.raises(TimeoutError):  # the second request is not answered
+            ask(server.port, 0.5)
+        deadline = time.monotonic() + 10
+        while server.request_count < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.request_count == 2  # it was received, and is held
         server.release()
         assert ask(server.port, 5)["choices"][0]["message"]["content"] == "{}"
     assert server.request_count == 3
+
+
+def test_a_stub_server_stopped_while_holding_answers_nothing() -> None:
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    server = StubServer(seed=2, hold_after=0).start()
+    replies: list[object] = []
+
+    def ask() -> None:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{server.port}/v1/chat/completions",
+            data=body,
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                replies.append(resp.status)
+        except (OSError, http.client.HTTPException) as exc:  # closed without an answer
+            replies.append(type(exc).__name__)
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    deadline = time.monotonic() + 10
+    while server.request_count < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    server.stop()
+    asking.join(timeout=15)
+    assert server.request_count == 1 and len(replies) == 1
+    assert replies[0] != 200, replies
 
 
 def test_response_schema_is_a_fresh_copy_each_call_and_follows_the_limit() -> None:

@@ -32,8 +32,10 @@ def _stored(cache: Path) -> int:
     try:
         with sqlite3.connect(cache / "responses.sqlite") as db:
             return int(db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
-    except sqlite3.OperationalError:  # the table is not made yet
-        return 0
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):  # the cache is being made
+            return 0
+        raise
 
 
 def test_a_killed_study_pays_for_no_call_twice(tmp_path: Path) -> None:
@@ -84,8 +86,14 @@ def test_a_killed_study_pays_for_no_call_twice(tmp_path: Path) -> None:
                 break
             time.sleep(0.01)
         assert proc.poll() is None, "the study ended before it could be killed"
+        assert _stored(cache) == held, "the answered calls were not all stored in time"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+        # what the killed process had sent may still be arriving: read the count once it settles
+        settled = -1
+        while settled != server.request_count:
+            settled = server.request_count
+            time.sleep(0.3)
         server.release()
         stored = _stored(cache)
         before = server.request_count

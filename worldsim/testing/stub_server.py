@@ -181,8 +181,9 @@ class StubServer:
             arrival number, so that an answer depends on the request alone: not on the order
             concurrent requests arrive in, nor on what the server answered before (the same
             request is answered alike by a fresh server, as a deterministic model would).
-        hold_after: answer the first this many requests; later ones wait, unanswered, until
-            `release` is called or the server stops (a provider that stops answering, at a
+        hold_after: answer the first this many requests; later ones wait, unanswered (and
+            counted in flight), until `release` is called; when the server stops first, their
+            connections are closed without an answer (a provider that stops answering, at a
             point of a run a test chooses rather than after a time); ``None``: no hold.
     """
 
@@ -259,7 +260,8 @@ class StubServer:
         self._thread = None
 
     def release(self) -> None:
-        """Answer the requests held by ``hold_after``, and every later one."""
+        """Answer the requests held by ``hold_after``, and every later one (for good: a
+        restarted server does not hold again)."""
         self._released.set()
 
     def __enter__(self) -> StubServer:
@@ -332,12 +334,16 @@ class StubServer:
             self._state.max_in_flight = max(self._state.max_in_flight, self._state.in_flight)
             return record, fault
 
-    def _hold(self, number: int) -> None:
-        """Wait, unanswered, while request ``number`` is past ``hold_after`` and not released."""
+    def _hold(self, number: int) -> bool:
+        """Wait, unanswered, while request ``number`` is past ``hold_after`` and not released;
+        whether to answer it (not when the server stopped while it was held)."""
         if self.hold_after is None or number < self.hold_after:
-            return
-        while not (self._released.is_set() or self._stopping.is_set()):
+            return True
+        while not self._released.is_set():
+            if self._stopping.is_set():
+                return False
             self._released.wait(0.05)
+        return True
 
     def _over_capacity(self, number: int) -> bool:
         if self.capacity is None or self._state.in_flight < self.capacity:
@@ -570,7 +576,10 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {name.lower(): value for name, value in self.headers.items()}
         host, port = self.client_address[:2]
         seen, fault = self.stub._admit(path, headers, body, f"{host}:{port}")
-        self.stub._hold(seen.number)
+        if not self.stub._hold(seen.number):  # the server stopped holding it: never answered
+            self.stub._release()
+            self.close_connection = True
+            return
         try:
             if self.stub.latency_s > 0:
                 time.sleep(self.stub.latency_s)
