@@ -77,8 +77,9 @@ def cut_mid_run(source: Path, target: Path) -> Path:
 
 def forge(source: Path, target: Path, edit: Edit, *, respell: int | None = None) -> None:
     """Apply ``edit`` to the parsed records, then renumber, re-chain and reseal every line as
-    the writer would: the forged trace is internally consistent. ``respell`` names a line
-    written with spaces after its separators instead (the same JSON, not the writer's bytes)."""
+    the writer would: the forged trace is internally consistent. ``respell`` is the ``seq``
+    (0-based) of a record written with spaces after its separators instead: the same JSON, not
+    the writer's bytes (give an unsealed one: a seal covers the writer's bytes)."""
     records = [json.loads(raw) for raw in source.read_bytes().splitlines()]
     edit(records)
     prev = genesis_hash(records[0]["run"])

@@ -73,8 +73,9 @@ def forecast_graph_json_of(
     records: Sequence[RecordView], *, file: str | Path | None = None
 ) -> dict[str, Any] | None:
     """:func:`forecast_graph_of` in the graph's JSON form (``ForecastGraph.model_dump(mode=
-    "json")``), derived and checked without making its events and links as objects (what a
-    page listing them needs)."""
+    "json")``): where the run recorded the graph's digest, derived and checked without making
+    its events and links as objects (what a page listing them needs); a graph an older record
+    holds itself is validated, then dumped."""
     recorded = next((r for r in records if r.type == "forecast_graph"), None)
     data: ForecastGraphData | None = None
     if recorded is not None:

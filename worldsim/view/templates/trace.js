@@ -248,7 +248,7 @@ function evidenceView(main) {
   main.appendChild(h("h2", null, "Gateway accesses (" + DATA.retrievals.length + ")"));
   main.appendChild(virtualList(DATA.retrievals, function (r) {
     return [h("span", { "class": "mark " + (r.refused ? "bad" : "ok") }, r.refused ? "✗" : "✓"),
-      (r.timeline || "run") + (r.tick == null ? "" : " tick " + r.tick) + " · " + r.agent + " · " + r.tool + " · " +
+      (r.timeline || "run") + (r.tick === null || r.tick === undefined ? "" : " tick " + r.tick) + " · " + r.agent + " · " + r.tool + " · " +
       (r.query ? "“" + r.query + "” → " + r.doc_ids.join(", ") : (r.doc_id || "")) + (r.refused ? " refused: " + r.reason : "")];
   }, function () {}, null));
   graphSection(main);
@@ -264,7 +264,7 @@ function graphSection(main) {
     return;
   }
   main.appendChild(virtualList(g.events, function (e) {
-    return [(e.timeline || "") + (e.tick == null ? "" : " tick " + e.tick) + " · " + (e.kind || "") + " · " + e.title];
+    return [(e.timeline || "") + (e.tick === null ? "" : " tick " + e.tick) + " · " + (e.kind || "") + " · " + e.title];
   }, function () {}, null));
 }
 
