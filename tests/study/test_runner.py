@@ -107,7 +107,7 @@ def test_a_killed_study_finishes_with_the_predictions_of_an_uninterrupted_one(
 ) -> None:
     path = write_manifest(
         tmp_path,
-        seeds=[0, 1, 2],
+        seeds=[0, 1, 2, 3, 4, 5],  # jobs enough that the kill after two falls well before the end
         methods=[{"label": "b", "run": {"policy": "branching", "model": "offline", "ticks": 6}}],
         max_parallel_jobs=1,
     )
