@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from worldsim.domain.cards import Card
 from worldsim.trace.writer import SEALED_TYPES, genesis_hash, seal_line
@@ -95,3 +99,26 @@ def forge(source: Path, target: Path, edit: Edit, *, respell: int | None = None)
         lines.append(line)
         prev = hashlib.sha256(line).hexdigest()
     target.write_bytes(b"".join(line + b"\n" for line in lines))
+
+
+@contextlib.contextmanager
+def collector_paces(
+    monkeypatch: pytest.MonkeyPatch, owner: object, name: str
+) -> Iterator[list[int]]:
+    """Inside, the collector at the interpreter's default pace (a young collection every 700
+    allocations) unless code paces it; yields the young threshold seen at each call of
+    ``owner.name`` (a function of a module, looked up there when called)."""
+    seen: list[int] = []
+    original = getattr(owner, name)
+
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.get_threshold()[0])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, noted)
+    before = gc.get_threshold()
+    gc.set_threshold(700, *before[1:])
+    try:
+        yield seen
+    finally:
+        gc.set_threshold(*before)

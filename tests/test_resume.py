@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import signal
@@ -10,7 +9,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -18,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import worldsim.sim.session as session_module
-from tests.support import DEMO_CARD
+from tests.support import DEMO_CARD, collector_paces
 from worldsim.domain.cards import load_card
 from worldsim.domain.collector import PACED_THRESHOLD
 from worldsim.domain.config import ModelConfig, RunConfig
@@ -105,20 +103,8 @@ def test_a_resume_replays_to_its_cut_at_the_collectors_pace(
     blob, want, after_init = complete
     path = tmp_path / "cut.jsonl"
     path.write_bytes(blob[: after_init + (len(blob) - after_init) // 2])
-    seen: list[int] = []
-    restore = session_module.restore_point
-
-    def noted(*args: Any, **kwargs: Any) -> Any:
-        seen.append(gc.get_threshold()[0])
-        return restore(*args, **kwargs)
-
-    monkeypatch.setattr(session_module, "restore_point", noted)
-    before = gc.get_threshold()
-    gc.set_threshold(700, *before[1:])
-    try:
+    with collector_paces(monkeypatch, session_module, "restore_point") as seen:
         anyio.run(lambda: resume_run(path, fsync=False))
-    finally:
-        gc.set_threshold(*before)
     assert seen == [PACED_THRESHOLD]
     assert verify_trace(path, canonical=True).canonical == want
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import worldsim.trace.replay as replay_module
-from tests.support import forge
+from tests.support import collector_paces, forge
 from worldsim.domain.collector import PACED_THRESHOLD
 from worldsim.domain.errors import TraceError
 from worldsim.trace.reader import read_trace
@@ -66,20 +65,8 @@ def test_a_trace_is_replayed_at_the_collectors_pace(
     """The multiverse is rebuilt, and p_yes extracted again from its leaves, at the slower
     pace (the threshold is read as the extraction runs, the last step of a replay)."""
     trace = read_trace(branching_demo_trace)
-    seen: list[int] = []
-    extract = replay_module.extract_again
-
-    def noted(*args: Any, **kwargs: Any) -> Any:
-        seen.append(gc.get_threshold()[0])
-        return extract(*args, **kwargs)
-
-    monkeypatch.setattr(replay_module, "extract_again", noted)
-    before = gc.get_threshold()
-    gc.set_threshold(700, *before[1:])
-    try:
+    with collector_paces(monkeypatch, replay_module, "extract_again") as seen:
         result = replay_module.replay(trace)
         after = gc.get_threshold()[0]
-    finally:
-        gc.set_threshold(*before)
     assert result.recomputed is not None and result.recorded == result.recomputed
     assert seen == [PACED_THRESHOLD] and after == 700
