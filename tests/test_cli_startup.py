@@ -1,4 +1,5 @@
-"""The command line starts without the heavy libraries: help and `roles` never load them.
+"""The command line starts without the heavy libraries: help and `roles` never load them, and
+an offline run never loads the model client library.
 
 Timing lives in benchmarks/bench_startup.py; this checks what a fresh process imported.
 """
@@ -8,10 +9,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from tests.support import cli_command_paths
+from tests.support import DEMO_CARD, cli_command_paths
 
 HEAVY = ("openai", "httpx", "numpy", "scipy", "aiosqlite")
 #: Help needs none of these either: it is typer's work alone (``roles`` reads role files and so
@@ -59,3 +61,16 @@ def test_help_imports_nothing_heavy(path: tuple[str, ...]) -> None:
 
 def test_roles_imports_nothing_heavy() -> None:
     assert _probe("roles") == {"code": 0, "heavy": []}
+
+
+def test_an_offline_run_and_forecast_never_load_the_model_client(tmp_path: Path) -> None:
+    """`openai` (and its HTTP stack) is imported when a run first needs a server's route: an
+    offline run or forecast of the demo card is spared its import (a third of a demo
+    run's wall time)."""
+    client = ("openai", "httpx")
+    ran = _probe("run", str(DEMO_CARD), "--ticks", "2", "--out", str(tmp_path), watched=client)
+    assert ran == {"code": 0, "heavy": []}
+    told = _probe(
+        "forecast", str(DEMO_CARD), "--model", "offline", "--out", str(tmp_path), watched=client
+    )
+    assert told == {"code": 0, "heavy": []}

@@ -305,7 +305,6 @@ def preflight_routes(
 
     from worldsim.models.cache import default_cache_dir
     from worldsim.models.pool import route_options
-    from worldsim.models.preflight import measure
     from worldsim.models.routes import RouteTable, resolve_settings
 
     if asked is False or (asked is None and not err_console.is_terminal):
@@ -326,6 +325,8 @@ def preflight_routes(
             continue
         if measured is not None:
             measured.add(key)
+        from worldsim.models.preflight import measure  # with a remote route only
+
         m = anyio.run(functools.partial(measure, settings, options, quick=True))
         summary = " · ".join(_describe(m)) if m.error is None else f"no answer: {m.error}"
         err_console.print(f"preflight {escape(route.name)}: {escape(summary)}", highlight=False)

@@ -18,9 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import cast
-
-from openai import AsyncOpenAI
+from typing import TYPE_CHECKING, cast
 
 from worldsim.domain.config import RouteOptions
 from worldsim.domain.contracts import Model
@@ -29,7 +27,6 @@ from worldsim.models.cache import CachedModel, ResponseCache
 from worldsim.models.call import OutputMode
 from worldsim.models.leakage import LeakageGuard, LeakageGuardModel
 from worldsim.models.limits import DEFAULT_MAX_CONNECTIONS, RouteLimiters
-from worldsim.models.openai_model import OpenAIModel
 from worldsim.models.pricing import Budget, Price, PriceTable
 from worldsim.models.retry import RetryPolicy
 from worldsim.models.routes import (
@@ -43,6 +40,11 @@ from worldsim.models.routes import (
 from worldsim.models.schema import DEFAULT_MAX_STRING_LENGTH
 from worldsim.models.secrets import Redactor
 from worldsim.world.canonical import canonical_json
+
+if TYPE_CHECKING:  # the client library is imported when a run first needs a server's route
+    from openai import AsyncOpenAI
+
+    from worldsim.models.openai_model import OpenAIModel
 
 __all__ = [
     "LOCAL_ESCALATION",
@@ -89,6 +91,8 @@ class HttpClients:
         key = (settings.base_url, settings.api_key)
         client = self._clients.get(key)
         if client is None:
+            from openai import AsyncOpenAI
+
             client = AsyncOpenAI(
                 base_url=settings.base_url, api_key=settings.api_key, max_retries=0
             )
@@ -241,6 +245,8 @@ class ModelPool:
         return model
 
     def _client(self, settings: RouteSettings, ro: RouteOptions) -> OpenAIModel:
+        from worldsim.models.openai_model import OpenAIModel
+
         o = self.options
         retry = self._retry
         if ro.timeout_s is not None:

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import anyio
-import openai
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -163,6 +162,8 @@ def classify(
     The message is the exception's text (for an HTTP error, the server's body) passed through
     ``redact`` before it is shortened, so a key fragment cannot survive by being cut short.
     """
+    import openai  # imported with the route that raised it: an offline run never loads it
+
     message = _short(redact(str(exc)))
     if isinstance(exc, TimeoutError | openai.APITimeoutError):
         return CallErrorEntry(attempt=attempt, kind="timeout", message=message), True, None
