@@ -48,7 +48,9 @@ def embed_json(data: Any) -> str:
     """
     try:
         text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except ValueError:  # a non-finite float somewhere (a trace holds none): the slow walk
+    except ValueError as exc:  # a non-finite float somewhere (a trace holds none): the walk
+        if "Out of range float" not in str(exc):
+            raise
         text = json.dumps(_finite(data), separators=(",", ":"), ensure_ascii=False)
     # one replace per character: each a scan in C, where one translate of the text is a
     # lookup per character (a large page's data is tens of megabytes)
