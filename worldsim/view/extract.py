@@ -119,11 +119,7 @@ def _trace_data(
         "ticks": [_step(step, committed.get((step.timeline, step.tick), {})) for step in steps],
         "calls": [_call(line) for line in effective if line.type == "llm_call"],
         "documents": _documents(card),
-        "retrievals": [
-            _access(access)
-            for line in effective
-            for access in accesses_of(line.type, line.fields, line.tl, line.tick)
-        ],
+        "retrievals": _retrievals(effective),
         "report": _last(effective, "report"),
         "audit": _last(effective, "audit"),
         "interventions": [line.fields for line in effective if line.type == "intervention"],
@@ -132,6 +128,19 @@ def _trace_data(
         "pressure": {"simulated": simulated_pressure(effective), **(pressure or {})},
     }
 
+
+def _retrievals(effective: list[TraceLine]) -> list[dict[str, Any]]:
+    """Every gateway access of the run as the page lists it. Only the lines that hold
+    accesses are parsed, and each is let go once its rows are made (the page keeps those)."""
+    rows: list[dict[str, Any]] = []
+    for line in effective:
+        if line.type in _ACCESS_TYPES:
+            rows += [_access(a) for a in accesses_of(line.type, line.fields, line.tl, line.tick)]
+            line.release()
+    return rows
+
+
+_ACCESS_TYPES = frozenset({"retrieval", "retrievals"})
 
 #: An access's fields the page does not show: the cut-off (the run's as-of date, in the meta)
 #: and a search's number of results asked for.
@@ -156,6 +165,10 @@ def _forecast_graph(effective: list[TraceLine], path: Path) -> dict[str, Any] | 
     title, and the number of links; ``None`` when the run's condition builds none."""
     views = record_views(effective, GRAPH_TYPES)
     graph = forecast_graph_json_of(views, file=path)
+    del views
+    for line in effective:  # the records' parses are let go: the page keeps what it lists
+        if line.type in GRAPH_TYPES:
+            line.release()
     if graph is None:
         return None
     events = [
@@ -362,7 +375,7 @@ def simulated_pressure(effective: Iterable[TraceLine]) -> list[list[Any]]:
 
     The same series as ``worldsim hindsight pressure`` draws (scoring.hindsight.pressure).
     """
-    records = record_views(effective)
+    records = record_views(effective, ("tick_started", "tick_committed"))  # all it reads
     return [[_iso(p.date), p.value] for p in pressure_series(records)]
 
 
