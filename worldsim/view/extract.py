@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from worldsim.domain.collector import collector_paced
 from worldsim.domain.contracts import lineage
@@ -27,7 +27,7 @@ from worldsim.scoring.hindsight.pressure import simulated_pressure as pressure_s
 from worldsim.trace.forecast import record_views
 from worldsim.trace.reader import Trace, TraceLine, read_trace
 from worldsim.trace.records import accesses_of
-from worldsim.trace.replay import ReplayResult, TickStep
+from worldsim.trace.replay import TickStep
 from worldsim.trace.signing import PublicKey
 from worldsim.trace.verify import Verification, verify_trace
 
@@ -41,14 +41,28 @@ _TOKENS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_to
 
 @dataclass(frozen=True, slots=True)
 class Verified:
-    """A trace that verifies, read whole for the viewer: the verification and the replay."""
+    """A trace that verifies, read whole for the viewer: the verification, the trace, and
+    each replayed tick in the page's form (made as it was replayed, so that the replay's
+    objects are let go tick by tick), with what each tick tells of its timeline."""
 
     verification: Verification
-    replay: ReplayResult
+    trace: Trace
+    ticks: tuple[dict[str, Any], ...]
+    timeline_steps: tuple[_TimelineStep, ...]
 
     @property
     def head(self) -> str | None:
         return self.verification.head
+
+
+class _TimelineStep(NamedTuple):
+    """What one replayed tick tells of its timeline: its mass, its forks and rejections."""
+
+    timeline: str
+    tick: int
+    mass: float
+    forks: list[dict[str, Any]]
+    rejected: list[dict[str, Any]]
 
 
 def verified(
@@ -56,7 +70,13 @@ def verified(
 ) -> Verified:
     """Verify a trace for viewing; a trace that does not verify, or misses the head or the
     signature it must have, is bad input (exit 2), as is a file with no complete record."""
-    steps: list[TickStep] = []
+    ticks: list[dict[str, Any]] = []
+    timeline_steps: list[_TimelineStep] = []
+
+    def shown(step: TickStep) -> None:
+        ticks.append(_step(step))
+        timeline_steps.append(_timeline_step(step))
+
     try:
         trace = read_trace(path)
         result = verify_trace(
@@ -64,12 +84,9 @@ def verified(
             expect_head=expect_head,
             public_key=public_key,
             canonical=True,
-            on_step=steps.append,
+            on_step=shown,
         )
-        replayed = ReplayResult(
-            trace, tuple(steps), result.recorded, result.recomputed, result.mass_sum
-        )
-        return Verified(result, replayed)
+        return Verified(result, trace, tuple(ticks), tuple(timeline_steps))
     except TraceIncomplete as exc:  # a file with no complete record has nothing to show
         raise ConfigError(f"trace does not verify: {exc.message}", file=exc.file or path) from None
     except TraceError as exc:
@@ -97,15 +114,14 @@ def trace_data(
 def _trace_data(
     checked: Verified, pressure: dict[str, Any] | None, anchored: bool
 ) -> dict[str, Any]:
-    replayed = checked.replay
-    trace = replayed.trace
+    trace = checked.trace
     effective = trace.effective
     started = trace.started
     card: dict[str, Any] = started.card
     committed = {
         (line.tl, line.tick): line.fields for line in effective if line.type == "tick_committed"
     }
-    steps = sorted(replayed.steps, key=lambda s: (s.tick, lineage(s.timeline)))
+    ticks = sorted(checked.ticks, key=lambda t: (t["tick"], lineage(t["timeline"])))
     return {
         "kind": "trace",
         "page_bytes": PAGE_BY_TIMELINE_BYTES,
@@ -115,8 +131,8 @@ def _trace_data(
             {k: ep.get(k) for k in ("id", "title", "kind", "polarity")}
             for ep in card.get("endpoints", [])
         ],
-        "timelines": _timelines(effective, replayed),
-        "ticks": [_step(step, committed.get((step.timeline, step.tick), {})) for step in steps],
+        "timelines": _timelines(effective, checked.timeline_steps),
+        "ticks": [_committed(t, committed.get((t["timeline"], t["tick"]), {})) for t in ticks],
         "calls": [_call(line) for line in effective if line.type == "llm_call"],
         "documents": _documents(card),
         "retrievals": _retrievals(effective),
@@ -181,7 +197,7 @@ def _forecast_graph(effective: list[TraceLine], path: Path) -> dict[str, Any] | 
 def verification(checked: Verified, *, anchored: bool = False) -> dict[str, Any]:
     """What the header shows: chain and seal, complete or cut off, head, anchor, signature."""
     result = checked.verification
-    trace = checked.replay.trace
+    trace = checked.trace
     terminal = trace.terminal
     return {
         "chain": "ok",
@@ -232,7 +248,7 @@ def _meta(trace: Trace, started: Any, card: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _timelines(effective: list[TraceLine], replayed: ReplayResult) -> list[dict[str, Any]]:
+def _timelines(effective: list[TraceLine], steps: Iterable[_TimelineStep]) -> list[dict[str, Any]]:
     """Every timeline with its parent, fork point, masses and end; forks and rejections."""
     timelines: dict[str, dict[str, Any]] = {}
     for line in effective:
@@ -252,39 +268,51 @@ def _timelines(effective: list[TraceLine], replayed: ReplayResult) -> list[dict[
             }
         elif line.type == "timeline_ended" and line.tl in timelines:
             timelines[line.tl]["end"] = line.fields
-    for step in replayed.steps:
+    for step in steps:
         node = timelines.get(step.timeline)
         if node is None:
             continue
         node["mass"] = step.mass
         node["last_tick"] = step.tick
-        node["forks"] += [
-            {
-                "tick": step.tick,
-                "child": f.child,
-                "hypothesis": f.candidate.hypothesis,
-                "endpoint": f.candidate.endpoint_id,
-                "probability": f.candidate.probability,
-                "mass_child": f.mass_child,
-            }
-            for f in step.forks
-        ]
-        node["rejected"] += [
-            {
-                "tick": step.tick,
-                "hypothesis": r.candidate.hypothesis,
-                "endpoint": r.candidate.endpoint_id,
-                "probability": r.candidate.probability,
-                "reason": r.reason,
-                "came_true": r.came_true,
-            }
-            for r in step.rejected
-        ]
+        node["forks"] += step.forks
+        node["rejected"] += step.rejected
     return sorted(timelines.values(), key=lambda t: lineage(t["id"]))
 
 
-def _step(step: TickStep, committed: dict[str, Any]) -> dict[str, Any]:
-    """One timeline's tick: what ``worldsim replay`` prints for it, plus the review's detail."""
+def _timeline_step(step: TickStep) -> _TimelineStep:
+    forks = [
+        {
+            "tick": step.tick,
+            "child": f.child,
+            "hypothesis": f.candidate.hypothesis,
+            "endpoint": f.candidate.endpoint_id,
+            "probability": f.candidate.probability,
+            "mass_child": f.mass_child,
+        }
+        for f in step.forks
+    ]
+    rejected = [
+        {
+            "tick": step.tick,
+            "hypothesis": r.candidate.hypothesis,
+            "endpoint": r.candidate.endpoint_id,
+            "probability": r.candidate.probability,
+            "reason": r.reason,
+            "came_true": r.came_true,
+        }
+        for r in step.rejected
+    ]
+    return _TimelineStep(step.timeline, step.tick, step.mass, forks, rejected)
+
+
+def _committed(tick: dict[str, Any], committed: dict[str, Any]) -> dict[str, Any]:
+    """A tick in the page's form with what its commit recorded: the p_yes then, and why."""
+    return {**tick, "p_yes_now": committed.get("p_yes_now"), "reason": committed.get("reason", "")}
+
+
+def _step(step: TickStep) -> dict[str, Any]:
+    """One timeline's tick: what ``worldsim replay`` prints for it, plus the review's detail
+    (its commit's p_yes and reason are added from its record, :func:`_committed`)."""
     out = step.as_json()
     review = step.review
     accepted = set(out.pop("accepted"))
@@ -317,8 +345,6 @@ def _step(step: TickStep, committed: dict[str, Any]) -> dict[str, Any]:
         else None
     )
     out["probs"] = step.state.probabilities()
-    out["p_yes_now"] = committed.get("p_yes_now")
-    out["reason"] = committed.get("reason", "")
     return out
 
 
