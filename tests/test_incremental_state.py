@@ -108,7 +108,7 @@ def test_evidence_trail_is_the_concatenation_of_what_was_added(
         assert tuple(before) == before_items  # the older trail is untouched
     assert tuple(trail) == flat and len(trail) == len(flat)
     assert trail == flat and trail == EvidenceTrail(flat)
-    assert trail.canonical_json() == canonical_json([ev.to_json() for ev in flat])
+    assert b"".join(trail.canonical_pieces()) == canonical_json([ev.to_json() for ev in flat])
 
 
 def test_a_ledger_apply_adds_one_chunk_sharing_the_earlier_evidence() -> None:

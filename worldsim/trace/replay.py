@@ -328,14 +328,10 @@ def replay_lines(
     yield ("cursors", (cursors, pending_children))
 
 
+@collector_paced()
 def replay(path_or_trace: str | Path | Trace) -> ReplayResult:
     """Rebuild the whole multiverse and re-extract; raises TraceError at the first inconsistency.
     Replayed at the collector's slower pace, as a trace is read (`worldsim.domain.collector`)."""
-    with collector_paced():
-        return _replayed(path_or_trace)
-
-
-def _replayed(path_or_trace: str | Path | Trace) -> ReplayResult:
     trace = path_or_trace if isinstance(path_or_trace, Trace) else read_trace(path_or_trace)
     if trace.started.kind == "direct":
         return replay_direct(trace)

@@ -107,6 +107,7 @@ class _Pass:
             line.release(record=True)
 
 
+@collector_paced()
 def verify_trace(
     source: str | Path | Trace,
     *,
@@ -124,17 +125,6 @@ def verify_trace(
 
     The pass runs at the collector's slower pace (:mod:`worldsim.domain.collector`), as a
     stream is read: a trace already read whole is checked as fast as one read as it comes."""
-    with collector_paced():
-        return _verified(source, expect_head, public_key, canonical, on_step)
-
-
-def _verified(
-    source: str | Path | Trace,
-    expect_head: str | None,
-    public_key: PublicKey | None,
-    canonical: bool,
-    on_step: Callable[[TickStep], None] | None,
-) -> Verification:
     read = source if isinstance(source, Trace) else TraceStream(source, parsed=True)
     path = read.path
     scan = _Pass(canonical=canonical)

@@ -95,6 +95,7 @@ def verified(
         ) from None
 
 
+@collector_paced()
 def trace_data(
     checked: Verified,
     *,
@@ -107,13 +108,6 @@ def trace_data(
     the simulated one; ``anchored`` says the trace's head was checked against an expected one.
     Gathered at the collector's slower pace, as the trace was verified.
     """
-    with collector_paced():
-        return _trace_data(checked, pressure, anchored)
-
-
-def _trace_data(
-    checked: Verified, pressure: dict[str, Any] | None, anchored: bool
-) -> dict[str, Any]:
     trace = checked.trace
     effective = trace.effective
     started = trace.started

@@ -86,13 +86,10 @@ class EvidenceTrail:
     def __repr__(self) -> str:
         return f"EvidenceTrail({list(self)!r})"
 
-    def canonical_json(self) -> bytes:
-        """The canonical JSON of the list of entries, from each chunk's kept bytes."""
-        return b"".join(self.canonical_pieces())
-
     def canonical_pieces(self) -> list[bytes]:
-        """:meth:`canonical_json` in pieces (each chunk's kept bytes, the brackets and commas
-        between), for a digest to take one after another without joining them."""
+        """The canonical JSON of the list of entries in pieces (each chunk's kept bytes, the
+        brackets and commas between), for a digest to take one after another without joining
+        them."""
         pieces = [b"["]
         for node in self._chunks():
             if node._json:
