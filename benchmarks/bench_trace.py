@@ -96,7 +96,7 @@ def _baseline_write(records: list[Record], path: Path, run_id: str) -> None:
     with path.open("wb") as fh:
         for seq, (type_, tl, tick, data) in enumerate(records):
             envelope = {
-                "v": 1,
+                "v": 2,
                 "seq": seq,
                 "ts": utc_stamp(),
                 "run": run_id,

@@ -79,11 +79,19 @@ def cut_mid_run(source: Path, target: Path) -> Path:
     return target
 
 
-def forge(source: Path, target: Path, edit: Edit, *, respell: int | None = None) -> None:
+def forge(
+    source: Path,
+    target: Path,
+    edit: Edit,
+    *,
+    respell: int | None = None,
+    rewrite: Callable[[bytes], bytes] | None = None,
+) -> None:
     """Apply ``edit`` to the parsed records, then renumber, re-chain and reseal every line as
     the writer would: the forged trace is internally consistent. ``respell`` is the ``seq``
-    (0-based) of a record written with spaces after its separators instead: the same JSON, not
-    the writer's bytes (give an unsealed one: a seal covers the writer's bytes)."""
+    (0-based) of a record written otherwise than the writer would: with spaces after its
+    separators, or ``rewrite`` applied to its bytes (give an unsealed one: a seal covers the
+    writer's bytes)."""
     records = [json.loads(raw) for raw in source.read_bytes().splitlines()]
     edit(records)
     prev = genesis_hash(records[0]["run"])
@@ -92,8 +100,11 @@ def forge(source: Path, target: Path, edit: Edit, *, respell: int | None = None)
         obj["seq"], obj["prev"] = seq, prev
         if obj["type"] in SEALED_TYPES:
             obj["data"].update(seal="", signature="")
-        separators = (", ", ": ") if seq == respell else (",", ":")
+        spaced = seq == respell and rewrite is None
+        separators = (", ", ": ") if spaced else (",", ":")
         line = json.dumps(obj, separators=separators, ensure_ascii=False).encode()
+        if seq == respell and rewrite is not None:
+            line = rewrite(line)
         if obj["type"] in SEALED_TYPES:
             line = seal_line(line)
         lines.append(line)
@@ -122,3 +133,73 @@ def collector_paces(
         yield seen
     finally:
         gc.set_threshold(*before)
+
+
+def direct_trace(
+    path: Path,
+    *,
+    card_id: str,
+    method: str,
+    p_yes: float | None = None,
+    p_options: dict[str, float] | None = None,
+    as_of: str = "2025-01-10T00:00:00Z",
+    question: str | None = None,
+    auxiliary: tuple[str, ...] | list[str] = (),
+    route: str = "scripted/model",
+    rationale: str = "scripted",
+    completed: bool = True,
+    torn_tail: bool = False,
+) -> Path:
+    """A real trace at ``path``: a direct forecast of a small card, answered by a scripted
+    model with ``p_yes`` (or, for a multiple-choice card, ``p_options``), written by the engine
+    and so verifying as any run's. ``completed=False`` cuts it before its final record;
+    ``torn_tail`` adds a torn line after it."""
+    import anyio
+
+    from worldsim.sim.direct import forecast_card
+    from worldsim.testing import ScriptedModel
+
+    endpoints: list[dict[str, Any]] = (
+        [
+            {"id": "yes", "title": "Yes", "polarity": "yes"},
+            {"id": "no", "title": "No", "polarity": "no"},
+        ]
+        if p_options is None
+        else [{"id": k, "title": k} for k in p_options]
+    )
+    endpoints += [{"id": a, "title": a, "kind": "auxiliary"} for a in auxiliary]
+    card = Card.model_validate(
+        {
+            "id": card_id,
+            "question": question or f"Will {card_id} happen?",
+            "kind": "binary" if p_options is None else "multiple_choice",
+            "as_of": as_of,
+            "deadline": "2025-06-30T00:00:00Z",
+            "endpoints": endpoints,
+        }
+    )
+    reply: dict[str, Any] = {"rationale": rationale, "leakage_warning": False}
+    if p_options is None:
+        reply["p_yes"] = p_yes
+    else:
+        reply["probabilities"] = [{"endpoint": k, "p": v} for k, v in p_options.items()]
+    model = ScriptedModel([reply], route=route)
+    anyio.run(
+        lambda: forecast_card(
+            card,
+            model=model,
+            route=route,
+            method=method,
+            seed=7,
+            fsync=False,
+            overwrite=True,
+            trace_path=path,
+        )
+    )
+    if not completed:
+        lines = path.read_bytes().splitlines(keepends=True)
+        path.write_bytes(b"".join(lines[:-1]))
+    if torn_tail:
+        with path.open("ab") as fh:
+            fh.write(b'{"v":2,"seq":99,"type":"tick_sta')
+    return path

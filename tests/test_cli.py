@@ -144,7 +144,8 @@ def test_verify_exit_codes(tmp_path: Path) -> None:
     bad.write_bytes(blob.replace(b'"seq":3,', b'"seq":4,', 1))
     proc = cli("verify", str(bad))
     assert proc.returncode == 1 and ":4:" in proc.stderr
-    assert cli("verify", str(tmp_path / "absent.jsonl")).returncode == 1
+    absent = cli("verify", str(tmp_path / "absent.jsonl"))  # no such file: bad input, as anywhere
+    assert absent.returncode == 2 and "absent.jsonl: trace not found" in absent.stderr
 
 
 def test_roles_lists_the_builtins() -> None:

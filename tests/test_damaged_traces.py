@@ -1,7 +1,7 @@
 """``score`` and ``hindsight`` refuse a trace whose chain does not check out.
 
 Without the chain check, a one-byte edit of a recorded p_yes would change a Brier score
-silently; through the one trace reader it is one line naming the file and the line, exit 2,
+silently; through verify's own pass it is verify's line naming the file and the line, exit 1,
 no traceback, and no report written.
 """
 
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from tests.support import DEMO_CARD, ROOT
 from worldsim.domain.cards import load_card
 from worldsim.domain.config import RunConfig
-from worldsim.domain.errors import ConfigError
+from worldsim.domain.errors import TraceError, TraceIncomplete
 from worldsim.domain.policy import load_policy
 from worldsim.scoring.hindsight.forecast import trace_records
 from worldsim.scoring.inputs import rows_from_trace
@@ -60,7 +60,8 @@ def _edit_p_yes(trace: Path, out: Path) -> tuple[Path, int, float, float]:
 
 
 def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 2, proc.stderr
+    """A refusal as `verify` refuses: exit 1, one line, no traceback."""
+    assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     return proc.stderr.strip()
@@ -120,14 +121,11 @@ def test_any_one_byte_edit_is_refused_or_reads_as_a_cut_off_run(
     new = data.draw(st.integers(0, 255).filter(lambda b: b != blob[pos]), label="byte")
     path = tmp_path / "edited.jsonl"
     path.write_bytes(blob[:pos] + bytes([new]) + blob[pos + 1 :])
-    try:
-        row = rows_from_trace(path)
-    except ConfigError:
-        row = None
-    assert row is None
-    try:
-        records = trace_records(path)
-    except ConfigError:
-        return
-    whole = trace_records(recorded)
-    assert pos == len(blob) - 1 and records == whole[:-1]
+    with pytest.raises(TraceError) as caught:
+        rows_from_trace(path)
+    with pytest.raises(TraceError):
+        trace_records(path)
+    if isinstance(caught.value, TraceIncomplete):  # sound, but cut off: the final newline
+        assert pos == len(blob) - 1 and caught.value.exit_code == 3
+    else:
+        assert caught.value.exit_code == 1

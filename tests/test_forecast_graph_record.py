@@ -1,9 +1,7 @@
 """A run whose agent condition builds the forecast-time causal graph records it in its trace (its
 digest and sizes); KER is read from the graph its records give, checked against that digest, and
-is not defined for a run whose condition builds none. A record written before digests holds the
-graph itself and is read as it is. (The record is derived from the others, so the canonical hash
-leaves it out: the demo cards' pins in tests/test_canonical_pins.py were taken before runs wrote
-it.)"""
+is not defined for a run whose condition builds none. (The record is derived from the others, so
+the canonical hash leaves it out.)"""
 
 from __future__ import annotations
 
@@ -18,24 +16,19 @@ from tests.support import DEMO_CARD, ROOT, invoke
 from worldsim.domain.cards import load_card
 from worldsim.domain.config import RunConfig
 from worldsim.domain.contracts import lineage
-from worldsim.domain.errors import ConfigError, TraceIncomplete
+from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.domain.policy import load_policy
-from worldsim.scoring.hindsight.forecast import (
-    forecast_graph_json_of,
-    forecast_graph_of,
-    trace_records,
-)
+from worldsim.scoring.hindsight.forecast import forecast_graph_json_of, forecast_graph_of
 from worldsim.sim.session import resume_run, run_card
 from worldsim.trace.forecast import (
     RecordView,
     extract_forecast,
     forecast_json,
     record_views,
-    stream_records,
 )
 from worldsim.trace.reader import read_trace
 from worldsim.trace.records import ForecastGraph, ForecastGraphData
-from worldsim.trace.verify import verify_trace
+from worldsim.trace.verify import stream_records, trace_records
 from worldsim.trace.writer import SEALED_TYPES, TraceWriter
 
 
@@ -66,7 +59,6 @@ def test_a_graph_condition_writes_its_graph_before_the_extraction(
     assert forecast_json(record_views(before)) == graph.model_dump(mode="json")
     assert record.digest == graph.digest()
     assert (record.event_count, record.link_count) == (len(graph.events), len(graph.links))
-    assert record.events == () and record.links == ()  # named, not held
     assert forecast_graph_of(trace_records(trace.path)) == graph
     assert forecast_graph_json_of(trace_records(trace.path)) == graph.model_dump(mode="json")
 
@@ -83,14 +75,6 @@ def test_a_condition_without_a_graph_has_no_record_and_no_ker(
     graph = ROOT / "scenarios" / "hindsight" / "merger-review.json"
     ker = invoke("hindsight", "ker", path, "--hindsight", graph)
     assert ker.code == 2 and "KER is not defined" in ker.err
-
-
-def test_a_trace_from_before_the_record_is_scored_by_deriving_its_graph(tmp_path: Path) -> None:
-    path = _run(tmp_path, "search_graph")
-    views = [r for r in trace_records(path) if r.type != "forecast_graph"]
-    derived = forecast_graph_of(views)
-    assert derived is not None
-    assert derived.digest() == read_trace(path).first("forecast_graph").fields["digest"]
 
 
 def _rewritten(source: Path, target: Path, graph_data: dict[str, object]) -> Path:
@@ -115,44 +99,27 @@ def _rewritten(source: Path, target: Path, graph_data: dict[str, object]) -> Pat
     return target
 
 
-def test_a_record_that_holds_the_graph_itself_is_read_as_it_is(tmp_path: Path) -> None:
-    """A trace written before digests: its recorded graph is the one scored (even where the
-    records would now give another), and it verifies."""
-    source = _run(tmp_path, "search_graph")
-    derived = forecast_graph_of(trace_records(source))
-    assert derived is not None and len(derived.events) > 1
-    held = derived.model_copy(update={"events": derived.events[1:]})  # not what they give
-    old = _rewritten(source, tmp_path / "old.jsonl", held.model_dump(mode="json"))
-    assert verify_trace(old).complete
-    assert forecast_graph_of(trace_records(old)) == held
-    assert forecast_graph_json_of(trace_records(old)) == held.model_dump(mode="json")
-
-
 def test_a_graph_the_records_give_otherwise_than_recorded_is_refused(tmp_path: Path) -> None:
     source = _run(tmp_path, "search_graph")
     record = read_trace(source).first("forecast_graph").fields
     bad = _rewritten(source, tmp_path / "bad.jsonl", {**record, "digest": "0" * 64})
+    views = record_views(read_trace(bad).effective)  # read without the gate
     with pytest.raises(ConfigError) as caught:
-        forecast_graph_of(trace_records(bad), file=bad)
+        forecast_graph_of(views, file=bad)
     assert caught.value.field == "forecast_graph.digest"
     assert "digest is not the one the run recorded" in caught.value.message
     with pytest.raises(ConfigError, match="digest is not the one the run recorded"):
-        forecast_graph_json_of(trace_records(bad), file=bad)
+        forecast_graph_json_of(views, file=bad)
+    # through the gate, verify refuses the trace itself, and so does every reader
+    with pytest.raises(TraceError, match="digest is not the recorded one") as refused:
+        trace_records(bad)
+    assert invoke("verify", bad).code == 1
     shown = invoke("view", bad, "-o", tmp_path / "bad.html")
-    assert shown.code == 2 and "bad.jsonl" in shown.err and not (tmp_path / "bad.html").exists()
+    assert shown.code == 1 and str(refused.value) in shown.err
+    assert not (tmp_path / "bad.html").exists()
     graph = ROOT / "scenarios" / "hindsight" / "merger-review.json"
     ker = invoke("hindsight", "ker", bad, "--hindsight", graph)
-    assert ker.code == 2 and "bad.jsonl" in ker.err and "Traceback" not in ker.err
-
-
-def test_a_record_holds_the_digest_or_the_graph_not_both(tmp_path: Path) -> None:
-    source = _run(tmp_path, "search_graph")
-    record = read_trace(source).first("forecast_graph").fields
-    graph = forecast_graph_of(trace_records(source))
-    assert graph is not None
-    both = {**record, "events": [e.model_dump(mode="json") for e in graph.events[:1]]}
-    with pytest.raises(ValueError, match="digest or the graph, not both"):
-        ForecastGraphData.model_validate(both)
+    assert ker.code == 1 and str(refused.value) in ker.err and "Traceback" not in ker.err
 
 
 @pytest.fixture(scope="module")
@@ -202,8 +169,12 @@ def test_streamed_records_of_some_types_are_those_of_the_whole_list(tmp_path: Pa
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     records = stream_records(empty)  # nothing is read until the stream is
-    with pytest.raises(TraceIncomplete, match="no complete record"):
+    with pytest.raises(TraceError, match="trace is empty"):  # as verify refuses it
         list(records)
+    torn = tmp_path / "torn.jsonl"
+    torn.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(TraceIncomplete, match="no result: cut off in its first record"):
+        list(stream_records(torn))
 
 
 dates = st.sampled_from(
@@ -251,10 +222,7 @@ def test_the_graphs_json_form_is_made_without_its_objects(
             {"agent": agent, "index": index, "summary": f"{agent} moves", "cites": cites}
             for agent, index, cites, _ in moves
         ]
-        if tick % 2:  # a tick's proposals in one record, or (as written before) one each
-            records.append(RecordView("proposals", tl, tick, {"proposals": items}))
-        else:
-            records.extend(RecordView("proposal", tl, tick, data) for data in items)
+        records.append(RecordView("proposals", tl, tick, {"proposals": items}))
         accepted = [{"agent": a, "index": i} for a, i, _, ok in moves if ok]
         records.append(RecordView("review", tl, tick, {"accepted": accepted}))
         if fork is not None:

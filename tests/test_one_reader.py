@@ -147,7 +147,7 @@ def no_trace_line_in_json_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     def guarded(self: json.JSONDecoder, s: str, idx: int = 0) -> tuple[object, int]:
         seen.append(s[:20])
-        if s[idx:].startswith('{"v":1,"seq":'):
+        if s[idx:].startswith('{"v":2,"seq":'):
             raise AssertionError("a trace line reached json.loads outside the trace reader")
         return original(self, s, idx)
 

@@ -1,5 +1,5 @@
-"""A tick's proposals are one ``proposals`` record; traces written before, with one
-``proposal`` record per proposal, read the same everywhere the proposals are used."""
+"""A tick's proposals are one ``proposals`` record, in canonical order; a cut run restores
+who proposed before its cut."""
 
 from __future__ import annotations
 
@@ -13,19 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support import cut_mid_run, forge
+from tests.support import cut_mid_run
 from worldsim.domain.jsonbytes import compact_bytes, floats_in
-from worldsim.scoring.hindsight.evidence import accessed_documents
-from worldsim.scoring.hindsight.forecast import stream_records
 from worldsim.sim.resume import Cut, restore_point, resume_config
 from worldsim.sim.session import resume_run
 from worldsim.trace.canonical import canonical_hash
-from worldsim.trace.forecast import FORECAST_TYPES, forecast_json, record_views
 from worldsim.trace.reader import read_trace
 from worldsim.trace.records import ProposalData, ProposalsData, proposals_of
-from worldsim.trace.replay import replay
-from worldsim.trace.verify import verify_trace
-from worldsim.view.extract import trace_data, verified
 from worldsim.world.moves import Proposal
 from worldsim.world.state import ShiftPressure
 
@@ -35,28 +29,8 @@ def recorded(branching_demo_trace: Path) -> Path:
     return branching_demo_trace
 
 
-def _as_written_before(records: list[dict[str, Any]]) -> None:
-    """Each ``proposals`` record as the ``proposal`` records a trace held before."""
-    rewritten: list[dict[str, Any]] = []
-    for record in records:
-        if record["type"] != "proposals":
-            rewritten.append(record)
-            continue
-        for item in record["data"]["proposals"]:
-            rewritten.append({**record, "type": "proposal", "data": item})
-    records[:] = rewritten
-
-
-@pytest.fixture(scope="module")
-def legacy(recorded: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("legacy") / "legacy.jsonl"
-    forge(recorded, path, _as_written_before)
-    return path
-
-
 def test_one_record_per_timeline_tick_in_canonical_order(recorded: Path) -> None:
     trace = read_trace(recorded)
-    assert trace.first("proposal") is None
     lines = list(trace.of_type("proposals"))
     places = [(line.tl, line.tick) for line in lines]
     assert len(lines) > 1 and len(set(places)) == len(places)
@@ -73,32 +47,8 @@ def test_one_record_per_timeline_tick_in_canonical_order(recorded: Path) -> None
         assert {p.agent for p in line.data.proposals} <= set(started.data.active)
 
 
-def test_a_trace_written_before_reads_the_same(recorded: Path, legacy: Path) -> None:
-    new, old = read_trace(recorded), read_trace(legacy)
-    assert old.first("proposals") is None and old.first("proposal") is not None
-    assert len(old.lines) > len(new.lines)
-    assert verify_trace(legacy).exit_code == 0
-    assert old.proposals() == new.proposals() != []
-    assert canonical_hash(old) == canonical_hash(new)
-    steps_old, steps_new = replay(old).steps, replay(new).steps
-    assert [s.proposals for s in steps_old] == [s.proposals for s in steps_new]
-    assert any(s.proposals for s in steps_new)
-    assert accessed_documents(stream_records(legacy)) == accessed_documents(
-        stream_records(recorded)
-    )
-    graph_old = forecast_json(record_views(old.effective, FORECAST_TYPES))
-    graph_new = forecast_json(record_views(new.effective, FORECAST_TYPES))
-    assert graph_old["events"] == graph_new["events"] and graph_new["events"]
-    assert graph_old["links"] == graph_new["links"]
-    shown = trace_data(verified(legacy))["ticks"]
-    assert shown == trace_data(verified(recorded))["ticks"]
-
-
-@pytest.mark.parametrize("form", ["recorded", "legacy"])
-def test_a_cut_run_restores_who_proposed_before_the_cut(
-    form: str, request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
-    whole: Path = request.getfixturevalue(form)
+def test_a_cut_run_restores_who_proposed_before_the_cut(recorded: Path, tmp_path: Path) -> None:
+    whole = recorded
     full = read_trace(whole)
     path = cut_mid_run(whole, tmp_path / "cut.jsonl")
     trace = read_trace(path)
@@ -156,5 +106,4 @@ def test_a_record_gives_back_the_proposals_it_was_made_of(
     data = ProposalsData.model_validate(raw)
     assert [ProposalData.model_validate(item) for item in alone] == list(data.proposals)
     assert [p.model_dump(mode="json") for p in data.proposals] == alone
-    assert all(proposals_of("proposal", item) == [item] for item in alone)
     assert proposals_of("review", raw) == []

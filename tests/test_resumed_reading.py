@@ -76,16 +76,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
             fsync=False,
         )
         await writer.emit(
-            "retrieval",
+            "retrievals",
             {
-                "agent": cut.fields["proposals"][0]["agent"],
-                "timeline": "t0",
-                "tick": 2,
-                "tool": "open_document",
-                "doc_id": UNCITED,
                 "cutoff": trace.started.card["as_of"],
-                "doc_ids": [UNCITED],
-                "refused": False,
+                "accesses": [
+                    {
+                        "agent": cut.fields["proposals"][0]["agent"],
+                        "tool": "open_document",
+                        "doc_id": UNCITED,
+                        "doc_ids": [UNCITED],
+                    }
+                ],
             },
             tl="t0",
             tick=2,
@@ -154,9 +155,9 @@ def test_the_streamed_view_leaves_out_the_voided_tick(runs: tuple[Path, Path]) -
     voided = [
         line
         for line in lines[:marker]
-        if (line.tl, line.tick) == ("t0", 2) and line.type in {"proposals", "retrieval"}
+        if (line.tl, line.tick) == ("t0", 2) and line.type in {"proposals", "retrievals"}
     ]
-    assert {line.type for line in voided} == {"proposals", "retrieval"}
+    assert {line.type for line in voided} == {"proposals", "retrievals"}
     streamed = {line.number for line in iter_effective(resumed)}
     assert streamed.isdisjoint(line.number for line in voided)
     assert marker in streamed and len(streamed) < len(lines)

@@ -1,59 +1,30 @@
-"""A tick's gateway accesses are one ``retrievals`` record; traces written before, with one
-``retrieval`` record per access, read the same everywhere the accesses are used."""
+"""A tick's gateway accesses are one ``retrievals`` record, ordered by agent; a cut run
+restores every access before its cut."""
 
 from __future__ import annotations
 
 import collections
 import json
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support import cut_mid_run, forge
+from tests.support import cut_mid_run
 from worldsim.domain.jsonbytes import floats_in
 from worldsim.gateway.access import Access, Logged, RetrievalRecord, access_json
-from worldsim.scoring.hindsight.evidence import accessed_documents
-from worldsim.scoring.hindsight.forecast import stream_records
 from worldsim.sim.resume import Cut, restore_point, resume_config
 from worldsim.sim.session import resume_run
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
 from worldsim.trace.records import RetrievalsData, accesses_of
-from worldsim.trace.verify import verify_trace
-from worldsim.view.extract import trace_data, verified
 
 
 @pytest.fixture(scope="module")
 def recorded(branching_demo_trace: Path) -> Path:
     return branching_demo_trace
-
-
-def _as_written_before(records: list[dict[str, Any]]) -> None:
-    """Each ``retrievals`` record as the ``retrieval`` records a trace held before."""
-    rewritten: list[dict[str, Any]] = []
-    for record in records:
-        if record["type"] != "retrievals":
-            rewritten.append(record)
-            continue
-        data = record["data"]
-        for access in data["accesses"]:
-            where = {"timeline": record["tl"], "tick": record["tick"], "cutoff": data["cutoff"]}
-            logged = RetrievalRecord.model_validate({**access, **where})  # as the writer was
-            rewritten.append(
-                {**record, "type": "retrieval", "data": logged.model_dump(mode="json")}
-            )
-    records[:] = rewritten
-
-
-@pytest.fixture(scope="module")
-def legacy(recorded: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("legacy") / "legacy.jsonl"
-    forge(recorded, path, _as_written_before)
-    return path
 
 
 def test_one_record_per_timeline_tick_ordered_by_agent(recorded: Path) -> None:
@@ -94,26 +65,8 @@ def test_every_cited_document_was_retrieved_in_the_record_of_its_tick(recorded: 
         assert set(line.data.cites) <= received[(line.tl, line.tick, line.data.agent)]
 
 
-def test_a_trace_written_before_reads_the_same(recorded: Path, legacy: Path) -> None:
-    new, old = read_trace(recorded), read_trace(legacy)
-    assert old.first("retrievals") is None and old.first("retrieval") is not None
-    assert verify_trace(legacy).exit_code == 0
-    assert old.accesses() == new.accesses()
-    assert canonical_hash(old) == canonical_hash(new)
-
-    def retrieved(path: Path) -> frozenset[str]:  # proposals' citations left out
-        return accessed_documents(r for r in stream_records(path) if r.type != "proposals")
-
-    assert retrieved(legacy) == retrieved(recorded) != frozenset()
-    shown = trace_data(verified(legacy))["retrievals"]
-    assert shown and shown == trace_data(verified(recorded))["retrievals"]
-
-
-@pytest.mark.parametrize("form", ["recorded", "legacy"])
-def test_a_cut_run_restores_every_access_before_the_cut(
-    form: str, request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
-    whole: Path = request.getfixturevalue(form)
+def test_a_cut_run_restores_every_access_before_the_cut(recorded: Path, tmp_path: Path) -> None:
+    whole = recorded
     full = read_trace(whole)
     path = cut_mid_run(whole, tmp_path / "cut.jsonl")
     trace = read_trace(path)

@@ -22,7 +22,9 @@ from worldsim.domain.cards import load_card
 from worldsim.domain.config import DEFAULT_POLICY, ModelConfig, RunConfig
 from worldsim.domain.policy import load_policy
 from worldsim.sim.session import forecast, run_card
+from worldsim.trace.forecast import FORECAST_TYPES, RecordView, forecast_json
 from worldsim.trace.reader import read_trace, trace_head
+from worldsim.trace.records import ForecastGraphData
 from worldsim.trace.verify import verify_trace
 
 LABELS = ROOT / "scenarios" / "labels" / "merger-review.yaml"
@@ -48,7 +50,16 @@ def _method_label(records: list[dict[str, Any]]) -> None:
 
 
 def _card_id(records: list[dict[str, Any]]) -> None:
+    """Another card id, and the forecast graph's record made again to name it (a consistent
+    forgery: the graph the records give is the one recorded)."""
     _first(records, "run_started")["data"]["card"]["id"] = "space-launch"
+    views = [
+        RecordView(r["type"], r["tl"], r["tick"], r["data"], r["run"])
+        for r in records
+        if r["type"] in FORECAST_TYPES
+    ]
+    graph = _first(records, "forecast_graph")
+    graph["data"] = ForecastGraphData.of(forecast_json(views)).model_dump(mode="json")
 
 
 def _audit_counts(records: list[dict[str, Any]]) -> None:
@@ -250,6 +261,6 @@ def test_a_damaged_trace_cannot_be_locked(traces: Path, tmp_path: Path) -> None:
     prereg.write_text(PREREG)
     lock = tmp_path / "lock.json"
     proc = cli("prereg", "lock", prereg, "--predictions", folder, "-o", lock)
-    assert proc.code == 2
+    assert proc.code == cli("verify", folder / BRANCHING).code == 1
     assert f"{folder / BRANCHING}:5:" in proc.err
     assert not lock.exists()

@@ -17,18 +17,18 @@ from hypothesis import strategies as st
 from tests.support import DEMO_CARD
 from worldsim.domain.cards import load_card
 from worldsim.domain.config import RunConfig
-from worldsim.domain.errors import ConfigError, TraceError
+from worldsim.domain.errors import TraceError
 from worldsim.domain.policy import load_policy
 from worldsim.sim.session import run_card
 from worldsim.trace.effective import BOUNDARIES, effective_lines, stream_effective, void_lines
 from worldsim.trace.reader import (
     TraceLine,
     iter_effective,
-    iter_input_trace,
     iter_trace,
     parse_line,
     read_trace,
 )
+from worldsim.trace.verify import verified_lines, verify_trace
 
 # --------------------------------------------------------------------------------------------
 # JSON: the fast decoder reads what json.loads reads, value for value
@@ -251,5 +251,8 @@ def test_damage_is_raised_where_the_reader_reaches_it(trace_path: Path, tmp_path
         seen.extend(line.number for line in iter_effective(damaged))
     assert info.value.line == k + 1 and "hash chain broken" in info.value.message
     assert len(seen) > k // 2 and max(seen) < k + 1  # what came before was passed on first
-    with pytest.raises(ConfigError, match=rf"damaged\.jsonl:{k + 1}: hash chain broken"):
-        list(iter_input_trace(damaged))
+    with pytest.raises(TraceError) as refused:  # verify's pass also checks each line's form
+        list(verified_lines(damaged))
+    with pytest.raises(TraceError) as verified:
+        verify_trace(damaged)
+    assert str(refused.value) == str(verified.value)

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from tests.support import DEMO_CARD, invoke
+from tests.support import DEMO_CARD, forge, invoke
 from worldsim.trace.reader import read_trace, trace_head
 from worldsim.trace.signing import load_public_key, load_signer
 from worldsim.trace.verify import verify_trace
@@ -123,12 +123,24 @@ def test_a_tampered_signature_is_refused(
 def test_a_signature_kept_on_a_rewritten_record_is_refused(
     keys: dict[str, Path], signed: Path, tmp_path: Path
 ) -> None:
+    """A forger rewrites the report (which nothing else repeats), re-chains and reseals, and
+    keeps the old signature: the trace verifies as a chain, the key refuses it."""
+    signature = read_trace(signed).lines[-1].data.signature
+
+    def reworded(records: list[dict[str, Any]]) -> None:
+        next(r for r in records if r["type"] == "report")["data"]["summary"] = "rewritten"
+
+    resealed = tmp_path / "resealed.jsonl"
+    forge(signed, resealed, reworded)
     forged = tmp_path / "forged.jsonl"
-    rejected = read_trace(signed).lines[-1].data.forks_rejected
-    _rewrite_last(signed, forged, {"forks_rejected": rejected + 1}, reseal=True)
+    _rewrite_last(resealed, forged, {"signature": signature}, reseal=True)
     assert verify_trace(forged).exit_code == 0  # chain and seal recomputed
     proc = cli("verify", forged, "--public-key", keys["public"])
     assert proc.code == 1 and "does not match its seal" in proc.err
+    rejected = read_trace(signed).lines[-1].data.forks_rejected
+    counted = tmp_path / "counted.jsonl"  # the final record's own counts are checked too
+    _rewrite_last(signed, counted, {"forks_rejected": rejected + 1}, reseal=True)
+    assert "run_completed forks_rejected" in cli("verify", counted).err
 
 
 def test_a_stripped_signature_reads_as_unsigned_and_fails_the_key(

@@ -19,7 +19,9 @@ CARD = {
     ],
 }
 
-RECORDS: list[tuple[str, str | None, int | None, dict[str, Any]]] = [
+Record = tuple[str, str | None, int | None, dict[str, Any]]
+
+_WRITTEN: list[Record] = [
     ("run_started", None, None, {"card": CARD, "ticks": 2}),
     ("timeline_started", "t0", None, {"parent": None, "fork_tick": None, "depth": 0, "mass": 1.0}),
     (
@@ -226,6 +228,30 @@ RECORDS: list[tuple[str, str | None, int | None, dict[str, Any]]] = [
 ]
 
 
+def _per_tick(records: list[Record]) -> list[Record]:
+    """The records above as a trace holds them: a tick's proposals in one ``proposals`` record
+    and its accesses in one ``retrievals`` record (each access without the place and cut-off
+    the record gives)."""
+    out: list[Record] = []
+    for kind, tl, tick, data in records:
+        last = out[-1] if out else None
+        if kind == "proposal":
+            if last is None or last[0] != "proposals" or last[1:3] != (tl, tick):
+                out.append(("proposals", tl, tick, {"proposals": []}))
+            out[-1][3]["proposals"].append(data)
+        elif kind == "retrieval":
+            if last is None or last[0] != "retrievals" or last[1:3] != (tl, tick):
+                out.append(("retrievals", tl, tick, {"cutoff": data["cutoff"], "accesses": []}))
+            place = ("timeline", "tick", "cutoff")
+            out[-1][3]["accesses"].append({k: v for k, v in data.items() if k not in place})
+        else:
+            out.append((kind, tl, tick, data))
+    return out
+
+
+RECORDS = _per_tick(_WRITTEN)
+
+
 def write_trace(
     path: Path,
     records: list[tuple[str, str | None, int | None, dict[str, Any]]],
@@ -237,7 +263,7 @@ def write_trace(
     for seq, (kind, tl, tick, data) in enumerate(records):
         line = json.dumps(
             {
-                "v": 1,
+                "v": 2,
                 "seq": seq,
                 "ts": "2026-11-01T00:00:00Z",
                 "run": "run-1",
@@ -251,7 +277,7 @@ def write_trace(
         prev = hashlib.sha256(line.encode()).hexdigest()
         lines.append(line + "\n")
     if torn:
-        lines.append('{"v": 1, "seq": 99, "type": "run_compl')
+        lines.append('{"v": 2, "seq": 99, "type": "run_compl')
     path.write_text("".join(lines), encoding="utf-8")
     return path
 
@@ -259,6 +285,34 @@ def write_trace(
 @pytest.fixture
 def trace_path(tmp_path: Path) -> Path:
     return write_trace(tmp_path / "run.jsonl", RECORDS)
+
+
+@pytest.fixture
+def graph_path(tmp_path: Path) -> Path:
+    """The synthetic records' forecast graph, as `worldsim hindsight forecast-graph` writes it."""
+    from worldsim.trace.forecast import RecordView, extract_forecast
+
+    views = [RecordView(kind, tl, tick, data, run="run-1") for kind, tl, tick, data in RECORDS]
+    path = tmp_path / "forecast.json"
+    path.write_text(extract_forecast(views).model_dump_json(indent=2))
+    return path
+
+
+@pytest.fixture(scope="session")
+def engine_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real trace: a branching offline run of the demo card."""
+    import anyio
+
+    from worldsim.domain.cards import load_card
+    from worldsim.domain.config import RunConfig
+    from worldsim.domain.policy import load_policy
+    from worldsim.sim.session import run_card
+
+    root = Path(__file__).resolve().parents[2]
+    card = load_card(root / "scenarios" / "merger-review.yaml")
+    config = RunConfig(card=card, policy=load_policy("branching"), seed=6, ticks=4)
+    out = tmp_path_factory.mktemp("engine")
+    return anyio.run(lambda: run_card(config, out, fsync=False)).trace
 
 
 HINDSIGHT: dict[str, Any] = {

@@ -10,18 +10,24 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.support import ROOT
 from worldsim.cli import app
+from worldsim.scoring.hindsight import extract_forecast, simulated_pressure, source_precision
+from worldsim.scoring.hindsight.graph import load_hindsight
+from worldsim.scoring.hindsight.ker import key_event_recall
+from worldsim.scoring.hindsight.pressure import PRESSURE_TYPES
+from worldsim.trace.verify import trace_records
 
 runner = CliRunner()
 
 
-def test_ker_json_contract_on_a_trace(trace_path: Path, hindsight_path: Path) -> None:
+def test_ker_json_contract_on_a_forecast_graph(graph_path: Path, hindsight_path: Path) -> None:
     result = runner.invoke(
         app,
         [
             "hindsight",
             "ker",
-            str(trace_path),
+            str(graph_path),
             "--hindsight",
             str(hindsight_path),
             "--json",
@@ -66,22 +72,33 @@ def test_ker_date_window_none_and_plain_event_lists(tmp_path: Path, hindsight_pa
     assert bad.exit_code == 2 and "field '--date-window'" in bad.output
 
 
-def test_forecast_graph_and_sources_commands(
-    tmp_path: Path, trace_path: Path, hindsight_path: Path
+def test_forecast_graph_ker_and_sources_commands_on_a_trace(
+    tmp_path: Path, engine_trace: Path
 ) -> None:
+    graph_file = ROOT / "scenarios" / "hindsight" / "merger-review.json"
     out = tmp_path / "out" / "forecast.json"
-    result = runner.invoke(app, ["hindsight", "forecast-graph", str(trace_path), "-o", str(out)])
+    result = runner.invoke(app, ["hindsight", "forecast-graph", str(engine_trace), "-o", str(out)])
     assert result.exit_code == 0, result.output
-    graph = json.loads(out.read_text())
-    assert len(graph["events"]) == 4 and len(graph["links"]) == 3
-    assert graph["events"][0]["date"] == "2026-03-01T00:00:00Z"
-    sources = runner.invoke(
-        app, ["hindsight", "sources", str(trace_path), "--hindsight", str(hindsight_path), "--json"]
+    graph = extract_forecast(trace_records(engine_trace))
+    assert json.loads(out.read_text()) == graph.model_dump(mode="json") and graph.events
+    args = [str(engine_trace), "--hindsight", str(graph_file), "--json"]
+    ker = runner.invoke(app, ["hindsight", "ker", *args])
+    assert ker.exit_code == 0, ker.output
+    expected = key_event_recall(load_hindsight(graph_file), list(graph.events))
+    assert json.loads(ker.stdout) == json.loads(expected.model_dump_json())
+    sources = runner.invoke(app, ["hindsight", "sources", *args])
+    assert sources.exit_code == 0, sources.output
+    precision = source_precision(trace_records(engine_trace), load_hindsight(graph_file))
+    assert json.loads(sources.stdout)["precision"] == precision.precision is not None
+
+
+def test_bad_inputs_exit_2_with_one_line(
+    tmp_path: Path, hindsight_path: Path, trace_path: Path
+) -> None:
+    unverified = runner.invoke(
+        app, ["hindsight", "forecast-graph", str(trace_path), "-o", str(tmp_path / "f.json")]
     )
-    assert json.loads(sources.stdout)["precision"] == 0.5
-
-
-def test_bad_inputs_exit_2_with_one_line(tmp_path: Path, hindsight_path: Path) -> None:
+    assert unverified.exit_code == 1 and "run.jsonl:1:" in unverified.output  # as verify says
     missing = runner.invoke(
         app,
         ["hindsight", "forecast-graph", str(tmp_path / "no.jsonl"), "-o", str(tmp_path / "f.json")],
@@ -120,7 +137,7 @@ def test_validate_command_reports_warnings_and_strict_failures(hindsight_path: P
 
 
 def test_pressure_writes_chart_and_csv(
-    tmp_path: Path, trace_path: Path, hindsight_path: Path
+    tmp_path: Path, engine_trace: Path, hindsight_path: Path
 ) -> None:
     market = tmp_path / "market.csv"
     market.write_text("date,price\n2026-03-01,0.55\n2026-03-20,0.62\n")
@@ -130,7 +147,7 @@ def test_pressure_writes_chart_and_csv(
         [
             "hindsight",
             "pressure",
-            str(trace_path),
+            str(engine_trace),
             "--hindsight",
             str(hindsight_path),
             "--market",
@@ -144,15 +161,16 @@ def test_pressure_writes_chart_and_csv(
     assert result.exit_code == 0, result.output
     assert (out / "pressure.svg").read_text().lstrip().startswith("<?xml")
     rows = list(csv.DictReader((out / "pressure.csv").open()))
+    simulated = simulated_pressure(trace_records(engine_trace, PRESSURE_TYPES))
     assert [(r["series"], float(r["value"])) for r in rows] == [
         ("causal", pytest.approx(-0.2)),
         ("causal", pytest.approx(0.1)),
         ("causal", pytest.approx(1.1)),
         ("market", 0.55),
         ("market", 0.62),
-        ("simulated", pytest.approx(0.7)),
-        ("simulated", pytest.approx(0.52)),
+        *(("simulated", pytest.approx(p.value)) for p in simulated),
     ]
+    assert simulated
     png = runner.invoke(
         app, ["hindsight", "pressure", "--hindsight", str(hindsight_path), "-o", str(out)]
     )

@@ -1,4 +1,5 @@
-"""Forecast extraction, source precision and simulated pressure on a synthetic trace."""
+"""Forecast extraction, source precision and simulated pressure on a synthetic trace's records
+(a file of them would not verify: its digests are made up), and on an engine's trace."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from worldsim.domain.errors import ConfigError
 from worldsim.scoring.hindsight import (
     HindsightGraph,
     causal_pressure,
@@ -18,26 +18,21 @@ from worldsim.scoring.hindsight import (
     source_precision,
     trace_records,
 )
-from worldsim.scoring.hindsight.forecast import load_forecast_events
+from worldsim.scoring.hindsight.forecast import RecordView, load_forecast_events
 
-from .conftest import HINDSIGHT
+from .conftest import HINDSIGHT, RECORDS
 
 
-def test_torn_last_line_is_ignored_and_other_damage_is_refused(trace_path: Path) -> None:
-    records = trace_records(trace_path)
-    assert records[-1].type == "timeline_ended" and len(records) == 19
-    broken = trace_path.with_name("broken.jsonl")
-    lines = trace_path.read_text().split("\n")
-    lines[3] = lines[3][:20]
-    broken.write_text("\n".join(lines))
-    with pytest.raises(ConfigError, match=r"broken\.jsonl:4: not a JSON object"):
-        trace_records(broken)
+@pytest.fixture
+def views() -> list[RecordView]:
+    """The synthetic records as a trace's effective records are read."""
+    return [RecordView(kind, tl, tick, data, run="run-1") for kind, tl, tick, data in RECORDS]
 
 
 def test_forecast_events_cover_observations_accepted_proposals_and_branches(
-    trace_path: Path,
+    views: list[RecordView], tmp_path: Path
 ) -> None:
-    graph = extract_forecast(trace_records(trace_path))
+    graph = extract_forecast(views)
     assert graph.card_id == "merger-review" and graph.run == "run-1"
     got = [(e.id, e.title, e.timeline, e.tick, e.mass, e.kind) for e in graph.events]
     assert got == [
@@ -53,7 +48,9 @@ def test_forecast_events_cover_observations_accepted_proposals_and_branches(
         ("t0/0/company-a/0", "d9", "cites"),
         ("t0/0/obs/ev1", "t0/0/company-a/0", "informs"),
     ]
-    assert [e.id for e in load_forecast_events(trace_path)] == [e.id for e in graph.events]
+    saved = tmp_path / "graph.json"
+    saved.write_text(graph.model_dump_json())
+    assert [e.id for e in load_forecast_events(saved)] == [e.id for e in graph.events]
 
 
 @settings(
@@ -61,10 +58,10 @@ def test_forecast_events_cover_observations_accepted_proposals_and_branches(
 )
 @given(data=st.data())
 def test_the_forecast_graph_does_not_depend_on_how_timelines_interleave(
-    data: st.DataObject, trace_path: Path
+    data: st.DataObject, views: list[RecordView]
 ) -> None:
     """Timelines write the trace as they are scheduled; the graph must not see that order."""
-    records = trace_records(trace_path)
+    records = views
     head = [r for r in records if r.tl is None]
     queues = {tl: [r for r in records if r.tl == tl] for tl in {r.tl for r in records} - {None}}
     mixed = list(head)
@@ -75,9 +72,9 @@ def test_the_forecast_graph_does_not_depend_on_how_timelines_interleave(
 
 
 def test_source_precision_counts_retrievals_and_citations_but_not_refusals(
-    trace_path: Path,
+    views: list[RecordView],
 ) -> None:
-    result = source_precision(trace_records(trace_path), HindsightGraph.model_validate(HINDSIGHT))
+    result = source_precision(views, HindsightGraph.model_validate(HINDSIGHT))
     # accessed: d1, d2 (search) + d2, d9 (accepted cites) + d3 (rejected cites); "late" was
     # refused. Hindsight sources {d2, d3, d7}: 2 relevant of 4 accessed.
     assert result.accessed == ["d1", "d2", "d3", "d9"]
@@ -87,8 +84,10 @@ def test_source_precision_counts_retrievals_and_citations_but_not_refusals(
     assert empty.precision is None
 
 
-def test_simulated_pressure_is_mass_weighted_over_live_timelines(trace_path: Path) -> None:
-    points = simulated_pressure(trace_records(trace_path))
+def test_simulated_pressure_is_mass_weighted_over_live_timelines(
+    views: list[RecordView],
+) -> None:
+    points = simulated_pressure(views)
     # tick 0: only t0 committed: 0.6·0.7 / 0.6 = 0.7
     # tick 1: (0.6·0.8 + 0.4·0.1) / (0.6 + 0.4) = 0.52
     assert [(p.date.day, p.value) for p in points] == [

@@ -461,12 +461,12 @@ def _trace_cases() -> list[Case]:
         ("not-utf8-line", trace(_replace_line(5, b"\xff\xfe\x00bad")), "t.jsonl:6"),
         (
             "huge-line",
-            trace(_replace_line(5, b'{"v":1,"x":"' + b"a" * 5_000_000 + b'"}')),
+            trace(_replace_line(5, b'{"v":2,"x":"' + b"a" * 5_000_000 + b'"}')),
             "t.jsonl:6",
         ),
         (
             "nested-line",
-            trace(_replace_line(5, b'{"v":1,"data":' + nested(DEEP).encode() + b"}")),
+            trace(_replace_line(5, b'{"v":2,"data":' + nested(DEEP).encode() + b"}")),
             "t.jsonl:6",
         ),
         ("wrong-types", trace(_replace_line(0, b'{"v":"one","seq":"zero","type":5}')), "t.jsonl:1"),
@@ -476,20 +476,19 @@ def _trace_cases() -> list[Case]:
     cases: list[Case] = []
     for name, build, where in damaged:
         files = {"t.jsonl": build}
-        cases.append(Case(f"trace/verify-{name}", ("verify", "t.jsonl"), files, (where,), 1))
-        cases.append(
-            Case(f"trace/score-{name}", ("score", "t.jsonl", *SCORE[1:]), files, (where,))
-            if name != "empty"
-            else Case(f"trace/score-{name}", ("score", "t.jsonl", *SCORE[1:]), files, ("t.jsonl",))
-        )
-        cases.append(
-            Case(
-                f"trace/resume-{name}",
-                ("run", "--resume", "t.jsonl"),
-                files,
-                (where,),
-                2 if name == "empty" else 1,
+        # every reader refuses what verify refuses, with its exit code (1) and its line; a
+        # file that does not start like a trace is read by score as a prediction table
+        tabled = name in ("wrong-types", "list-line")
+        for command, args, code in (
+            ("verify", (), 1),
+            ("score", SCORE[1:], 2 if tabled else 1),
+            ("replay", (), 1),
+        ):
+            cases.append(
+                Case(f"trace/{command}-{name}", (command, "t.jsonl", *args), files, (where,), code)
             )
+        cases.append(
+            Case(f"trace/resume-{name}", ("run", "--resume", "t.jsonl"), files, (where,), 1)
         )
     return cases
 

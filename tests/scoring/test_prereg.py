@@ -31,12 +31,12 @@ extraction_rule: path-ledger/1
 def study(tmp_path: Path) -> dict[str, Path]:
     traces = tmp_path / "traces"
     traces.mkdir()
-    for i, (card, pd, pb) in enumerate([("A", 0.6, 0.9), ("B", 0.5, 0.2), ("C", 0.7, 0.6)]):
+    for card, pd, pb in [("A", 0.6, 0.9), ("B", 0.5, 0.2), ("C", 0.7, 0.6)]:
         write_trace(
-            traces / f"{card}_d.jsonl", card_id=card, method="direct", run_id=f"d{i}", p_yes=pd
+            traces / f"{card}_d.jsonl", card_id=card, method="direct", p_yes=pd
         )
         write_trace(
-            traces / f"{card}_b.jsonl", card_id=card, method="branching", run_id=f"b{i}", p_yes=pb
+            traces / f"{card}_b.jsonl", card_id=card, method="branching", p_yes=pb
         )
     prereg = tmp_path / "prereg.yaml"
     prereg.write_text(PREREG)
@@ -121,7 +121,7 @@ def test_changed_prediction_file_after_lock_is_refused(
 ) -> None:
     _lock(run, study)
     changed = study["traces"] / "B_b.jsonl"
-    write_trace(changed, card_id="B", method="branching", run_id="b1", p_yes=0.05)
+    write_trace(changed, card_id="B", method="branching", p_yes=0.05)
     out = tmp_path / "s.json"
     result = run(
         "score",
@@ -141,7 +141,7 @@ def test_changed_prediction_file_after_lock_is_refused(
 def test_added_prediction_file_after_lock_is_refused(run: Runner, study: dict[str, Path]) -> None:
     _lock(run, study)
     extra = write_trace(
-        study["traces"] / "D_b.jsonl", card_id="D", method="branching", run_id="x", p_yes=0.5
+        study["traces"] / "D_b.jsonl", card_id="D", method="branching", p_yes=0.5
     )
     result = run("score", study["traces"], "--labels", study["labels"], "--prereg", study["lock"])
     assert result.code == 2
@@ -253,5 +253,5 @@ def test_forecasts_under_another_extraction_rule_are_flagged(
     )
     assert result.code == 0, result.err
     flagged = json.loads(out.read_text())["prereg"]["extraction_rule_mismatches"]
-    assert len(flagged) == 6 and "A/branching: path-ledger/1" in flagged
+    assert len(flagged) == 6 and "A/branching: direct/1" in flagged
     assert "6 forecast(s) used another extraction rule" in result.out

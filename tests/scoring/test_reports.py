@@ -123,6 +123,7 @@ def test_per_card_csv_and_markdown(run: Runner, tmp_path: Path, pair: tuple[Path
         "unit",
         "forecast_date",
         "method",
+        "verified",
         "model",
         "prompt_version",
         "response_id",
@@ -145,8 +146,9 @@ def test_per_card_csv_and_markdown(run: Runner, tmp_path: Path, pair: tuple[Path
     assert a_branch["tags"] == "branch-dilution vs direct"
     a_direct = next(r for r in rows if (r["card_id"], r["method"]) == ("A", "direct"))
     assert (a_direct["model"], a_direct["response_id"]) == ("openai/gpt-x", "resp-1")
+    assert {r["verified"] for r in rows} == {"false"}  # read from a table: nothing checks it
     md = md_path.read_text().splitlines()
-    assert md[0].startswith("| card_id | unit | forecast_date | method | model |")
+    assert md[0].startswith("| card_id | unit | forecast_date | method | verified | model |")
     assert len(md) == 2 + 6
 
 

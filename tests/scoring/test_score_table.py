@@ -260,5 +260,8 @@ def test_summary_prints_coverage_methods_and_comparisons(
     assert result.code == 0, result.err
     assert "n_predictions=144 n_matched=144" in result.out
     assert "seventy" in result.out
-    assert "half → mixed" in result.out
+    # rows read from a prediction table are marked in every table printed
+    assert "half (unverified) → mixed (unverified)" in result.out
+    assert "seventy (unverified)" in result.out
+    assert "unverified: forecasts read from prediction tables" in result.out
     assert "exploratory" in result.out

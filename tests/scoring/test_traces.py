@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -23,41 +24,33 @@ def trace_dir(tmp_path: Path) -> Path:
         d / "branching" / "a_s1.jsonl",
         card_id="A",
         method="branching",
-        run_id="r1",
         p_yes=0.8,
-        unresolved_mass=0.1,
     )
     write_trace(
         d / "branching" / "a_s2.jsonl",
         card_id="A",
         method="branching",
-        run_id="r2",
         p_yes=0.6,
-        unresolved_mass=0.3,
         torn_tail=True,
     )
     write_trace(
         d / "direct" / "a.jsonl",
         card_id="A",
         method="direct",
-        run_id="r3",
         p_yes=0.4,
-        routes={"direct": "openai/gpt-x"},
+        route="openai/gpt-x",
     )
     # Card B: one run each; a third branching run crashed before completing.
     write_trace(
         d / "branching" / "b_s1.jsonl",
         card_id="B",
         method="branching",
-        run_id="r4",
         p_yes=0.2,
-        unresolved_mass=0.0,
     )
     write_trace(
         d / "branching" / "b_s2.jsonl",
         card_id="B",
         method="branching",
-        run_id="r5",
         p_yes=0.9,
         completed=False,
     )
@@ -65,23 +58,20 @@ def trace_dir(tmp_path: Path) -> Path:
         d / "direct" / "b.jsonl",
         card_id="B",
         method="direct",
-        run_id="r6",
         p_yes=0.3,
-        routes={"direct": "openai/gpt-x"},
+        route="openai/gpt-x",
     )
     # Card M: multiple choice, two branching replicates.
     write_trace(
         d / "branching" / "m_s1.jsonl",
         card_id="M",
         method="branching",
-        run_id="r7",
         p_options={"red": 0.6, "green": 0.3, "blue": 0.1},
     )
     write_trace(
         d / "branching" / "m_s2.jsonl",
         card_id="M",
         method="branching",
-        run_id="r8",
         p_options={"red": 0.4, "green": 0.5, "blue": 0.1},
     )
     return d
@@ -109,13 +99,15 @@ def test_folder_of_traces_averages_replicates_and_reports_counts(
     rows = {(r["method"], r["card_id"]): r for r in doc["per_card"]}
     a = rows[("branching", "A")]
     assert a["n_replicates"] == 2
-    assert a["run_ids"] == ["r1", "r2"]
+    run_ids = [read_trace(trace_dir / "branching" / f"a_s{i}.jsonl").run_id for i in (1, 2)]
+    assert a["run_ids"] == sorted(run_ids)
     assert a["p_yes"] == pytest.approx(0.7)
-    assert a["unresolved_mass"] == pytest.approx(0.2)
+    assert a["unresolved_mass"] == 0.0  # a direct forecast leaves nothing unresolved
     assert a["brier"] == pytest.approx(0.09)
-    assert a["model"] == "offline"
-    assert a["prompt_version"] == "b" * 12
-    assert a["extraction_rule"] == "path-ledger/1"
+    assert a["model"] == "scripted/model"
+    direct_started = read_trace(trace_dir / "branching" / "a_s1.jsonl").started
+    assert a["prompt_version"] == f"direct={direct_started.prompt_versions['direct']}"
+    assert a["extraction_rule"] == "direct/1"
     assert rows[("direct", "A")]["model"] == "openai/gpt-x"
     b = rows[("branching", "B")]
     assert b["n_replicates"] == 1  # the incomplete run r5 is not counted
@@ -141,60 +133,53 @@ def test_incomplete_trace_is_skipped_with_a_warning_naming_the_file(
     result = run("score", trace_dir, "--labels", labels, "--json", out)
     assert result.code == 0
     assert "b_s2.jsonl" in result.err
-    assert "incomplete" in result.err
+    assert "no result: cut off: it ends with no terminal record; skipped" in result.err
     skipped = _doc(out)["coverage"]["skipped_traces"]
     assert len(skipped) == 1 and "b_s2.jsonl" in skipped[0]
 
 
 def test_torn_last_line_is_ignored(tmp_path: Path) -> None:
-    path = write_trace(
-        tmp_path / "t.jsonl", card_id="A", method="m", run_id="r", p_yes=0.25, torn_tail=True
-    )
+    path = write_trace(tmp_path / "t.jsonl", card_id="A", method="m", p_yes=0.25, torn_tail=True)
     trace = read_trace(path)
-    assert trace.lines[-1].type == "run_completed" and trace.torn_line == 5
+    assert trace.lines[-1].type == "run_completed" and trace.torn_line == len(trace.lines) + 1
     row = rows_from_trace(path)
-    assert row is not None and row.p_yes == 0.25 and row.run_id == "r"
+    assert row.p_yes == 0.25 and row.run_id == trace.run_id
 
 
-def test_damaged_trace_line_is_an_error_naming_file_and_line(
+def test_damaged_trace_line_is_refused_as_verify_refuses_it(
     run: Runner, tmp_path: Path, labels: Path
 ) -> None:
-    path = write_trace(tmp_path / "t.jsonl", card_id="A", method="m", run_id="r", p_yes=0.5)
+    path = write_trace(tmp_path / "t.jsonl", card_id="A", method="m", p_yes=0.5)
     lines = path.read_text().splitlines(keepends=True)
     lines[1] = "{not json\n"
     path.write_text("".join(lines))
+    verified = run("verify", path)
     result = run("score", path, "--labels", labels)
-    assert result.code == 2
-    assert f"{path}:2" in result.err
+    assert verified.code == result.code == 1
+    assert f"{path}:2" in result.err and verified.err.split(" ", 1)[1].strip() in result.err
 
 
-def test_trace_probability_outside_unit_interval_is_refused(
-    run: Runner, tmp_path: Path, labels: Path
-) -> None:
-    path = write_trace(tmp_path / "t.jsonl", card_id="A", method="m", run_id="r", p_yes=1.5)
-    result = run("score", path, "--labels", labels)
-    assert result.code == 2
-    assert "data.p_yes" in result.err and str(path) in result.err
-
-
-def test_same_run_id_twice_is_a_duplicate(run: Runner, tmp_path: Path, labels: Path) -> None:
-    write_trace(tmp_path / "t1.jsonl", card_id="A", method="m", run_id="same", p_yes=0.5)
-    write_trace(tmp_path / "t2.jsonl", card_id="A", method="m", run_id="same", p_yes=0.6)
+def test_the_same_trace_twice_is_a_duplicate(run: Runner, tmp_path: Path, labels: Path) -> None:
+    write_trace(tmp_path / "t1.jsonl", card_id="A", method="m", p_yes=0.5)
+    shutil.copyfile(tmp_path / "t1.jsonl", tmp_path / "t2.jsonl")
     result = run("score", tmp_path / "t1.jsonl", tmp_path / "t2.jsonl", "--labels", labels)
     assert result.code == 2
     assert "duplicate" in result.err and "t2.jsonl" in result.err
 
 
-def test_crash_leftovers_are_skipped_with_warnings(
+def test_crash_leftovers_are_skipped_with_warnings_and_an_empty_file_refused(
     run: Runner, tmp_path: Path, labels: Path
 ) -> None:
     d = tmp_path / "t"
     d.mkdir()
-    write_trace(d / "ok.jsonl", card_id="A", method="m", run_id="r1", p_yes=0.5)
-    (d / "empty.jsonl").write_bytes(b"")
-    (d / "torn.jsonl").write_text('{"v": 1, "seq": 0, "ts": "2025-01-')
+    write_trace(d / "ok.jsonl", card_id="A", method="m", p_yes=0.5)
+    (d / "torn.jsonl").write_text('{"v": 2, "seq": 0, "ts": "2025-01-')
     out = tmp_path / "s.json"
     result = run("score", d, "--labels", labels, "--json", out)
     assert result.code == 0, result.err
-    assert "empty.jsonl" in result.err and "torn.jsonl" in result.err
-    assert len(_doc(out)["coverage"]["skipped_traces"]) == 2
+    assert "torn.jsonl" in result.err
+    assert len(_doc(out)["coverage"]["skipped_traces"]) == 1
+    (d / "empty.jsonl").write_bytes(b"")  # not even a run id: verify refuses it, exit 1
+    refused = run("score", d, "--labels", labels)
+    assert refused.code == run("verify", d / "empty.jsonl").code == 1
+    assert "empty.jsonl" in refused.err and "trace is empty" in refused.err

@@ -30,7 +30,6 @@ def _two_dates(folder: Path, method: str = "m", p: tuple[float, float] = (0.8, 0
         folder / f"{method}-jan.jsonl",
         card_id="A",
         method=method,
-        run_id=f"{method}1",
         p_yes=p[0],
         as_of=JAN,
     )
@@ -38,7 +37,6 @@ def _two_dates(folder: Path, method: str = "m", p: tuple[float, float] = (0.8, 0
         folder / f"{method}-feb.jsonl",
         card_id="A",
         method=method,
-        run_id=f"{method}2",
         p_yes=p[1],
         as_of=FEB,
     )
@@ -113,12 +111,11 @@ def test_different_card_content_at_one_date_is_refused(
 ) -> None:
     folder = tmp_path / "traces"
     folder.mkdir()
-    write_trace(folder / "one.jsonl", card_id="A", method="m", run_id="r1", p_yes=0.6)
+    write_trace(folder / "one.jsonl", card_id="A", method="m", p_yes=0.6)
     write_trace(
         folder / "two.jsonl",
         card_id="A",
         method="m",
-        run_id="r2",
         p_yes=0.4,
         question="Will A happen, revised?",
     )
@@ -143,7 +140,7 @@ def test_same_card_date_and_content_are_still_pooled_as_replicates(
     folder = tmp_path / "traces"
     folder.mkdir()
     for i, p in enumerate((0.6, 0.8)):
-        write_trace(folder / f"r{i}.jsonl", card_id="A", method="m", run_id=f"r{i}", p_yes=p)
+        write_trace(folder / f"r{i}.jsonl", card_id="A", method="m", p_yes=p)
     out = tmp_path / "score.json"
     assert run("score", folder, "--labels", labels, "--json", out).code == 0
     (row,) = json.loads(out.read_text())["per_card"]
@@ -196,7 +193,7 @@ def test_split_row_that_does_not_say_its_date_is_an_error(
 def test_rows_without_a_date_join_the_only_version_of_their_card(
     run: Runner, tmp_path: Path, labels: Path
 ) -> None:
-    trace = write_trace(tmp_path / "t.jsonl", card_id="A", method="m", run_id="r", p_yes=0.7)
+    trace = write_trace(tmp_path / "t.jsonl", card_id="A", method="m", p_yes=0.7)
     preds = write_csv(tmp_path / "p.csv", ["card_id", "method", "p_yes"], [["A", "n", "0.5"]])
     out = tmp_path / "s.json"
     result = run(
@@ -224,7 +221,6 @@ def _row(card: str, day: int | None, content: str | None, i: int) -> PredictionR
         p_yes=0.5,
         p_options=None,
         source=f"t{i}.jsonl",
-        run_id=str(i),
         as_of=None if day is None else datetime(2025, 1, day, tzinfo=UTC),
         card_hash=content,
     )

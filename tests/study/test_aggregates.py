@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worldsim.study.aggregates import AGGREGATES, CLIP, aggregate
+from worldsim.scoring.aggregates import AGGREGATES, CLIP, aggregate
 from worldsim.study.experiment import Experiment
 
 probabilities = st.lists(st.floats(0.0, 1.0), min_size=1, max_size=12)

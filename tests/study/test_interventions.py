@@ -18,8 +18,8 @@ from worldsim.domain.cards import load_card
 from worldsim.domain.config import RunConfig
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.policy import load_policy
+from worldsim.scoring.effects import paired_effect
 from worldsim.sim.session import run_card
-from worldsim.study.effects import paired_effect
 from worldsim.trace.reader import read_trace
 from worldsim.trace.replay import TickStep, replay_steps
 from worldsim.trace.verify import verify_trace

@@ -15,7 +15,7 @@ from rich.console import Console
 from tests.study.conftest import write_manifest
 from worldsim.study.jobs import Job, expand_jobs
 from worldsim.study.manifest import load_study
-from worldsim.study.outputs import PredictionRow, row_for
+from worldsim.study.outputs import PredictionRow, job_plan, row_for
 from worldsim.study.progress import StudyProgress
 from worldsim.study.runner import run_study
 
@@ -31,7 +31,7 @@ def _jobs(manifest: Path) -> list[Job]:
 
 
 def _finished(job: Job, calls: int, tokens: int, cost: float, status: str) -> PredictionRow:
-    row = row_for(job, None, 1.0, None)
+    row = row_for(job_plan(job), None, 1.0, None)
     return replace(row, calls=calls, tokens=tokens, cost_usd=cost, status=status)  # type: ignore[arg-type]
 
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests.study.conftest import CARDS, write_manifest
-from worldsim.domain.files import read_jsonl
 from worldsim.scoring.axes import TraceAxes
 from worldsim.scoring.labels import load_labels
+from worldsim.scoring.study_tables import accuracy_by_date_plot, study_tables
 from worldsim.study.experiment import Experiment
-from worldsim.study.tables import accuracy_by_date_plot, study_tables
+from worldsim.study.folder import open_study, usable_rows, verified_jobs
 
 WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]
 LABELS = Path(CARDS[0]).parent / "labels"
@@ -42,18 +42,22 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def _rows(study: Path) -> list[dict[str, object]]:
+    """The study's jobs as the tables take them: from their verified traces."""
+    folder = open_study(study)
+    assert folder is not None
+    return usable_rows(folder, verified_jobs(folder))
+
+
 def _axes(source: Path, ker: float, srcp: float) -> TraceAxes:
     return TraceAxes(str(source), None, ker, ker, 4, 2, srcp, 3, 2)
 
 
 def test_each_axis_is_kept_only_where_the_condition_defines_it(study: Path) -> None:
     # every trace is given both figures: the tables must drop those the condition lacks
-    traces = [
-        (study / str(rec["trace"])).resolve()
-        for _, rec in read_jsonl(study / "predictions.jsonl", what="predictions")
-    ]
-    axes = {t: _axes(t, 0.5, 0.25) for t in traces}
-    tables = study_tables(study, load_labels(LABELS), axes)
+    rows = _rows(study)
+    axes = {Path(str(r["trace"])): _axes(Path(str(r["trace"])), 0.5, 0.25) for r in rows}
+    tables = study_tables(rows, load_labels(LABELS), axes)
     by_condition = tables.axes_by("condition")
     defined = {name: (m.ker is not None, m.srcp is not None) for name, m in by_condition.items()}
     assert defined == {
@@ -74,7 +78,7 @@ def test_each_axis_is_kept_only_where_the_condition_defines_it(study: Path) -> N
 
 
 def test_without_hindsight_the_tables_have_no_axes(study: Path) -> None:
-    tables = study_tables(study, load_labels(LABELS))
+    tables = study_tables(_rows(study), load_labels(LABELS))
     assert not tables.hindsight
     assert "ker" not in tables.to_json()["by_condition"]["search_graph"]
     assert all(m.ker is None and m.srcp is None for m in tables.axes_by("method").values())
@@ -82,7 +86,7 @@ def test_without_hindsight_the_tables_have_no_axes(study: Path) -> None:
 
 def test_the_accuracy_curve_file_holds_each_method_at_each_date(study: Path) -> None:
     pytest.importorskip("matplotlib")
-    tables = study_tables(study, load_labels(LABELS))
+    tables = study_tables(_rows(study), load_labels(LABELS))
     files = accuracy_by_date_plot(tables)
     assert files["accuracy_by_date.png"].startswith(b"\x89PNG")
     rows = list(csv.DictReader(io.StringIO(files["accuracy_by_date.csv"].decode())))

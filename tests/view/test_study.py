@@ -150,7 +150,7 @@ def test_a_tampered_trace_is_flagged_and_left_out(study: Path, tmp_path: Path) -
 
 def test_two_studies_show_paired_differences(study: Path, tmp_path: Path) -> None:
     other = _study(tmp_path / "b", seeds=[1, 2])
-    out = write_views([study, other], tmp_path / "pair.html")
+    out, _ = write_views([study, other], tmp_path / "pair.html")
     dom = dump_dom(out)
     assert page_errors(dom) == ""
     a = {(j["card_id"], j["method"], j["seed"]): j["p_yes"] for j in _jobs(study)}

@@ -134,8 +134,10 @@ def batch(
 
     Rerunning the same command finishes an interrupted study: complete traces are kept,
     torn ones resumed (their model calls come from the response cache), failed ones kept
-    unless --retry-failed. DIR/predictions.csv and .jsonl hold one row per job;
-    DIR/experiment.lock.json the manifest, its hash and every trace's head hash. Score it with
+    unless --retry-failed. DIR/jobs.jsonl logs each finished job's trace and head hash;
+    DIR/experiment.lock.json holds the manifest, its hash and every job it plans;
+    DIR/predictions.csv and .jsonl (one row per job) are derived from the traces when the
+    study ends or is interrupted. Score it with
     `worldsim score DIR --labels ...`.
 
     With --executor ray the jobs run as Ray tasks on a cluster (each trace comes back into

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from worldsim.cli._app import command_group, out_console
+from worldsim.cli._app import command_group, err_console, escape, out_console
 
 __all__ = ["lock_command", "prereg_app"]
 
@@ -46,15 +46,25 @@ def lock_command(
 ) -> None:
     """Hash the prereg and every prediction file into a lock, with each trace's head.
 
+    Every trace among the inputs must verify as `worldsim verify` checks it (one it refuses
+    stops the lock, exit 1, nothing written); a trace that holds no result (cut off, or a
+    failed run) is locked as a file and named in a warning.
+
     `score --prereg LOCK` then refuses any changed, missing or added input, and names a trace
     whose head differs from the locked one (another run under the registered name).
     """
     from worldsim.domain.files import write_files
     from worldsim.scoring.prereg import create_lock, lock_json
-    from worldsim.study.outputs import expand_study_inputs
+    from worldsim.study.folder import expand_study_inputs
 
-    inputs, _ = expand_study_inputs([*predictions, *(more or ())])
-    lock = create_lock(prereg, inputs, out)
+    inputs, _, heads = expand_study_inputs([*predictions, *(more or ())])
+    lock = create_lock(
+        prereg,
+        inputs,
+        out,
+        heads=heads,
+        warn=lambda note: err_console.print(f"warning: {escape(note)}"),
+    )
     write_files({out: lock_json(lock).encode()})
     traces = sum(1 for f in lock.predictions if f.head is not None)
     out_console.print(

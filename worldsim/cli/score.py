@@ -14,9 +14,10 @@ from worldsim.cli._app import app, err_console, escape, out_console
 from worldsim.domain.errors import ConfigError
 
 if TYPE_CHECKING:
-    from worldsim.scoring.axes import Axes
-    from worldsim.study.effects import Effect
-    from worldsim.study.tables import StudyTables
+    from worldsim.scoring.analysis import ScoreResult
+    from worldsim.scoring.effects import Effect
+    from worldsim.scoring.study_tables import StudyTables
+    from worldsim.study.folder import VerifiedJob
 
 __all__ = ["parse_tie_eps", "score_command"]
 
@@ -60,26 +61,28 @@ def _effects(
     seed: int | None,
     level: float | None,
 ) -> list[tuple[Path, "Effect"]]:
-    """Each ``--effect`` on each study folder among the inputs."""
+    """Each ``--effect`` on each study folder among the inputs, over its jobs' verified
+    traces (a job whose trace is refused is named and left out)."""
     if not effects:
         return []
-    from worldsim.domain.files import read_jsonl
-    from worldsim.study.effects import paired_effect, parse_effect
-    from worldsim.study.outputs import PREDICTIONS
+    from worldsim.scoring.effects import paired_effect, parse_effect
+    from worldsim.study.folder import open_study, usable_rows, verified_jobs
 
     pairs = [parse_effect(e) for e in effects]
-    folders = [p for p in inputs if (p / f"{PREDICTIONS}.jsonl").is_file()]
-    if not folders:
+    studies = [s for s in (open_study(p) for p in inputs if p.is_dir()) if s is not None]
+    if not studies:
         raise ConfigError(
             "--effect needs a study folder (worldsim batch --out DIR)", field="--effect"
         )
     found: list[tuple[Path, Effect]] = []
-    for folder in folders:
-        rows = [r for _, r in read_jsonl(folder / f"{PREDICTIONS}.jsonl", error=ConfigError)]
+    for study in studies:
+        jobs = verified_jobs(study)
+        _warn_unusable(jobs)
+        rows = usable_rows(study, jobs)
         for control, treatment in pairs:
             found.append(
                 (
-                    folder,
+                    study.path,
                     paired_effect(
                         rows,
                         control,
@@ -91,6 +94,15 @@ def _effects(
                 )
             )
     return found
+
+
+def _warn_unusable(jobs: "list[VerifiedJob]") -> None:
+    for job in jobs:
+        if job.check in ("absent", "invalid", "anchor"):
+            err_console.print(
+                f"[yellow]warning:[/] {escape(job.row.trace)}: {escape(job.note)}; left out",
+                highlight=False,
+            )
 
 
 def _print_effects(effects: list[tuple[Path, "Effect"]]) -> None:
@@ -116,19 +128,27 @@ def _print_effects(effects: list[tuple[Path, "Effect"]]) -> None:
 
 
 def _study_tables(
-    studies: list[Path], labels: Path, axes: "Axes | None"
+    studies: list[Path], labels: Path, result: "ScoreResult"
 ) -> list[tuple[Path, "StudyTables"]]:
-    """Each study folder's tables, with its traces' KER and SrcP when --hindsight was given."""
+    """Each study folder's tables from the forecasts scored (its jobs' verified traces), with
+    their KER and SrcP when --hindsight was given."""
     if not studies:
         return []
     from worldsim.scoring.labels import load_labels
-    from worldsim.study.tables import study_tables
+    from worldsim.scoring.study_tables import study_tables
+    from worldsim.study.folder import open_study, scored_rows
 
     label_set = load_labels(labels)
     by_trace = None
-    if axes is not None:
-        by_trace = {Path(t.source).resolve(): t for card in axes.cards for t in card.traces}
-    return [(folder, study_tables(folder, label_set, by_trace)) for folder in studies]
+    if result.axes is not None:
+        by_trace = {Path(t.source).resolve(): t for card in result.axes.cards for t in card.traces}
+    tables = []
+    for folder in studies:
+        study = open_study(folder)
+        assert study is not None  # a study folder among the inputs
+        rows = scored_rows(study, result.loaded.rows)
+        tables.append((folder, study_tables(rows, label_set, by_trace)))
+    return tables
 
 
 def parse_tie_eps(text: str) -> tuple[float, ...]:
@@ -278,8 +298,11 @@ def score_command(
 ) -> None:
     """Score forecasts against labels: proper scores, paired comparisons, calibration.
 
-    A study folder is scored from the traces its lock lists, and its tables per method,
-    condition and forecast date follow, with accuracy by date."""
+    Every trace is checked as `worldsim verify` checks it: one it refuses stops the command
+    with its line (exit 1); one cut off, or a failed run, is skipped with a warning. A study
+    folder is scored from the traces of its completed jobs, each required to have the head its
+    job log recorded, and its tables per method, condition and forecast date follow, with
+    accuracy by date. Rows read from prediction tables are marked "unverified"."""
     from worldsim.domain.files import write_files
     from worldsim.scoring.analysis import ScoreOptions, score
     from worldsim.scoring.hindsight import DEFAULT_DATE_WINDOW_DAYS
@@ -293,8 +316,8 @@ def score_command(
     )
     from worldsim.scoring.plots import render_plots, require_matplotlib
     from worldsim.scoring.report import print_summary, to_json
+    from worldsim.scoring.study_tables import accuracy_by_date_plot
     from worldsim.scoring.table import Blend
-    from worldsim.study.tables import accuracy_by_date_plot
 
     effects = _effects(inputs, effect or [], bootstrap, seed, level)
     if labels is None:
@@ -316,9 +339,9 @@ def score_command(
         if hindsight is None:
             raise ConfigError("--date-window applies only with --hindsight", field="--date-window")
         window = parse_date_window(date_window)
-    from worldsim.study.outputs import expand_study_inputs
+    from worldsim.study.folder import expand_study_inputs
 
-    inputs, studies = expand_study_inputs(inputs)
+    inputs, studies, heads = expand_study_inputs(inputs)
     options = ScoreOptions(
         inputs=tuple(inputs),
         labels=labels,
@@ -338,6 +361,7 @@ def score_command(
         hindsight=hindsight,
         date_window_days=window,
         split_versions=split_card_versions or bool(studies),  # a study sweeps dates
+        heads=heads,
     )
     result = score(options)
     for warning in result.loaded.warnings:
@@ -352,7 +376,7 @@ def score_command(
     doc = to_json(result)
     if effects:
         doc["effects"] = [{"study": str(f), **e.to_json()} for f, e in effects]
-    studied = _study_tables(studies, labels, result.axes)
+    studied = _study_tables(studies, labels, result)
     if studied:
         doc["studies"] = {str(folder): tables.to_json() for folder, tables in studied}
     files: dict[Path, bytes] = {}

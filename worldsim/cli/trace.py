@@ -4,7 +4,6 @@
 # start-up, even for --help, and string annotations would be parsed again each time
 # (about half its work). Names imported only for type checking are quoted.
 
-import itertools
 import json
 import sys
 from pathlib import Path
@@ -25,9 +24,8 @@ from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import ConfigError, TraceError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
 
-    from worldsim.trace.reader import Trace, TraceLine
+    from worldsim.trace.reader import TraceLine
     from worldsim.trace.replay import TickStep
     from worldsim.trace.verify import Verification
     from worldsim.world.outcome import ExtractionData
@@ -53,51 +51,58 @@ def replay(
     """Rebuild a run tick by tick from its trace alone, with no model call.
 
     Prints in simulated order (tick, then timeline), then the report's claims and the audit
-    vector, and ends by extracting p_yes again and comparing it with the recorded one.
+    vector, and ends by extracting p_yes again and comparing it with the recorded one. The
+    trace is checked as ``verify`` checks it: one ``verify`` refuses exits 1 with its line and
+    prints nothing; one cut off (a torn line, no terminal record, a failed run) is replayed as
+    far as it goes and exits 3.
     """
-    from worldsim.trace.effective import stream_effective
-    from worldsim.trace.reader import TraceStream, read_trace
-    from worldsim.trace.replay import TickStep, extract_again, replay_lines
+    from worldsim.trace.replay import TickStep
+    from worldsim.trace.verify import Verifying
 
-    stream = TraceStream(trace)
-    lines = iter(stream)
-    first = next(lines, None)
-    if first is None:
-        stream.tail()  # no complete record: raises, saying what the file holds
-    assert first is not None
-    if first.data.kind == "direct":  # one model call: read whole
-        tr = read_trace(trace)
-        _torn_note(tr.torn_line)
-        _replay_direct(tr, json_out)
-        return
-    seen = _Seen()
-    recorded = recomputed = None  # a mismatch raises TraceError: one line, exit 1
     steps: list[TickStep] = []
     seen_ticks: set[int] = set()
     seen_timelines: set[str] = set()
-    effective = seen.lines(stream_effective(itertools.chain([first], lines)))
-    for item in replay_lines(stream.path, effective, lambda: stream.complete):
-        if isinstance(item, TickStep):
-            seen_ticks.add(item.tick)
-            seen_timelines.add(item.timeline)
-            if (tick is None or item.tick == tick) and (
-                timeline is None or item.timeline == timeline
-            ):
-                steps.append(item)
-        elif item[0] == "extraction":
-            recorded, leaves, at = item[1]
-            if recorded is not None:
-                recomputed = extract_again(
-                    first.data.card, recorded, leaves, file=stream.path, line=at
-                )
-    _torn_note(stream.tail()[0])
-    if timeline is not None and timeline not in seen_timelines:
-        known = ", ".join(sorted(seen_timelines, key=lineage)) or "none"
-        raise ConfigError(f"no timeline {timeline} in this trace (it has: {known})", file=trace)
-    if tick is not None and tick not in seen_ticks:
-        span = f"{min(seen_ticks)}..{max(seen_ticks)}" if seen_ticks else "none"
-        raise ConfigError(f"no tick {tick} in this trace (its ticks: {span})", file=trace)
-    # simulated order: tick by tick, and within a tick the timelines in lineage order
+
+    def rebuilt(step: TickStep) -> None:
+        seen_ticks.add(step.tick)
+        seen_timelines.add(step.timeline)
+        if (tick is None or step.tick == tick) and (timeline is None or step.timeline == timeline):
+            steps.append(step)
+
+    seen = _Seen()
+    reading = Verifying(trace, on_step=rebuilt)
+    for line in reading:
+        seen.note(line)
+    result = reading.result
+    _torn_note(result.torn_line)
+    if seen.direct:
+        _replay_direct(result, json_out)
+    else:
+        if timeline is not None and timeline not in seen_timelines:
+            known = ", ".join(sorted(seen_timelines, key=lineage)) or "none"
+            raise ConfigError(
+                f"no timeline {timeline} in this trace (it has: {known})", file=trace
+            )
+        if tick is not None and tick not in seen_ticks:
+            span = f"{min(seen_ticks)}..{max(seen_ticks)}" if seen_ticks else "none"
+            raise ConfigError(f"no tick {tick} in this trace (its ticks: {span})", file=trace)
+        _print_run(seen, steps, result, json_out, whole=tick is None and timeline is None)
+    if not result.complete:
+        err_console.print(f"note: {escape(str(trace))} holds no result: {result.why_incomplete}")
+        raise typer.Exit(3)
+
+
+def _print_run(
+    seen: "_Seen",
+    steps: "list[TickStep]",
+    result: "Verification",
+    json_out: bool,
+    *,
+    whole: bool,
+) -> None:
+    """The replayed ticks in simulated order (tick by tick, and within a tick the timelines in
+    lineage order), the report and audit when the whole run was asked for, and the
+    extraction computed again."""
     steps.sort(key=lambda step: (step.tick, lineage(step.timeline)))
     if not json_out:
         for iv in seen.interventions:
@@ -112,12 +117,12 @@ def replay(
             sys.stdout.write(json.dumps(step.as_json()) + "\n")
         else:
             _print_step(step)
-    if tick is None and timeline is None:
+    if whole:
         _print_outcome(seen.report, seen.audit, json_out)
-    if recorded is None:
+    recorded, replayed = result.recorded, result.recomputed
+    if recorded is None or replayed is None:
         _no_extraction("no extraction recorded (the run did not finish)", json_out)
         return
-    replayed = recomputed if recomputed is not None else recorded
     if json_out:
         line = {
             "rule": recorded.rule,
@@ -153,23 +158,24 @@ def _no_extraction(why: str, json_out: bool) -> None:
 
 class _Seen:
     """What ``replay`` prints of the effective lines besides the ticks, noted as they pass:
-    the interventions, and the last report and audit."""
+    whether the run is a direct forecast, the interventions, and the last report and audit."""
 
     def __init__(self) -> None:
+        self.direct = False
         self.interventions: list[Any] = []
         self.report: Any = None
         self.audit: Any = None
 
-    def lines(self, lines: "Iterable[TraceLine]") -> "Iterator[TraceLine]":
-        for line in lines:
-            kind = line.type
-            if kind == "intervention":
-                self.interventions.append(line.data)
-            elif kind == "report":
-                self.report = line.data
-            elif kind == "audit":
-                self.audit = line.data
-            yield line
+    def note(self, line: "TraceLine") -> None:
+        kind = line.type
+        if kind == "run_started":
+            self.direct = line.data.kind == "direct"
+        elif kind == "intervention":
+            self.interventions.append(line.data)
+        elif kind == "report":
+            self.report = line.data
+        elif kind == "audit":
+            self.audit = line.data
 
 
 def _torn_note(torn_line: int | None) -> None:
@@ -207,28 +213,24 @@ def _print_outcome(report: Any, audit: Any, json_out: bool) -> None:
             out_console.print(f"  {key}: {escape(str(value))}", highlight=False)
 
 
-def _replay_direct(tr: "Trace", json_out: bool) -> None:
-    """A direct trace has no world to rebuild: check its extraction against the model's reply."""
-    from worldsim.trace.replay import replay_direct
-
-    result = replay_direct(tr)
-    recorded = result.recorded
-    if recorded is None:
+def _replay_direct(result: "Verification", json_out: bool) -> None:
+    """A direct trace has no world to rebuild: its extraction against the model's reply."""
+    recorded, replayed = result.recorded, result.recomputed
+    if recorded is None or replayed is None:
         _no_extraction("direct trace with no extraction (the model call failed)", json_out)
         return
-    replayed = result.recomputed.p_yes if result.recomputed else None
     if json_out:
         extraction = {
             "rule": recorded.rule,
             "recorded_p_yes": recorded.p_yes,
-            "replayed_p_yes": replayed,
-            "matches": result.matches,
+            "replayed_p_yes": replayed.p_yes,
+            "matches": True,
         }
         sys.stdout.write(json.dumps({"extraction": extraction}) + "\n")
     else:
         out_console.print(
-            f"direct trace: p_yes {replayed!r} from the recorded reply under {recorded.rule} "
-            f"matches the recorded {recorded.p_yes!r}"
+            f"direct trace: p_yes {replayed.p_yes!r} from the recorded reply under "
+            f"{recorded.rule} matches the recorded {recorded.p_yes!r}"
         )
 
 

@@ -13,6 +13,8 @@ from worldsim.cli._app import (
     ExpectHeadOption,
     PublicKeyOption,
     app,
+    err_console,
+    escape,
     out_console,
     trace_checks,
 )
@@ -59,8 +61,9 @@ def view(
     """Write one HTML file that shows a run: the multiverse tree, every tick, model calls,
     evidence and charts (inline CSS and script, no network; it opens from disk).
 
-    The trace must verify (a damaged one is refused, exit 2); a run that was cut off is shown,
-    marked incomplete. With --expect-head and --public-key it must also have that head and be
+    The trace must verify: one `worldsim verify` refuses is refused with its line (exit 1),
+    nothing written; a run that was cut off or failed is shown, marked incomplete, and the
+    command exits 3. With --expect-head and --public-key it must also have that head and be
     signed by that key, and the banner says both were checked. Two traces of one card give a
     side-by-side comparison.
 
@@ -72,7 +75,7 @@ def view(
     from worldsim.view.build import write_views
 
     head, key = trace_checks(expect_head, public_key)
-    path = write_views(
+    path, cut_off = write_views(
         inputs, out, hindsight=hindsight, labels=labels, expect_head=head, public_key=key
     )
     out_console.print(str(path), highlight=False, soft_wrap=True)
@@ -80,3 +83,6 @@ def view(
         import webbrowser
 
         webbrowser.open(path.resolve().as_uri())
+    if cut_off:
+        err_console.print(f"note: {escape(cut_off)}", highlight=False)
+        raise typer.Exit(3)

@@ -11,7 +11,8 @@
         ├── BudgetExhausted    the run reached its cost budget
         ├── LeakageError       a prompt or reply held a forbidden string (fail mode)
         ├── StateError         a state delta or ledger move is invalid
-        ├── TraceError         a trace is corrupt or inconsistent
+        ├── TraceError         a trace is corrupt or inconsistent (what ``verify`` refuses)
+        │   └── TraceIncomplete  a sound trace that holds no result: cut off, or failed (exit 3)
         └── GatewayRefusal     the Temporal Gateway refused a document (at/after cutoff, unknown)
 
 Every error carries the file, field, timeline and tick it concerns, where known, and renders
@@ -165,9 +166,10 @@ class TraceError(WorldsimRuntimeError):
 
 
 class TraceIncomplete(TraceError):
-    """A trace that holds no complete record: an empty file, or one torn line."""
+    """A sound trace that holds no result: cut off (a torn line, no terminal record, or no
+    complete record at all) or ended by ``run_failed``; exit 3, as ``verify`` says of it."""
 
-    exit_code = 2
+    exit_code = 3
 
 
 class GatewayRefusal(WorldsimRuntimeError):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 __all__ = ["__version__", "git_revision"]
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 
 def git_revision() -> str | None:

@@ -50,8 +50,7 @@ class Access(BaseModel):
 
 class RetrievalRecord(Access):
     """One logged gateway access, with where it was made (timeline, tick) and the gateway's
-    cut-off; traces written before ``retrievals`` records hold one ``retrieval`` record of this
-    form per access."""
+    cut-off (each access of a ``retrievals`` record, in this form)."""
 
     timeline: str | None = None
     tick: int | None = None

@@ -25,11 +25,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from worldsim.domain.errors import ConfigError
-from worldsim.domain.files import first_error, read_jsonl, write_files
-from worldsim.study.aggregates import Aggregate
-from worldsim.study.aggregates import aggregate as combine
-from worldsim.study.outputs import PREDICTIONS
-from worldsim.trace.reader import iter_input_trace
+from worldsim.domain.files import first_error, write_files
+from worldsim.scoring.aggregates import Aggregate
+from worldsim.scoring.aggregates import aggregate as combine
+from worldsim.study.folder import open_study, verified_jobs
+from worldsim.trace.verify import verified_lines
 
 __all__ = ["Aggregate", "Exported", "Submission", "export_study", "submission_schema"]
 
@@ -70,7 +70,7 @@ class Exported:
 def _card_and_report(trace: Path) -> tuple[dict[str, Any], str | None]:
     card: dict[str, Any] = {}
     summary: str | None = None
-    for line in iter_input_trace(trace):
+    for line in verified_lines(trace):
         if line.type == "run_started":
             card = dict(line.fields.get("card") or {})
         elif line.type == "report":
@@ -90,11 +90,13 @@ def export_study(
     forecast_due_date: str | None = None,
     aggregate: Aggregate = "mean",
 ) -> Exported:
-    """Write ``method``'s forecasts of the study in ``folder`` to ``out`` (see the module)."""
-    table = folder / f"{PREDICTIONS}.jsonl"
-    if not table.is_file():
-        raise ConfigError("not a study folder (no predictions.jsonl)", file=folder)
-    rows = [row for _, row in read_jsonl(table, what="predictions", error=ConfigError)]
+    """Write ``method``'s forecasts of the study in ``folder`` to ``out`` (see the module); every
+    number comes from a job's verified trace, with the head its job log recorded."""
+    study = open_study(folder)
+    if study is None:
+        raise ConfigError("not a study folder (no experiment.lock.json)", file=folder)
+    jobs = verified_jobs(study)
+    rows = [job.row.to_dict() for job in jobs]
     methods = sorted({str(r.get("method")) for r in rows})
     if method not in methods:
         raise ConfigError(

@@ -123,9 +123,8 @@ class LlmCallData(BaseModel):
     output_mode: OutputMode
     reply: str | None = None
     tool_calls: list[ToolCallEntry] = Field(default_factory=list)
-    messages: list[PromptMessage] | None = None
-    """The prompt as sent (system and user messages, after redaction); ``None`` in traces
-    written before prompts were recorded."""
+    messages: list[PromptMessage]
+    """The prompt as sent (system and user messages, after redaction)."""
 
     @classmethod
     def for_request(

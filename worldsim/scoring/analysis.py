@@ -82,6 +82,8 @@ class ScoreOptions:
     date_window_days: float | None = DEFAULT_DATE_WINDOW_DAYS
     split_versions: bool = False
     """Score each forecast date / card content of a card id as its own unit instead of failing."""
+    heads: Mapping[Path, str] | None = None
+    """The head each of some traces must have (a study's, as its job log recorded them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,9 +172,11 @@ def score(options: ScoreOptions) -> ScoreResult:
         scan = scans[str(trace)] = TraceScan(guard_for)
         return scan.see
 
-    loaded = load_predictions(options.inputs, watch=watch)  # each trace read once, audited
+    # each trace read once, verified and audited
+    loaded = load_predictions(options.inputs, watch=watch, heads=options.heads)
     if not loaded.rows:
-        raise CardError("no completed predictions to score", file=options.inputs[0])
+        skipped = f" ({'; '.join(loaded.warnings)})" if loaded.warnings else ""
+        raise CardError(f"no completed predictions to score{skipped}", file=options.inputs[0])
     check_auxiliary_labels(loaded.rows, labels)
     forecasts = aggregate(loaded.rows, split_versions=options.split_versions)
 

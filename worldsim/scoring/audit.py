@@ -30,7 +30,8 @@ from worldsim.models.leakage import LeakageGuard, fingerprint
 from worldsim.scoring.inputs import PredictionRow
 from worldsim.scoring.labels import LabelSet
 from worldsim.scoring.table import Forecast, MatchedTable
-from worldsim.trace.reader import TraceLine, iter_input_trace
+from worldsim.trace.reader import TraceLine
+from worldsim.trace.verify import verified_lines
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -182,7 +183,7 @@ def scan_trace(path: Path, guard: LeakageGuard | None, auxiliary: Sequence[str])
     """Read a trace's effective records once and audit them (see :class:`TraceScan`) with
     ``guard``, whatever its card."""
     scan = TraceScan(lambda _card: guard)
-    for line in iter_input_trace(path):
+    for line in verified_lines(path):
         scan.see(line)
     return scan.audit(str(path), auxiliary)
 

@@ -9,8 +9,6 @@ Incomplete traces are skipped and reported.
 from __future__ import annotations
 
 import csv
-import hashlib
-import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,9 +17,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from worldsim.domain.cards import parse_utc
-from worldsim.domain.errors import CardError
+from worldsim.domain.errors import CardError, TraceIncomplete
 from worldsim.domain.files import check_size, read_jsonl
-from worldsim.trace.reader import TraceLine, iter_input_trace, looks_like_trace
+from worldsim.trace.reader import TraceLine, looks_like_trace
+from worldsim.trace.verify import verified_lines
 
 __all__ = [
     "LineWatcher",
@@ -118,25 +117,29 @@ LineWatcher = Callable[[TraceLine], None]
 
 
 def load_predictions(
-    paths: Iterable[str | Path], *, watch: Callable[[Path], LineWatcher] | None = None
+    paths: Iterable[str | Path],
+    *,
+    watch: Callable[[Path], LineWatcher] | None = None,
+    heads: Mapping[Path, str] | None = None,
 ) -> LoadedPredictions:
-    """Read every prediction input; traces without ``run_completed`` are skipped with a warning.
+    """Read every prediction input. A trace is read through ``verify``'s own pass: one it
+    refuses is refused here (TraceError, exit 1); one that holds no result (cut off, or a
+    failed run) is skipped with a warning saying why.
 
     ``watch(trace)`` gives what also sees each of that trace's lines in the same pass (the
-    score-time audit reads them there, so that a trace is read once)."""
+    score-time audit reads them there, so that a trace is read once); ``heads`` the head a
+    trace must have (a study's traces, the heads its job log recorded)."""
     files = input_files(paths)
     rows: list[PredictionRow] = []
     warnings: list[str] = []
     for f in files:
-        if f.suffix.lower() == ".jsonl" and f.stat().st_size == 0:
-            # A run that crashed before its first record leaves an empty trace.
-            warnings.append(f"{f}: empty file (a trace without records?); skipped")
-        elif f.suffix.lower() == ".jsonl" and looks_like_trace(f):
-            row = rows_from_trace(f, watch(f) if watch is not None else None)
-            if row is None:
-                warnings.append(f"{f}: trace is incomplete (no run_completed record); skipped")
-            else:
-                rows.append(row)
+        if f.suffix.lower() == ".jsonl" and (f.stat().st_size == 0 or looks_like_trace(f)):
+            try:
+                seen = watch(f) if watch is not None else None
+                expect = heads.get(f) if heads is not None else None
+                rows.append(rows_from_trace(f, seen, expect_head=expect))
+            except TraceIncomplete as exc:
+                warnings.append(f"{f}: {exc.message}; skipped")
         else:
             rows.extend(rows_from_table(f))
     return LoadedPredictions(rows=tuple(rows), files=tuple(files), warnings=tuple(warnings))
@@ -146,88 +149,57 @@ def load_predictions(
 # traces
 
 
-def rows_from_trace(path: Path, watch: LineWatcher | None = None) -> PredictionRow | None:
-    """The forecast a completed trace gives for its card and method, or None if incomplete.
+def rows_from_trace(
+    path: Path, watch: LineWatcher | None = None, *, expect_head: str | None = None
+) -> PredictionRow:
+    """The forecast a completed trace gives for its card and method.
 
-    The trace is read through the one trace reader: its hash chain must hold (a damaged trace
-    is a ConfigError naming the line), and a resumed run counts only its effective records;
-    ``watch`` sees each of them.
+    The trace is read through ``verify``'s pass (:func:`worldsim.trace.verify.verified_lines`):
+    one that does not verify raises its TraceError, one that holds no result TraceIncomplete; a
+    resumed run counts only its effective records, and ``watch`` sees each of them. With
+    ``expect_head``, a trace with another head is refused as ``verify --expect-head`` refuses it.
     """
     started: TraceLine | None = None
     extraction: TraceLine | None = None
-    last: TraceLine | None = None
-    for line in iter_input_trace(path):
+    for line in verified_lines(path, expect_head=expect_head):
         if watch is not None:
             watch(line)
         if line.type == "run_started" and started is None:
             started = line
         elif line.type == "extraction":
             extraction = line
-        last = line
-    if last is None or last.type != "run_completed":
-        return None  # cut off: no record at all, or no run_completed at the end
-    if started is None:
-        raise CardError("completed trace has no run_started record", file=path)
-    if extraction is None:
-        raise CardError("completed trace has no extraction record", file=path)
-    head = _data(started.obj, path, "run_started")
-    ext = _data(extraction.obj, path, "extraction")
-    card = head.get("card")
-    if not isinstance(card, dict):
-        raise CardError("run_started has no card", file=path, field="data.card")
+    assert started is not None and extraction is not None  # a verified, complete trace
+    head = started.fields
+    ext = extraction.fields
+    card = head["card"]
     card_id = _text(card.get("id"), path, "data.card.id")
-    method = _text(head.get("method"), path, "data.method")
-    kind_raw = card.get("kind", "binary")
-    if kind_raw not in ("binary", "multiple_choice"):
-        raise CardError(f"unknown card kind {kind_raw!r}", file=path, field="data.card.kind")
-    kind: Kind = "binary" if kind_raw == "binary" else "multiple_choice"
-    as_of: datetime | None = None
+    kind: Kind = "binary" if card.get("kind", "binary") == "binary" else "multiple_choice"
     # a run moved to another forecast date knew what was known then, not at the card's as_of
-    moment, where = (
-        (head["forecast_date"], "data.forecast_date")
-        if head.get("forecast_date") is not None
-        else (card.get("as_of"), "data.card.as_of")
-    )
-    if moment is not None:
-        try:
-            as_of = parse_utc(moment)
-        except ValueError as exc:
-            raise CardError(str(exc), file=path, field=where) from None
+    moment = head.get("forecast_date") or card["as_of"]
     p_yes: float | None = None
     p_options: tuple[tuple[str, float], ...] | None = None
     if kind == "binary":
         p_yes = _probability(ext.get("p_yes"), path, None, "data.p_yes")
     else:
         p_options = _options(ext.get("p_options"), path, None, "data.p_options")
-    raw = ext.get("p_yes_raw")
-    recorded_hash = head.get("card_hash")
     return PredictionRow(
         card_id=card_id,
-        method=method,
+        method=_text(head.get("method"), path, "data.method"),
         kind=kind,
         p_yes=p_yes,
         p_options=p_options,
         source=str(path),
-        unresolved_mass=_optional_probability(
-            ext.get("unresolved_mass"), path, None, "data.unresolved_mass"
-        ),
+        unresolved_mass=ext["unresolved_mass"],
         model=_model_route(head.get("routes")),
         prompt_version=_prompt_version(head.get("prompt_versions")),
         run_id=started.run,
-        extraction_rule=str(ext.get("rule") or head.get("extraction_rule") or "") or None,
-        as_of=as_of,
-        p_yes_raw=_optional_probability(raw, path, None, "data.p_yes_raw"),
-        card_hash=recorded_hash if isinstance(recorded_hash, str) else _card_digest(card),
+        extraction_rule=str(ext["rule"]),
+        as_of=parse_utc(moment),
+        p_yes_raw=ext.get("p_yes_raw"),
+        card_hash=head["card_hash"],
         auxiliary_endpoints=_auxiliary_ids(card.get("endpoints"), path),
         trace=True,
     )
-
-
-def _card_digest(card: Mapping[str, Any]) -> str:
-    """The card hash of a trace that does not record one: the same canonical JSON as
-    :func:`worldsim.domain.cards.card_hash` over the card as recorded (its public form)."""
-    blob = json.dumps(card, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def _auxiliary_ids(endpoints: object, path: Path) -> tuple[str, ...]:
@@ -240,13 +212,6 @@ def _auxiliary_ids(endpoints: object, path: Path) -> tuple[str, ...]:
         for ep in endpoints
         if isinstance(ep, dict) and ep.get("kind") == "auxiliary"
     )
-
-
-def _data(record: Mapping[str, Any], path: Path, what: str) -> Mapping[str, Any]:
-    data = record.get("data")
-    if not isinstance(data, dict):
-        raise CardError(f"{what} record has no data object", file=path, field="data")
-    return data
 
 
 def _model_route(routes: object) -> str | None:

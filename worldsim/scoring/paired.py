@@ -116,10 +116,14 @@ def sign_test(deltas: Sequence[float], eps: float) -> SignTest:
 def bootstrap_mean(
     deltas: Sequence[float], *, n_resamples: int, seed: int, level: float
 ) -> BootstrapInterval:
-    """Percentile interval of the mean of ``deltas`` over card resamples with replacement.
+    """Percentile interval of the mean of ``deltas`` over resamples with replacement: the one
+    bootstrap of worldsim (paired comparisons over cards, a study's effects over pairs).
 
-    The generator is ``numpy.random.default_rng(seed)``, fresh for each call, so a comparison's
-    interval does not depend on which other comparisons were requested.
+    ``n_resamples`` resamples of ``len(deltas)`` indices each are drawn from
+    ``numpy.random.default_rng(seed)``, fresh for each call (so an interval does not depend on
+    which others were asked for); the interval is the ``(1 − level)/2`` and ``(1 + level)/2``
+    quantiles of the resampled means, interpolated linearly between order statistics (numpy's
+    default ``linear`` method, Hyndman and Fan's type 7).
     """
     d = np.asarray(deltas, dtype=float)
     n = d.size

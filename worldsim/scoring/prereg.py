@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -25,6 +25,7 @@ from worldsim.domain.files import first_error, load_mapping, sha256_file
 from worldsim.scoring.recalibrate import SUFFIX as RECALIBRATED
 from worldsim.scoring.table import Blend
 from worldsim.trace.reader import looks_like_trace, trace_head
+from worldsim.trace.verify import verify_trace
 
 __all__ = [
     "LOCK_SCHEMA",
@@ -167,10 +168,15 @@ def _relative(path: Path, base: Path) -> str:
     return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
 
 
+def _is_trace(path: Path) -> bool:
+    return path.suffix.lower() == ".jsonl" and (path.stat().st_size == 0 or looks_like_trace(path))
+
+
 def _head(path: Path) -> str | None:
-    """The head of a prediction file that is a trace, read through the checking reader; None
-    for a table, or a trace with no complete record. A damaged trace is bad input."""
-    if path.suffix.lower() != ".jsonl" or path.stat().st_size == 0 or not looks_like_trace(path):
+    """The head of a prediction file that is a trace, read through the checking reader (the
+    chain: a trace that verified when it was locked changes its head with any edit); None for
+    a table, or a trace with no complete record."""
+    if not _is_trace(path):
         return None
     try:
         return trace_head(path)
@@ -180,13 +186,36 @@ def _head(path: Path) -> str | None:
         raise ConfigError(exc.message, file=exc.file, line=exc.line, field=exc.field) from None
 
 
-def _locked(path: Path, base: Path) -> LockedFile:
-    return LockedFile(path=_relative(path, base), sha256=sha256_file(path), head=_head(path))
+def _verified_head(path: Path, warn: Callable[[str], None], expect_head: str | None) -> str | None:
+    """The head of a prediction file that is a trace, once it verifies as ``verify`` checks
+    it (with ``expect_head``, as ``verify --expect-head`` does; a trace it refuses raises its
+    TraceError, exit 1); None for a table, and for a trace that holds no result (cut off, or
+    failed), which is locked as a file, not as a trace, and named to ``warn``."""
+    if not _is_trace(path):
+        return None
+    try:
+        result = verify_trace(path, expect_head=expect_head)
+    except TraceIncomplete as exc:
+        warn(f"{path}: {exc.message}; locked as a file, not scored")
+        return None
+    if not result.complete:
+        warn(f"{path}: holds no result ({result.why_incomplete}); locked as a file, not scored")
+        return None
+    return result.head
 
 
-def create_lock(prereg: str | Path, predictions: Sequence[str | Path], out: str | Path) -> Lock:
-    """Validate the prereg, hash it and every prediction file (recording each trace's head),
-    and build the lock."""
+def create_lock(
+    prereg: str | Path,
+    predictions: Sequence[str | Path],
+    out: str | Path,
+    *,
+    heads: Mapping[Path, str] | None = None,
+    warn: Callable[[str], None] = lambda _: None,
+) -> Lock:
+    """Validate the prereg, hash it and every prediction file, verify every trace among them
+    (those ``heads`` names must have that head: a study's traces, its job log's) and record
+    each one's head (a trace that holds no result is named to ``warn``), and build the lock."""
+    heads = heads or {}
     load_prereg(prereg)
     base = Path(out).parent
     files = locked_files(predictions)
@@ -195,7 +224,14 @@ def create_lock(prereg: str | Path, predictions: Sequence[str | Path], out: str 
     return Lock(
         locked_at=datetime.now(UTC).isoformat().replace("+00:00", "Z"),
         prereg=LockedFile(path=_relative(Path(prereg), base), sha256=sha256_file(prereg)),
-        predictions=tuple(_locked(f, base) for f in files),
+        predictions=tuple(
+            LockedFile(
+                path=_relative(f, base),
+                sha256=sha256_file(f),
+                head=_verified_head(f, warn, heads.get(f)),
+            )
+            for f in files
+        ),
     )
 
 

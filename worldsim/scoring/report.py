@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from rich.console import Console
@@ -20,6 +21,7 @@ from worldsim.scoring.axes import Axes, CorrectnessGroup
 from worldsim.scoring.metrics import CLIP
 from worldsim.scoring.paired import Comparison
 from worldsim.scoring.per_card import per_card_rows
+from worldsim.scoring.table import unverified_methods
 
 __all__ = [
     "SCHEMA",
@@ -296,6 +298,7 @@ def to_json(result: ScoreResult) -> dict[str, Any]:
         "tie_eps": list(result.tie_eps),
         "blends": {b.name: dict(b.weights) for b in result.blends},
         "methods": main["methods"],
+        "unverified_methods": unverified_methods(result.analysis.table),
         "comparisons": main["comparisons"],
         "calibration": main["calibration"],
         "coverage": coverage(result),
@@ -332,14 +335,23 @@ def print_summary(result: ScoreResult, doc: Mapping[str, Any], console: Console)
         ),
         highlight=False,
     )
-    _print_analysis(doc, console, title="Scores")
+    unverified = set(doc["unverified_methods"])
+    _print_analysis(doc, console, title="Scores", unverified=unverified)
+    if unverified:
+        console.print(
+            "unverified: forecasts read from prediction tables, not from traces that verify: "
+            + ", ".join(sorted(unverified)),
+            highlight=False,
+        )
     if doc["axes"] is not None:
-        _print_axes(doc["axes"], console)
+        _print_axes(doc["axes"], console, unverified)
     print_audit(doc["audit"], console)
     if doc["contamination"] is not None:
         c = doc["contamination"]
         console.print(f"contamination filter: {len(c['excluded'])} forecast(s) excluded")
-        _print_analysis(c, console, title="Scores after the contamination filter")
+        _print_analysis(
+            c, console, title="Scores after the contamination filter", unverified=unverified
+        )
     if doc["prereg"] is not None:
         p = doc["prereg"]
         console.print(
@@ -358,13 +370,21 @@ def print_summary(result: ScoreResult, doc: Mapping[str, Any], console: Console)
         console.print("prereg: none — every statistic is exploratory", highlight=False)
 
 
-def _print_analysis(doc: Mapping[str, Any], console: Console, *, title: str) -> None:
+def _named(name: str, unverified: AbstractSet[str]) -> str:
+    """A method as every printed table names it: marked when any of its forecasts came from a
+    prediction table rather than a verified trace."""
+    return f"{name} (unverified)" if name in unverified else name
+
+
+def _print_analysis(
+    doc: Mapping[str, Any], console: Console, *, title: str, unverified: AbstractSet[str]
+) -> None:
     table = Table(title=title, title_justify="left")
     for col in ("method", "n", "runs", "Brier", "log", "accuracy", "ECE", "unresolved"):
         table.add_column(col, justify="left" if col == "method" else "right")
     for name, m in doc["methods"].items():
         table.add_row(
-            name,
+            _named(name, unverified),
             str(m["n"]),
             str(m["n_runs"]),
             _fmt(m["brier"]),
@@ -387,8 +407,9 @@ def _print_analysis(doc: Mapping[str, Any], console: Console, *, title: str) -> 
         lo, hi = c["bootstrap"]["ci"]
         for i, s in enumerate(c["sign_tests"]):
             first = i == 0
+            pair = f"{_named(c['baseline'], unverified)} → {_named(c['method'], unverified)}"
             comp_table.add_row(
-                f"{c['baseline']} → {c['method']}" if first else "",
+                pair if first else "",
                 str(c["n"]) if first else "",
                 _fmt(c["mean_delta"]) if first else "",
                 f"[{lo:.4f}, {hi:.4f}]" if first else "",
@@ -403,7 +424,9 @@ def _fmt_n(x: float | None, n: int, digits: int = 3) -> str:
     return f"{_fmt(x, digits)} ({n})"
 
 
-def _print_axes(axes: Mapping[str, Any], console: Console) -> None:
+def _print_axes(
+    axes: Mapping[str, Any], console: Console, unverified: AbstractSet[str]
+) -> None:
     cov = axes["coverage"]
     not_built = cov.get("graphs_not_built", [])
     n_cards = len(cov["cards_with_graph"]) + len(cov["cards_without_graph"]) + len(not_built)
@@ -448,7 +471,7 @@ def _print_axes(axes: Mapping[str, Any], console: Console) -> None:
         split.add_column(col, justify="left" if col == "method" else "right", overflow="fold")
     for name, m in axes["methods"].items():
         table.add_row(
-            name,
+            _named(name, unverified),
             f"{m['n_hindsight']}/{m['n']}",
             _fmt(m["outcome"]["accuracy"], 3),
             _fmt_n(m["evidence"]["srcp_mean"], m["evidence"]["n"]),
@@ -457,7 +480,7 @@ def _print_axes(axes: Mapping[str, Any], console: Console) -> None:
         )
         ok, bad = m["by_correctness"]["correct"], m["by_correctness"]["incorrect"]
         split.add_row(
-            name,
+            _named(name, unverified),
             f"{ok['n']}/{bad['n']}",
             _fmt_n(ok["srcp_mean"], ok["srcp_n"]),
             _fmt_n(bad["srcp_mean"], bad["srcp_n"]),

@@ -33,6 +33,7 @@ __all__ = [
     "contamination_filter",
     "match_labels",
     "score_like",
+    "unverified_methods",
 ]
 
 UNIFORM = "uniform"
@@ -60,6 +61,9 @@ class Forecast:
     card_hash: str | None = None
     version: str = ""
     """What the unit id adds to the card id (``@date``, ``#hash``): empty unless split."""
+    verified: bool = True
+    """Every forecast it is made of was read from a trace that verifies (not from a prediction
+    table, which nothing checks)."""
 
     @property
     def model(self) -> str | None:
@@ -232,6 +236,16 @@ def _average(group: Sequence[PredictionRow], version: str) -> Forecast:
         sources=tuple((r.source, r.line) for r in group),
         card_hash=hashes.pop() if len(hashes) == 1 else None,
         version=version,
+        verified=all(r.trace for r in group),
+    )
+
+
+def unverified_methods(table: MatchedTable) -> list[str]:
+    """The methods with any forecast not read from a verified trace (a prediction table's)."""
+    return sorted(
+        name
+        for name, by_unit in table.methods.items()
+        if any(not sf.forecast.verified for sf in by_unit.values())
     )
 
 
@@ -342,6 +356,7 @@ def _mix(name: str, parts: Sequence[tuple[ScoredForecast, float]]) -> Forecast:
         as_of=min(as_ofs) if as_ofs else None,
         card_hash=base.card_hash,
         version=base.version,
+        verified=all(sf.forecast.verified for sf, _ in parts),
     )
 
 

@@ -261,7 +261,17 @@ async def forecast_card(
     ``run_failed`` and is raised.
     """
     started = time.perf_counter()
-    seen = config.world_card if config is not None else card
+    if config is None:  # called without a run's settings: those of a plain direct run
+        config = RunConfig.from_dict(
+            {
+                "card": card,
+                "kind": "direct",
+                "seed": seed,
+                "method": method,
+                "models": {"model": route},
+            }
+        )
+    seen = config.world_card
     request = direct_request(seen, seed=seed, role_name=role)
     role = request.site.role
     path = Path(trace_path) if trace_path else Path(out) / trace_name(card.id, method, seed)
@@ -285,9 +295,9 @@ async def forecast_card(
                 ticks=0,
                 extraction_rule=DIRECT_RULE,
                 kind="direct",
-                config=config.to_dict() if config is not None else None,
+                config=config.to_dict(),
                 signed_by=signer.key_id if signer is not None else "",
-                **(config.started_fields() if config is not None else {}),
+                **config.started_fields(),
             ),
         )
         try:

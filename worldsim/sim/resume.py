@@ -13,13 +13,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-from worldsim.domain.cards import Card
 from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.errors import ConfigError
-from worldsim.domain.policy import BranchPolicy
 from worldsim.sim.scheduler import RestorePoint
 from worldsim.trace.effective import void_lines
 from worldsim.trace.forecast import FORECAST_TYPES, record_views
@@ -40,33 +37,14 @@ def resume_config(trace: Trace, models: ModelConfig | None = None) -> RunConfig:
     started = trace.started
     if started.kind != "multiverse":
         raise ConfigError("only multiverse runs can be resumed", file=trace.path)
-    if started.config is not None:
-        try:
-            recorded = RunConfig.from_dict(started.config)
-        except ConfigError as exc:
-            raise ConfigError(exc.message, file=trace.path, field=f"config.{exc.field}") from None
-        if models is None:
-            return recorded
-        routes = recorded.models.model_dump(include=set(_MODEL_SETTINGS_FROM_TRACE))
-        return recorded.model_copy(update={"models": models.model_copy(update=routes)})
-    # a trace written before run_started held the whole config
-    routes_of: dict[str, str] = dict(started.routes)
-    role_models = tuple(
-        f"{role}={route}" for role, route in sorted(routes_of.items()) if route != started.model
-    )
-    base = models or ModelConfig()
-    return RunConfig(
-        card=Card.model_validate(started.card),
-        policy=BranchPolicy.model_validate(started.policy),
-        seed=started.seed,
-        ticks=started.ticks,
-        extraction_rule=started.extraction_rule,
-        method=started.method,
-        card_path=Path(started.card_path) if started.card_path else None,
-        roles=dict(started.role_overrides),
-        extra_roles=tuple(started.extra_roles),
-        models=base.model_copy(update={"model": started.model, "role_models": role_models}),
-    )
+    try:
+        recorded = RunConfig.from_dict(started.config)
+    except ConfigError as exc:
+        raise ConfigError(exc.message, file=trace.path, field=f"config.{exc.field}") from None
+    if models is None:
+        return recorded
+    routes = recorded.models.model_dump(include=set(_MODEL_SETTINGS_FROM_TRACE))
+    return recorded.model_copy(update={"models": models.model_copy(update=routes)})
 
 
 def recorded_spend(trace: Trace) -> float:
@@ -149,13 +127,11 @@ def restore_point(cut: Cut, config: RunConfig) -> RestorePoint:
             point.proposals_seen.update(
                 (tl, line.record.tick, p.agent) for p in line.data.proposals
             )
-        elif t == "proposal":  # a trace written before `proposals` records
-            point.proposals_seen.add((tl, line.record.tick, line.data.agent))
         elif t == "world_initialized":
             point.init_problems[:] = list(line.data.problems)
             source = line.data.source
 
-    point.retrievals.extend(view.accesses())  # either form of access record
+    point.retrievals.extend(view.accesses())
     starts = point.starts
     if "t0" not in started:
         init = next(line for line in kept if line.type == "world_initialized")

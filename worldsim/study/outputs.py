@@ -1,6 +1,11 @@
-"""What a study leaves in its folder: ``predictions.csv`` and ``.jsonl`` (one row per job) and
-``experiment.lock.json`` (the manifest, its hash, the worldsim version and every trace's head
-hash). Both are rewritten atomically after every job, so they always describe the traces.
+"""What a study leaves in its folder besides its traces: ``experiment.lock.json`` (the manifest,
+its hash, the worldsim version and every job it plans: its card, method, condition, forecast
+date, seed and trace), written once as the study starts; ``jobs.jsonl``, the job log each
+finished job appends to (its trace's head; :mod:`worldsim.study.journal`); and the tables
+``predictions.csv``, ``predictions.jsonl`` (one row per job) and ``aggregates.csv``, derived from
+the traces for people and other tools when the study ends or is interrupted. worldsim never
+reads the tables back: what it shows of a study comes from the verified traces
+(:mod:`worldsim.study.folder`).
 """
 
 from __future__ import annotations
@@ -8,29 +13,29 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from worldsim.domain.errors import ConfigError, TraceError
+from worldsim.domain.errors import ConfigError
 from worldsim.domain.files import load_document, write_files
 from worldsim.domain.version import __version__
-from worldsim.study.aggregates import AGGREGATES, aggregates_csv
+from worldsim.scoring.aggregates import AGGREGATES, aggregates_csv
 from worldsim.study.jobs import Job
 from worldsim.study.manifest import Study
-from worldsim.trace.canonical import canonical_hash
-from worldsim.trace.reader import Trace, trace_head
+from worldsim.trace.reader import Trace
 
 __all__ = [
     "LOCK",
     "PREDICTIONS",
     "PredictionRow",
     "Status",
-    "expand_study_inputs",
+    "job_plan",
     "read_lock",
     "row_for",
-    "study_traces",
-    "write_outputs",
+    "write_lock",
+    "write_tables",
 ]
 
 LOCK = "experiment.lock.json"
@@ -88,23 +93,36 @@ class PredictionRow:
         return asdict(self)
 
 
-def _iso(job: Job) -> str:
-    return job.when.isoformat().replace("+00:00", "Z")
+_PLANNED = ("card_id", "method", "condition", "forecast_date", "as_of", "seed", "kind", "trace")
+"""What the lock records of each job (:func:`job_plan`)."""
 
 
-def row_for(
-    job: Job, trace: Trace | None, wall_s: float | None, error: str | None
-) -> PredictionRow:
-    """The row of ``job`` from its trace (None: the job has not run)."""
-    base: dict[str, Any] = {
+def job_plan(job: Job) -> dict[str, Any]:
+    """What the lock records of a job: who it is and where its trace goes."""
+    return {
         "card_id": job.card_id,
         "method": job.method,
         "condition": job.condition,
         "forecast_date": job.date_name,
-        "as_of": _iso(job),
+        "as_of": job.when.isoformat().replace("+00:00", "Z"),
         "seed": job.seed,
         "kind": job.config.card.kind,
         "trace": job.trace.as_posix(),
+    }
+
+
+def row_for(
+    plan: Mapping[str, Any],
+    trace: Trace | None,
+    wall_s: float | None,
+    error: str | None,
+    *,
+    canonical: str | None = None,
+) -> PredictionRow:
+    """The row of the job ``plan`` names (:func:`job_plan`) from its trace (None: the job has
+    not run); ``canonical`` is the trace's canonical hash, where it was taken."""
+    base: dict[str, Any] = {
+        **{key: plan[key] for key in _PLANNED},
         "wall_s": None if wall_s is None else round(wall_s, 4),
     }
     if trace is None:
@@ -148,7 +166,7 @@ def row_for(
         tokens=tokens,
         cost_usd=round(cost, 8),
         head=trace.head,
-        canonical_hash=canonical_hash(trace) if complete else None,
+        canonical_hash=canonical if complete else None,
     )
 
 
@@ -168,7 +186,9 @@ def _jsonl(rows: list[PredictionRow]) -> bytes:
     return "".join(json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in rows).encode()
 
 
-def _lock(study: Study, rows: list[PredictionRow], identity: str) -> bytes:
+def write_lock(out: Path, study: Study, jobs: Sequence[Job], identity: str) -> None:
+    """Write the lock atomically: the study, its hash with its jobs' dates (``identity``, what
+    a rerun must match) and every job it plans."""
     doc = {
         "name": study.name,
         "study_sha256": identity,
@@ -176,21 +196,19 @@ def _lock(study: Study, rows: list[PredictionRow], identity: str) -> bytes:
         "manifest_path": str(study.path),
         "manifest_sha256": study.sha256,
         "worldsim_version": __version__,
-        "traces": {r.trace: r.head for r in rows if r.head is not None},
+        "jobs": [job_plan(job) for job in jobs],
     }
-    return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+    write_files({out / LOCK: (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()})
 
 
-def write_outputs(out: Path, study: Study, rows: list[PredictionRow], identity: str) -> None:
-    """Write the predictions (CSV and JSONL), their seed aggregates and the lock, each
-    atomically. ``identity`` is
-    the study's hash with its jobs' dates (what a rerun must match)."""
+def write_tables(out: Path, rows: Sequence[PredictionRow]) -> None:
+    """Write the predictions (CSV and JSONL) and their seed aggregates, each atomically."""
+    listed = list(rows)
     write_files(
         {
-            out / f"{PREDICTIONS}.csv": _csv(rows),
-            out / f"{PREDICTIONS}.jsonl": _jsonl(rows),
-            out / AGGREGATES: aggregates_csv(rows),
-            out / LOCK: _lock(study, rows, identity),
+            out / f"{PREDICTIONS}.csv": _csv(listed),
+            out / f"{PREDICTIONS}.jsonl": _jsonl(listed),
+            out / AGGREGATES: aggregates_csv(listed),
         }
     )
 
@@ -206,33 +224,3 @@ def read_lock(out: Path) -> dict[str, Any] | None:
     return doc
 
 
-def study_traces(out: Path) -> list[Path] | None:
-    """The traces a study folder holds, as its lock lists them (None: not a study folder).
-
-    Each must still have the head hash the lock recorded: a trace changed since is a
-    TraceError naming it."""
-    lock = read_lock(out)
-    if lock is None:
-        return None
-    traces: list[Path] = []
-    for rel, head in sorted(dict(lock.get("traces") or {}).items()):
-        path = out / rel
-        if not path.is_file() or trace_head(path) != head:
-            raise TraceError("trace differs from the study's lock", file=path)
-        traces.append(path)
-    return traces
-
-
-def expand_study_inputs(inputs: list[Path]) -> tuple[list[Path], list[Path]]:
-    """Prediction inputs with each study folder replaced by the traces its lock lists (as
-    ``score`` and ``prereg lock`` read them); returns the inputs and the study folders."""
-    expanded: list[Path] = []
-    studies: list[Path] = []
-    for path in inputs:
-        traces = study_traces(path) if path.is_dir() else None
-        if traces is None:
-            expanded.append(path)
-        else:
-            expanded.extend(traces)
-            studies.append(path)
-    return expanded, studies

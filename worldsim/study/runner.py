@@ -2,12 +2,14 @@
 uses; resumable as a whole.
 
 Before anything runs, every job's trace is looked at: a complete trace is kept (its head hash
-must be the one the study's lock recorded), a torn one is resumed, a failed one is kept as
-failed unless ``retry_failed``, and a missing one is run. The lock is written first, so a
-folder always says which study it holds; a different study in the same folder is an error
-unless ``force``. Every job's completed model calls are answered from the study's response
-cache (the user-level cache, or the folder ``--cache-dir`` or a method names), so a resumed job pays
-for none of them again.
+must be the one the study's job log recorded), a torn one is resumed, a failed one is kept as
+failed unless ``retry_failed``, and a missing one is run. The lock (the study and every job it
+plans) is written first, so a folder always says which study it holds; a different study in the
+same folder is an error unless ``force``. Each job that ends appends one line to the job log
+(its trace's head, :mod:`worldsim.study.journal`), whatever the study's size; the predictions
+tables are written once, when the study ends or is interrupted. Every job's completed model
+calls are answered from the study's response cache (the user-level cache, or the folder
+``--cache-dir`` or a method names), so a resumed job pays for none of them again.
 
 The study's ``max_cost_usd`` is one budget shared by every run: it starts from what the
 folder's traces record as spent (so a resumed study continues it), each call is checked against
@@ -29,22 +31,25 @@ from typing import Protocol
 import anyio
 
 from worldsim.domain.errors import ConfigError, TraceError, WorldsimError
-from worldsim.domain.files import read_jsonl
 from worldsim.models import Budget
 from worldsim.models.limits import LimitChange
 from worldsim.scoring.labels import load_labels
 from worldsim.study.execution import Action, Executor, JobRunner, JobSettings, LocalExecutor
 from worldsim.study.jobs import Job, expand_jobs
+from worldsim.study.journal import JOURNAL, Finished, Journal, read_journal
 from worldsim.study.limits import study_limiters
 from worldsim.study.manifest import Study
 from worldsim.study.outputs import (
     LOCK,
     PREDICTIONS,
     PredictionRow,
+    job_plan,
     read_lock,
     row_for,
-    write_outputs,
+    write_lock,
+    write_tables,
 )
+from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import Trace, read_trace
 
 __all__ = ["Action", "StudyObserver", "StudyResult", "plan_jobs", "resolution_dates", "run_study"]
@@ -95,7 +100,7 @@ def _identity(study: Study, jobs: list[Job]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _action(job: Job, out: Path, heads: Mapping[str, str], retry_failed: bool) -> Action:
+def _action(job: Job, out: Path, heads: Mapping[str, str | None], retry_failed: bool) -> Action:
     path = out / job.trace
     if not path.exists():
         return "run"
@@ -138,19 +143,8 @@ def plan_jobs(
                 field="study_sha256",
             )
         return ["restart" if (out / job.trace).exists() else "run" for job in jobs]
-    heads = dict(lock.get("traces") or {}) if lock is not None else {}
+    heads = {trace: done.head for trace, done in read_journal(out).items()}
     return [_action(job, out, heads, retry_failed) for job in jobs]
-
-
-def _previous_walls(out: Path) -> dict[str, float]:
-    path = out / f"{PREDICTIONS}.jsonl"
-    if not path.is_file():
-        return {}
-    walls: dict[str, float] = {}
-    for _, record in read_jsonl(path, what="predictions"):
-        if isinstance(record.get("trace"), str) and isinstance(record.get("wall_s"), int | float):
-            walls[record["trace"]] = float(record["wall_s"])
-    return walls
 
 
 def _study_budget(study: Study, jobs: list[Job], out: Path) -> Budget | None:
@@ -162,8 +156,15 @@ def _study_budget(study: Study, jobs: list[Job], out: Path) -> Budget | None:
     for job in jobs:
         trace = _read(out / job.trace) if (out / job.trace).exists() else None
         if trace is not None:
-            spent += row_for(job, trace, None, None).cost_usd
+            spent += row_for(job_plan(job), trace, None, None).cost_usd
     return Budget(cap, spent_usd=spent)
+
+
+def _row(job: Job, folder: Path, wall_s: float | None, error: str | None) -> PredictionRow:
+    """The row of a job that has run, from its trace as it stands (with its canonical hash)."""
+    trace = _read(folder / job.trace)
+    canonical = canonical_hash(trace) if trace is not None and trace.complete else None
+    return row_for(job_plan(job), trace, wall_s, error, canonical=canonical)
 
 
 def _read(path: Path) -> Trace | None:
@@ -171,6 +172,86 @@ def _read(path: Path) -> Trace | None:
         return read_trace(path)
     except TraceError:
         return None
+
+
+def _open_folder(
+    folder: Path, study: Study, jobs: list[Job], identity: str, *, fsync: bool
+) -> Journal:
+    """The folder names its study before any job runs: its lock is written unless it already
+    plans these jobs (another study's job log goes with the lock it belonged to, which only
+    ``force`` lets a run replace). Returns the job log, open for appending."""
+    lock = read_lock(folder)
+    if lock is None or lock.get("study_sha256") != identity or "jobs" not in lock:
+        (folder / JOURNAL).unlink(missing_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_lock(folder, study, jobs, identity)
+    return Journal(folder, fsync=fsync)
+
+
+def _ended(row: PredictionRow) -> Finished:
+    """The job log's line for a job that ended with ``row``."""
+    return Finished(
+        trace=row.trace,
+        head=row.head,
+        status="complete" if row.status == "complete" else "failed",
+        error=row.error,
+        wall_s=row.wall_s or 0.0,
+    )
+
+
+async def _run_jobs(
+    study: Study,
+    jobs: list[Job],
+    actions: list[Action],
+    todo: list[int],
+    rows: list[PredictionRow],
+    folder: Path,
+    journal: Journal,
+    walls: Mapping[str, float],
+    *,
+    max_parallel_jobs: int | None,
+    observer: StudyObserver | None,
+    environ: Mapping[str, str] | None,
+    fsync: bool,
+    cache_dir: Path | None,
+    executor: Executor | None,
+) -> None:
+    """Run the jobs ``todo`` names, each ending with its row and its line in the job log."""
+    limiter = anyio.CapacityLimiter(max_parallel_jobs or study.manifest.max_parallel_jobs)
+    budget = _study_budget(study, jobs, folder)
+    limiters = study_limiters(study, folder, observer.limit_changed if observer else None)
+    settings = JobSettings(environ, fsync, cache_dir)
+    done = len(jobs) - len(todo)
+
+    async def one(runner: JobRunner, i: int) -> None:
+        nonlocal done
+        job, action = jobs[i], actions[i]
+        async with limiter:
+            if await runner.exhausted():
+                cap = study.manifest.max_cost_usd
+                rows[i] = row_for(job_plan(job), None, None, f"study budget of ${cap} reached")
+            else:
+                if observer is not None:
+                    observer.job_started(job, action)
+                started = time.perf_counter()
+                error: str | None = None
+                try:
+                    await runner.execute(job, action, folder)
+                except WorldsimError as exc:
+                    error = str(exc)[:2000]
+                wall = time.perf_counter() - started
+                if action == "resume":
+                    wall += walls.get(job.trace.as_posix(), 0.0)
+                rows[i] = _row(job, folder, wall, error)
+            journal.record(_ended(rows[i]))
+            done += 1
+            if observer is not None:
+                observer.job_finished(rows[i], done, len(jobs))
+
+    opened = (executor or LocalExecutor()).open(budget, limiters, settings)
+    async with opened as runner, anyio.create_task_group() as tg:
+        for i in todo:
+            tg.start_soon(one, runner, i)
 
 
 async def run_study(
@@ -201,56 +282,40 @@ async def run_study(
     resolved = resolution_dates(labels, [c.id for c, _ in study.cards]) if labels else None
     jobs = expand_jobs(study, resolved)
     actions = plan_jobs(study, jobs, folder, retry_failed=retry_failed, force=force)
-    walls = _previous_walls(folder) if not force else {}
+    identity = _identity(study, jobs)
+    logged = {} if force else read_journal(folder)
+    walls = {trace: done.wall_s for trace, done in logged.items()}
     rows = [
-        row_for(job, _read(folder / job.trace), walls.get(job.trace.as_posix()), None)
+        _row(job, folder, walls.get(job.trace.as_posix()), None)
         if action in ("keep", "keep_failed")
-        else row_for(job, None, None, None)
+        else row_for(job_plan(job), None, None, None)
         for job, action in zip(jobs, actions, strict=True)
     ]
     todo = [i for i, action in enumerate(actions) if action not in ("keep", "keep_failed")]
-    identity = _identity(study, jobs)
-    if not todo and read_lock(folder) is not None:
-        return StudyResult(tuple(rows), ran=0, kept=len(jobs))
-
-    def flush() -> None:
-        write_outputs(folder, study, rows, identity)
-
-    flush()  # the folder names its study before any job runs
-    limiter = anyio.CapacityLimiter(max_parallel_jobs or study.manifest.max_parallel_jobs)
-    budget = _study_budget(study, jobs, folder)
-    limiters = study_limiters(study, folder, observer.limit_changed if observer else None)
-    settings = JobSettings(environ, fsync, cache_dir)
-    done = len(jobs) - len(todo)
-
-    async def one(runner: JobRunner, i: int) -> None:
-        nonlocal done
-        job, action = jobs[i], actions[i]
-        async with limiter:
-            if await runner.exhausted():
-                cap = study.manifest.max_cost_usd
-                rows[i] = row_for(job, None, None, f"study budget of ${cap} reached")
-            else:
-                if observer is not None:
-                    observer.job_started(job, action)
-                started = time.perf_counter()
-                error: str | None = None
-                try:
-                    await runner.execute(job, action, folder)
-                except WorldsimError as exc:
-                    error = str(exc)[:2000]
-                wall = time.perf_counter() - started
-                if action == "resume":
-                    wall += walls.get(job.trace.as_posix(), 0.0)
-                trace = _read(folder / job.trace)
-                rows[i] = row_for(job, trace, wall, error)
-            done += 1
-            flush()
-            if observer is not None:
-                observer.job_finished(rows[i], done, len(jobs))
-
-    opened = (executor or LocalExecutor()).open(budget, limiters, settings)
-    async with opened as runner, anyio.create_task_group() as tg:
-        for i in todo:
-            tg.start_soon(one, runner, i)
+    journal = _open_folder(folder, study, jobs, identity, fsync=fsync)
+    try:
+        for row in rows:  # a job that ended before its line was written (a kill between)
+            if row.status != "pending" and row.trace not in logged:
+                journal.record(_ended(row))
+        if todo:
+            await _run_jobs(
+                study,
+                jobs,
+                actions,
+                todo,
+                rows,
+                folder,
+                journal,
+                walls,
+                max_parallel_jobs=max_parallel_jobs,
+                observer=observer,
+                environ=environ,
+                fsync=fsync,
+                cache_dir=cache_dir,
+                executor=executor,
+            )
+    finally:
+        journal.close()
+        if todo or not (folder / f"{PREDICTIONS}.jsonl").is_file():
+            write_tables(folder, rows)  # also when interrupted: what is done so far
     return StudyResult(tuple(rows), ran=len(todo), kept=len(jobs) - len(todo))

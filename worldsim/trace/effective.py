@@ -4,9 +4,9 @@ A run that was cut off (a crash, a kill, its budget) and resumed has a ``run_res
 Before it, each timeline's records after its last committed boundary (``timeline_started``,
 ``tick_committed`` or ``timeline_ended``) belong to a tick that never committed: they are void,
 and the resumed run writes that tick again. Run-level results written before the marker
-(extraction, report, audit, the reporter's calls) are void too, as is everything after
-``run_started`` when the world was never initialized. Replay, the canonical hash, ``score`` and
-``hindsight`` read only the effective lines.
+(forecast graph, extraction, report, audit, the reporter's calls) are void too, as is
+everything after ``run_started`` when the world was never initialized. Replay, the canonical
+hash, ``score`` and ``hindsight`` read only the effective lines.
 
 The rule is applied as the lines stream past: a line is passed on as soon as it is known to
 count (a timeline's record once that timeline commits a boundary after it; a run-level result
@@ -23,7 +23,7 @@ from typing import Generic, Protocol, TypeVar
 __all__ = ["BOUNDARIES", "EnvelopeLine", "effective_lines", "stream_effective", "void_lines"]
 
 BOUNDARIES = frozenset({"timeline_started", "tick_committed", "timeline_ended"})
-_RUN_RESULTS = frozenset({"extraction", "report", "audit"})
+_RUN_RESULTS = frozenset({"forecast_graph", "extraction", "report", "audit"})
 _KEPT_ALWAYS = frozenset({"run_started", "run_failed", "run_resumed"})
 
 

@@ -24,18 +24,16 @@ Causal links the trace records:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
-from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter
 
 from worldsim.domain.cards import UtcDatetime, parse_utc
 from worldsim.domain.contracts import lineage
-from worldsim.domain.errors import TraceIncomplete
-from worldsim.trace.reader import TraceLine, iter_input_trace
+from worldsim.trace.reader import TraceLine
 from worldsim.trace.records import ForecastEvent, ForecastGraph, ForecastLink, proposals_of
 
 __all__ = [
@@ -47,9 +45,8 @@ __all__ = [
     "RecordView",
     "extract_forecast",
     "forecast_json",
+    "record_view",
     "record_views",
-    "stream_records",
-    "trace_records",
 ]
 
 
@@ -64,34 +61,10 @@ class RecordView:
     run: str | None = None
 
 
-def trace_records(path: str | Path, types: Collection[str] | None = None) -> list[RecordView]:
-    """The effective records of a trace (with ``types``, of those types only), read through the
-    one trace reader (see :func:`stream_records`)."""
-    return list(stream_records(path, types))
-
-
-def stream_records(path: str | Path, types: Collection[str] | None = None) -> Iterator[RecordView]:
-    """The effective records of a trace (with ``types``, of those types only: the others are
-    never parsed), each made as its line is read and held by no one but the consumer.
-
-    The hash chain must hold (a damaged trace is a ConfigError naming the line); a resumed run
-    counts only the records of its effective history; a torn final line is ignored; a trace
-    with no complete record is a TraceIncomplete once the stream is read.
-    """
-    seen = False
-    for line in iter_input_trace(path):
-        seen = True
-        if types is None or line.type in types:
-            yield _view(line)
-    if not seen:
-        raise TraceIncomplete("trace has no complete record", file=path)
-
-
 _READ: dict[str, tuple[str, ...]] = {
     "run_started": ("card",),
     "timeline_started": ("mass",),
     "tick_started": ("date", "observations"),
-    "proposal": ("agent", "index", "summary", "cites"),
     "proposals": ("proposals",),
     "review": ("accepted",),
     "fork": ("child", "candidate"),
@@ -99,6 +72,9 @@ _READ: dict[str, tuple[str, ...]] = {
     "timeline_ended": ("mass",),
 }
 """The fields of each record type :func:`extract_forecast` reads."""
+
+_PROPOSAL_FIELDS = ("agent", "index", "summary", "cites")
+"""The fields of each proposal of a ``proposals`` record the graph reads."""
 
 FORECAST_TYPES = frozenset(_READ)
 """The record types :func:`extract_forecast` reads."""
@@ -109,10 +85,11 @@ def record_views(
 ) -> list[RecordView]:
     """The envelope fields and data of trace lines (the effective ones, as the reader gives);
     with ``types``, of the lines of those types only (the others are never parsed)."""
-    return [_view(line) for line in lines if types is None or line.type in types]
+    return [record_view(line) for line in lines if types is None or line.type in types]
 
 
-def _view(line: TraceLine) -> RecordView:
+def record_view(line: TraceLine) -> RecordView:
+    """A trace line's envelope fields and data."""
     return RecordView(type=line.type, tl=line.tl, tick=line.tick, data=line.fields, run=line.run)
 
 
@@ -156,7 +133,7 @@ def _kept(proposal: Mapping[str, Any]) -> dict[str, Any]:
             "cites": proposal["cites"],
         }
     except KeyError:
-        return {f: proposal[f] for f in _READ["proposal"] if f in proposal}
+        return {f: proposal[f] for f in _PROPOSAL_FIELDS if f in proposal}
 
 
 def _timeline_masses(records: Iterable[RecordView]) -> dict[str, float]:
@@ -185,9 +162,6 @@ def _date(value: object) -> str | None:
         return None
     dumped: str | None = _DATE.dump_python(when, mode="json")
     return dumped
-
-
-_PROPOSAL_TYPES = frozenset({"proposals", "proposal"})
 
 
 def _index(value: object) -> int:
@@ -258,7 +232,7 @@ def forecast_json(records: list[RecordView]) -> dict[str, Any]:
                     "observation",
                 )
                 observations.setdefault((r.tl, r.tick), []).append(event_id)
-        elif r.type in _PROPOSAL_TYPES:
+        elif r.type == "proposals":
             made = proposals.setdefault((r.tl, r.tick), {})
             for p in proposals_of(r.type, r.data):
                 made[(_text(p.get("agent", "")), _index(p.get("index")))] = p

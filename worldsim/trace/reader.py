@@ -23,14 +23,15 @@ from pydantic import ValidationError
 from worldsim.domain.collector import collector_paced
 from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.domain.files import first_error
+from worldsim.domain.version import __version__
 from worldsim.trace.effective import effective_lines, stream_effective
 from worldsim.trace.records import (
+    FORMAT_VERSION,
+    LAST_READER_OF,
     RECORD_TYPES,
     TRACE_ADAPTER,
     ProposalData,
-    ProposalsData,
     RetrievalData,
-    RetrievalsData,
 )
 from worldsim.trace.writer import SEALED_TYPES, genesis_hash
 
@@ -42,7 +43,6 @@ __all__ = [
     "check_line",
     "in_writers_form",
     "iter_effective",
-    "iter_input_trace",
     "iter_trace",
     "looks_like_trace",
     "parse_line",
@@ -179,11 +179,10 @@ class TraceLine:
     def record(self) -> Any:
         """The envelope model of :mod:`worldsim.trace.records`, validated on first use."""
         if self._record is None:
-            # a fresh parse, not kept: the model holds the values, and every container kept
-            # alive is one more for the cyclic collector to walk
-            obj = self._obj if self._obj is not None else parse_line(self.raw)
+            # strictly, from the line's bytes: a value of another JSON type than the schema's
+            # (a whole number written as 2.0, a boolean for a number) is not the writer's
             try:
-                self._record = TRACE_ADAPTER.validate_python(obj)
+                self._record = TRACE_ADAPTER.validate_json(self.raw, strict=True)
             except ValidationError as exc:
                 field, message = first_error(exc)
                 raise TraceError(message, file=self.path, line=self.number, field=field) from None
@@ -264,25 +263,20 @@ class Trace:
 
     def accesses(self) -> list[RetrievalData]:
         """Every gateway access the trace records, as the gateway logged it: the accesses of
-        each ``retrievals`` record (or, in a trace written before, each ``retrieval``)."""
+        each ``retrievals`` record."""
         found: list[RetrievalData] = []
-        for line in self.of_type("retrievals", "retrieval"):
-            data = line.data
-            if isinstance(data, RetrievalsData):
-                found.extend(data.records(line.tl, line.tick))
-            else:
-                found.append(data)
+        for line in self.of_type("retrievals"):
+            found.extend(line.data.records(line.tl, line.tick))
         return found
 
     def proposals(self) -> list[Proposed]:
         """Every proposal the trace records, where it was made, in the order written: the items
-        of each ``proposals`` record (or, in a trace written before, each ``proposal``)."""
-        found: list[Proposed] = []
-        for line in self.of_type("proposals", "proposal"):
-            data = line.data
-            items = data.proposals if isinstance(data, ProposalsData) else (data,)
-            found.extend(Proposed(line.tl, line.tick, p) for p in items)
-        return found
+        of each ``proposals`` record."""
+        return [
+            Proposed(line.tl, line.tick, p)
+            for line in self.of_type("proposals")
+            for p in line.data.proposals
+        ]
 
     def validate(self) -> None:
         """Validate every record against the schema and check the writer's canonical form."""
@@ -420,7 +414,7 @@ def iter_trace(path: str | Path, *, parsed: bool = False) -> Iterator[TraceLine]
     """
     p = Path(path)
     if not p.is_file():
-        raise TraceError("trace not found", file=p)
+        raise ConfigError("trace not found", file=p)
     try:
         fh = p.open("rb")
     except OSError as exc:
@@ -463,6 +457,9 @@ def iter_trace(path: str | Path, *, parsed: bool = False) -> Iterator[TraceLine]
             kind = obj.get("type")
             if kind not in RECORD_TYPES:
                 raise TraceError(f"unknown record type {kind!r}", file=p, line=number, field="type")
+            version = obj.get("v")
+            if type(version) is not int or version != FORMAT_VERSION:
+                raise _other_format(version, p, number)
             if run_id is None:
                 if kind != "run_started":
                     raise TraceError("the first record must be run_started", file=p, line=number)
@@ -506,6 +503,19 @@ def iter_trace(path: str | Path, *, parsed: bool = False) -> Iterator[TraceLine]
             )
 
 
+def _other_format(version: object, path: Path, number: int) -> TraceError:
+    """A line of another trace format than this worldsim's: one line naming its version and,
+    for a format an earlier release wrote, the release that reads it."""
+    if isinstance(version, int) and not isinstance(version, bool) and version in LAST_READER_OF:
+        message = (
+            f"trace format v{version}: worldsim {__version__} reads format v{FORMAT_VERSION} "
+            f"only; worldsim {LAST_READER_OF[version]} reads v{version}"
+        )
+    else:
+        message = f"trace format {version!r} is not v{FORMAT_VERSION}, the one worldsim reads"
+    return TraceError(message, file=path, line=number, field="v")
+
+
 def _peek_type(raw: bytes) -> str | None:
     try:
         value = parse_line(raw).get("type")
@@ -520,16 +530,6 @@ def iter_effective(path: str | Path) -> Iterator[TraceLine]:
     A line is yielded once it is known to count, so a consumer holds at most the open tick of
     each timeline; damage anywhere still raises, when the reader reaches it."""
     return stream_effective(iter_trace(path))
-
-
-def iter_input_trace(path: str | Path) -> Iterator[TraceLine]:
-    """:func:`iter_effective` for a trace handed to an analysis (``score``, ``hindsight``): a
-    trace that does not check out is bad input, a ConfigError (exit 2) naming the file and
-    line."""
-    try:
-        yield from iter_effective(path)
-    except TraceError as exc:
-        raise ConfigError(exc.message, file=exc.file, line=exc.line, field=exc.field) from None
 
 
 class TraceStream:
@@ -594,7 +594,8 @@ def read_trace(path: str | Path) -> Trace:
 def _tail(path: Path, records: int, offset: int, last: bytes | None) -> tuple[int | None, bool]:
     """What follows the ``records`` sound lines of a trace (``offset`` bytes, the last one
     ``last``): ``(torn_line, unterminated)``. A trace with no sound line raises
-    :class:`TraceIncomplete` (an empty file, or only a torn first line)."""
+    :class:`TraceIncomplete` (only a torn first line); an empty file is no trace at all, a
+    :class:`TraceError`."""
     size = path.stat().st_size
     torn_line = records + 1 if offset < size else None
     unterminated = False
@@ -605,8 +606,8 @@ def _tail(path: Path, records: int, offset: int, last: bytes | None) -> tuple[in
         prev = hashlib.sha256(last).hexdigest() if last is not None else None
         unterminated = _whole_record(tail, records, prev)
     if not records:
-        if size == 0:
-            raise TraceIncomplete("trace is empty", file=path)
+        if size == 0:  # not even a run id: no evidence of a trace, nothing cut off
+            raise TraceError("trace is empty", file=path)
         what = "a whole record without its newline" if unterminated else "one torn line"
         raise TraceIncomplete(f"trace has no complete record ({what})", file=path, line=torn_line)
     return torn_line, unterminated

@@ -20,7 +20,6 @@ from pydantic import (
     Field,
     TypeAdapter,
     field_serializer,
-    model_validator,
 )
 
 from worldsim.domain.cards import UtcDatetime, utc_iso
@@ -35,6 +34,8 @@ from worldsim.world.outcome import ExtractionData, LeafData
 from worldsim.world.state import Delta
 
 __all__ = [
+    "FORMAT_VERSION",
+    "LAST_READER_OF",
     "RECORD_TYPES",
     "TRACE_ADAPTER",
     "AuditData",
@@ -68,7 +69,11 @@ __all__ = [
     "proposals_of",
 ]
 
-SCHEMA_VERSION = 1
+FORMAT_VERSION = 2
+"""The trace format this worldsim writes and reads: every envelope's ``v``."""
+
+LAST_READER_OF = {1: "0.2.0"}
+"""For each earlier trace format, the last worldsim release that reads it."""
 
 
 class Payload(NamedTuple):
@@ -118,12 +123,10 @@ class RunStartedData(_Data):
     card_path: str | None = None
     role_overrides: dict[str, str] = Field(default_factory=dict)
     extra_roles: list[str] = Field(default_factory=list)
-    config: dict[str, Any] | None = Field(
-        None,
+    config: dict[str, Any] = Field(
         description=(
             "the run's settings (RunConfig) as one value: card, policy, seed, ticks, extraction "
-            "rule, method, roles and model settings; no secrets. Absent in traces written by "
-            "earlier versions"
+            "rule, method, roles and model settings; no secrets"
         ),
     )
     forecast_date: str | None = Field(
@@ -145,8 +148,7 @@ class RunStartedData(_Data):
         pattern=r"^([0-9a-f]{64})?$",
         description=(
             "the id of the key the run's final record is to be signed with (a resumed run "
-            "must be resumed with that key); empty when the run is not signed, and in traces "
-            "written by earlier versions"
+            "must be resumed with that key); empty when the run is not signed"
         ),
     )
 
@@ -155,7 +157,7 @@ class WorldInitializedData(_Data):
     state: dict[str, Any]
     digest: str
     problems: list[str] = Field(default_factory=list)
-    source: WorldSource = "seeds"
+    source: WorldSource
 
 
 class TimelineStartedData(_Data):
@@ -189,8 +191,7 @@ class ProposalData(Proposal):
 class ProposalsData(_Data):
     """The proposals of one timeline's tick, in canonical order (agent id, then index), written
     as one record once the tick's agents have acted; the record's ``tl`` and ``tick`` say
-    where. Traces written before hold one ``proposal`` record per proposal instead
-    (:func:`proposals_of` reads both)."""
+    where."""
 
     proposals: tuple[ProposalData, ...]
 
@@ -212,11 +213,8 @@ class ProposalsData(_Data):
 
 
 def proposals_of(type_: str, data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The proposals a record's JSON ``data`` holds, each in a ``proposal`` record's form: one
-    for a ``proposal`` record, a tick's for a ``proposals`` record, none for any other type
-    (nor for items that are not objects)."""
-    if type_ == "proposal":
-        return [data]
+    """The proposals a record's JSON ``data`` holds: a tick's for a ``proposals`` record, none
+    for any other type (nor for items that are not objects)."""
     items = data.get("proposals") if type_ == "proposals" else None
     if not isinstance(items, list):
         return []
@@ -303,7 +301,7 @@ class AuditData(_Data):
     ungrounded_refs: list[str]
     leakage: Literal["clean", "findings", "not-checked"]
     leakage_findings: list[dict[str, Any]] = Field(default_factory=list)
-    world: WorldSource = "seeds"
+    world: WorldSource
     """Where the initial world came from (`WorldSource`): ``generic`` says the run's world
     is the documented generic one, not the card's."""
 
@@ -355,7 +353,7 @@ class RunFailedData(_Data):
 class _Envelope(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    v: Literal[1]
+    v: Literal[2]  # FORMAT_VERSION
     seq: int = Field(ge=0)
     ts: str
     run: str
@@ -382,11 +380,6 @@ class TimelineStartedRecord(_Envelope):
 class TickStartedRecord(_Envelope):
     type: Literal["tick_started"]
     data: TickStartedData
-
-
-class ProposalRecord(_Envelope):
-    type: Literal["proposal"]
-    data: ProposalData
 
 
 class ProposalsRecord(_Envelope):
@@ -434,19 +427,13 @@ class RunResumedRecord(_Envelope):
     data: RunResumedData
 
 
-class RetrievalRecord(_Envelope):
-    type: Literal["retrieval"]
-    data: RetrievalData
-
-
 _ACCESS_JSON_DEFAULTS = {**ACCESS_DEFAULTS, "doc_ids": []}
 
 
 class RetrievalsData(_Data):
     """The gateway accesses made in one timeline's tick, written once the tick's agents have
     acted: by agent, each agent's in the order it made them. The record's ``tl`` and ``tick``
-    are where they were made; ``cutoff`` is the gateway's. Traces written before hold one
-    ``retrieval`` record per access instead (:func:`accesses_of` reads both)."""
+    are where they were made; ``cutoff`` is the gateway's."""
 
     cutoff: AwareDatetime
     accesses: tuple[Access, ...]
@@ -480,11 +467,9 @@ class RetrievalsRecord(_Envelope):
 def accesses_of(
     type_: str, data: Mapping[str, Any], tl: str | None, tick: int | None
 ) -> list[dict[str, Any]]:
-    """The gateway accesses a record's JSON ``data`` holds, each in a ``retrieval`` record's
-    form (agent, timeline, tick, tool, ..., cutoff): one for a ``retrieval`` record, a tick's
-    for a ``retrievals`` record, none for any other type."""
-    if type_ == "retrieval":
-        return [dict(data)]
+    """The gateway accesses a record's JSON ``data`` holds, each in the gateway's logged form
+    (agent, timeline, tick, tool, ..., cutoff): a tick's for a ``retrievals`` record, none for
+    any other type."""
     if type_ != "retrievals":
         return []
     where = {"timeline": tl, "tick": tick, "cutoff": data.get("cutoff")}
@@ -561,35 +546,17 @@ def forecast_digest(graph: Mapping[str, Any]) -> str:
 
 class ForecastGraphData(_Data):
     """The data of a ``forecast_graph`` record: the run's forecast graph, named by its digest
-    and sizes; scoring derives the graph from the run's records and checks it against them.
-    A trace written before graphs were recorded this way holds the graph itself (``events``,
-    ``links``) and no digest."""
+    and sizes; scoring derives the graph from the run's records and checks it against them."""
 
     run: str | None = None
     card_id: str | None = None
     as_of: UtcDatetime | None = None
     digest: str = Field(
-        "",
-        pattern=r"^([0-9a-f]{64})?$",
-        description="SHA-256 of the canonical JSON of the graph the run's records give "
-        "('' in a record that holds the graph itself)",
+        pattern=r"^[0-9a-f]{64}$",
+        description="SHA-256 of the canonical JSON of the graph the run's records give",
     )
-    event_count: int = Field(0, ge=0)
-    link_count: int = Field(0, ge=0)
-    events: tuple[ForecastEvent, ...] = Field(
-        (), description="the graph's events, in a record written before digests ([] since)"
-    )
-    links: tuple[ForecastLink, ...] = Field(
-        (), description="the graph's links, in a record written before digests ([] since)"
-    )
-
-    @model_validator(mode="after")
-    def _one_form(self) -> ForecastGraphData:
-        if self.digest and (self.events or self.links):
-            raise ValueError(
-                "a forecast_graph record holds its graph's digest or the graph, not both"
-            )
-        return self
+    event_count: int = Field(ge=0)
+    link_count: int = Field(ge=0)
 
     @classmethod
     def of(cls, graph: Mapping[str, Any]) -> ForecastGraphData:
@@ -602,19 +569,6 @@ class ForecastGraphData(_Data):
             digest=forecast_digest(graph),
             event_count=len(graph["events"]),
             link_count=len(graph["links"]),
-        )
-
-    @property
-    def graph(self) -> ForecastGraph | None:
-        """The graph a record written before digests holds (``None`` for one with a digest)."""
-        if self.digest:
-            return None
-        return ForecastGraph(
-            run=self.run,
-            card_id=self.card_id,
-            as_of=self.as_of,
-            events=self.events,
-            links=self.links,
         )
 
 
@@ -638,14 +592,12 @@ RECORD_TYPES: dict[str, type[BaseModel]] = {
     "world_initialized": WorldInitializedData,
     "timeline_started": TimelineStartedData,
     "tick_started": TickStartedData,
-    "proposal": ProposalData,
     "proposals": ProposalsData,
     "review": ReviewData,
     "fork": ForkData,
     "fork_rejected": ForkRejectedData,
     "tick_committed": TickCommittedData,
     "timeline_ended": TimelineEndedData,
-    "retrieval": RetrievalData,
     "retrievals": RetrievalsData,
     "llm_call": LlmCallData,
     "run_resumed": RunResumedData,
@@ -663,14 +615,12 @@ TraceRecord = Annotated[
     | WorldInitializedRecord
     | TimelineStartedRecord
     | TickStartedRecord
-    | ProposalRecord
     | ProposalsRecord
     | ReviewRecord
     | ForkRecord
     | ForkRejectedRecord
     | TickCommittedRecord
     | TimelineEndedRecord
-    | RetrievalRecord
     | RetrievalsRecord
     | LlmCallRecord
     | RunResumedRecord

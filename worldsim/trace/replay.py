@@ -157,7 +157,6 @@ def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
 _ON_A_TIMELINE = frozenset(
     {
         "tick_started",
-        "proposal",
         "proposals",
         "review",
         "fork",
@@ -239,8 +238,6 @@ def replay_lines(
                         cursor.state = deliver_events(cursor.state, tick)
                 elif t == "proposals":
                     cursor.proposals.extend(rec.data.proposals)
-                elif t == "proposal":  # a trace written before `proposals` records
-                    cursor.proposals.append(rec.data)
                 elif t == "review":
                     cursor.review = rec.data
                     try:

@@ -20,7 +20,7 @@ and flushed per record and fsynced at every committed tick and at the end of the
 is an envelope:
 
 ```json
-{"v": 1, "seq": 0, "ts": "2027-01-04T00:00:00.000000Z", "run": "<run id>", "type": "<type>",
+{"v": 2, "seq": 0, "ts": "2027-01-04T00:00:00.000000Z", "run": "<run id>", "type": "<type>",
  "tl": "<timeline id or null>", "tick": "<tick or null>", "prev": "<sha256 hex>", "data": {}}
 ```
 
@@ -62,25 +62,40 @@ is an envelope:
 * `verify` checks every line (chain, seal, schema, the writer's canonical form, replay) in one
   streamed pass, holding each timeline's open tick and the record being checked (no record
   grows with the whole run: a tick's records are the largest), and computes the canonical hash
-  only when asked (`--canonical`: the content it covers is held to be sorted).
-* `iter_effective` streams the *effective* history: the records a `run_resumed` marker voids
-  (see "resume" in docs/concepts.md) are left out, and every other line is passed on as soon as
-  it is known to count (a timeline's record once that timeline commits a boundary after it).
-  `score`, `hindsight`, replay and the canonical hash read that view. A trace that does not
-  check out is refused by `score` and `hindsight` with one line naming the file and the first
-  bad line (exit 2); `verify` and `replay` report it the same way (exit 1).
+  only when asked (`--canonical`: the content it covers is held to be sorted). A record's data
+  is validated strictly, from its bytes: a value of another JSON type than the schema's (a
+  whole number written `2.0`, a boolean for a number) is refused.
+* `verify` also checks what a finished run ends with: a trace that ends with `run_completed`
+  holds its `forecast_graph` (under a condition that builds one), `extraction`, `report` and
+  `audit`, each once and in that order, after every timeline record; `run_completed`'s
+  `p_yes`, `timelines`, `forks` and `forks_rejected` are those of the records before it, and
+  the audit's `mass_sum`, `unresolved_mass` and `extraction_rule` those of the extraction. A
+  `forecast_graph` record's digest is checked against the graph the run's records give.
+* The *effective* history leaves out the records a `run_resumed` marker voids (see "resume" in
+  docs/concepts.md); every other line is passed on as soon as it is known to count (a
+  timeline's record once that timeline commits a boundary after it). Replay, the canonical
+  hash and every reader of a result read that view.
+* **One gate.** Every command that reads a trace for a result — `score` (and a study folder's
+  traces), every `hindsight` subcommand, `replay`, `view`, `export`, `prereg lock` — reads it
+  through `verify`'s own pass (`worldsim.trace.verify.Verifying`): a trace `verify` refuses
+  makes each of them exit 1 with `verify`'s line, writing nothing; a sound trace that holds no
+  result (cut off, or a failed run; `verify` exits 3) is skipped with a warning by `score`,
+  `export` and `prereg lock`, makes `hindsight` exit 3, and is shown, marked incomplete, by
+  `replay` and `view`, which then exit 3.
 
 ## What a trace proves
 
-The checks build on each other in the manner of a transparency log. Each says something
-precise, and none says more:
+Every reader of a trace checks exactly what `verify` checks, in the same pass. The checks build
+on each other in the manner of a transparency log. Each says something precise, and none says
+more:
 
 * **The chain** (`prev`, `seq`, the run id) proves the trace is internally consistent: any
   single edit, insertion, deletion or reordering of a line breaks the chain at the next line,
   and `verify` names it. It proves nothing against someone who edits a line and recomputes
   every `prev` after it (and the seal): the chain is unkeyed, anyone can write a consistent one.
 * **Replay** (`verify`) proves the records agree with each other: every committed state digest,
-  every path mass, the recorded extraction recomputed from the leaves. A rewrite that keeps
+  every path mass, the recorded extraction recomputed from the leaves, the final record and the
+  audit agreeing with the extraction, the forecast graph's digest. A rewrite that keeps
   these consistent (another card id or method label, other audit counts, an added retrieval, a
   consistent but different forecast) passes it.
 * **The seal** protects the last line, which no following `prev` covers: a trace whose last
@@ -89,7 +104,7 @@ precise, and none says more:
 * **The anchor** (the head) proves that a trace is the one whose head was recorded elsewhere
   before anyone had reason to change it: in a prereg lock (`worldsim prereg lock` records each
   trace's head; `score --prereg` refuses, exit 2, a trace whose head differs, naming both), in a
-  study's lock, or a head printed by `run` and written down or published
+  study's job log, or a head printed by `run` and written down or published
   (`verify --expect-head`). Rewriting any record, or substituting the trace of another seed or
   card under the same name, changes the head. The anchor is only as trustworthy as the place
   the head was recorded.
@@ -109,142 +124,14 @@ precise, and none says more:
   of the writing machine. The private key never appears in a trace, a log or the recorded
   run settings.
 
-## Revisions
+## Format version
 
-Traces of the same card, policy and seed keep their canonical hash across worldsim versions
-unless a revision below says otherwise.
-
-* **0.2.0 — one role system.** Every role is a prompt or Python role in one registry, and the
-  offline route is a model that answers the prompt roles' output schemas. Offline traces differ
-  from 0.1.0 in: `run_started` (routes and prompt versions keyed by role name; the bundled
-  prompt files lost their `route: offline` line, so their versions changed; Python roles have
-  version `python`; new `extra_roles`); `review` (pressure changes are shifts relative to the
-  tick's snapshot instead of absolute values; the review's reason and a cohort's proposal summary
-  are worded by the output they came from); and the documents an offline actor reads (the first
-  three hits of its role's evidence search, whose query is the actor's name and the question).
-  The model's rules and draws are otherwise unchanged: a card without evidence gives the same
-  `p_yes` as under 0.1.0 for the same seed.
-* **0.2.0 — offline model revision.** The offline governance's rules changed
-  (docs/offline-model.md, steps 5 and 6): pressure relaxes toward the card's prior each tick and
-  takes the tick's push averaged over the world's agents, and a question that resolves before
-  the deadline ends its timeline (`terminate`, settlement `unresolved`) with that tick's
-  distribution as its forced values instead of realizing one endpoint. Offline traces of the
-  same card, policy and seed therefore differ further in their reviews (pressure shifts,
-  reasons, no `realized` / `eliminated` ledger moves), tick and timeline records, extraction and
-  report, and so in their canonical hash. From here on `tests/test_canonical_pins.py` pins
-  one hash per demo card (branching, seed 0). A `GovernanceOutput`'s forced values
-  now also count when its decision is `terminate`, not only on the last tick, and an
-  extraction's masses are clamped to [0, 1] (a sum of normalised weights could exceed 1 by one
-  ulp).
-* **0.2.0 — forecast dates, conditions and direct multiple choice.** `run_started` gains
-  `forecast_date` (the simulated today when a run moves it off the card's as_of; the card is
-  recorded unchanged) and `condition` (the agent condition when it is not `search_graph`); both
-  are null otherwise, and a run without them keeps its canonical hash. A direct trace of a
-  multiple-choice card records `p_options` in its extraction (its reply is a
-  `ChoiceForecastOutput`) and a null `p_yes` in `run_completed`.
-* **0.2.0 — anchors and signatures.** `run_completed` and `run_failed` gain `key_id` and
-  `signature` (`""` unless signed), and the seal is taken with `"signature":""`. Traces written
-  before have neither field and still verify (their seal rule is the same: there is no signature
-  to blank). The canonical hash leaves both out, so it is unchanged.
-* **0.2.0 — streamed calls.** An `llm_call`'s error entries gain `timeout_s`, the no-progress
-  limit a timed-out attempt ran under (a local route's next attempt may run under more), and a
-  `deadline` kind; an entry with no timeout records `null`. Offline traces are unchanged.
-* **0.2.0 — evidence ranked before the cutoff only.** An evidence search scored its hits with
-  BM25 statistics over the whole store, documents at or after the cutoff included, so their
-  existence could change which documents a search returned and in what order. A search now
-  ranks only the documents before the cutoff (docs/gateway.md). Traces of cards whose evidence
-  holds a later document differ in their `retrieval` records and in what an offline actor reads
-  (and so in their canonical hash): five of the six demo cards.
-* **0.2.0 — the same numbers on every CPU.** The offline model's outcome softmax, evidence
-  push, cohort influence weights and influence sums used numpy's vector `exp`, reductions and
-  dot product, whose last bits depend on the instruction set numpy dispatches to (AVX2,
-  AVX-512, ...): the same card and seed hashed differently on different machines. They are now
-  computed with scalar `math.exp` and correctly rounded sums (`math.fsum`), which every CPU
-  rounds alike (`tests/test_cpu_determinism.py` runs the demo cards with numpy's vector paths
-  switched off and compares with the pins). Offline traces with cohorts or evidence differ from
-  the revision above in the last digits of their pressures and probabilities, and so in their
-  canonical hash: five of the six demo cards.
-* **0.2.0 — the forecast graph in the trace.** A run whose agent condition builds the
-  forecast-time causal graph (`causal_simulation`, `search_graph`, the default, and
-  `near_resolution`) writes it as a `forecast_graph` record just before `extraction`: the events
-  and causal links `worldsim hindsight forecast-graph` derives from the run's effective records.
-  Scoring reads KER from it; a run of `vanilla` or `search` has none, so KER is not defined for
-  it. The record is derived from the others, so the canonical hash leaves it out and is
-  unchanged; a trace written before it is scored as before (the graph derived when read).
-* **0.2.0 — prompts recorded.** An `llm_call` gains `messages`: the prompt as sent (each
-  message's role and content, passed through the same key redaction as the reply), so a trace
-  shows what every agent was asked, not only its hash. `null` in traces written before. The
-  canonical hash keeps only the request hash, the reply and the error of a call, so it is
-  unchanged; offline multiverse runs make no `llm_call` records and are unchanged in size.
-
-* **0.2.0 — interventions.** A run whose config has `interventions` writes one
-  `intervention` record per intervention, after `run_started` and before `world_initialized`:
-  what it was, its date and tick, and whether it was applied (as a scheduled event in the
-  initial world, `intervention:<id>`, delivered at its tick like the card's events) or why not.
-  A run without interventions writes none and is unchanged. A `variable` intervention (the
-  record's `variable` and `value`, null for the other kinds) schedules an event that carries
-  `variables`; the event's JSON in the state has that key only then, so worlds without one
-  keep their digests. Its variables are set as its tick starts, before the agents act, and
-  replay sets them at `tick_started`.
-* **0.2.0 — demo cards with distractors.** Each demo card gained two dated documents that look
-  relevant but are no source of its hindsight graph (a company's earnings, an unrelated fine, a
-  banknote redesign, ...), so that source precision can tell good retrieval from bad (it was
-  1.000 on every demo card by construction). The cards changed, so their runs and canonical
-  hashes did: `tests/test_canonical_pins.py` pins the new ones. The engine is unchanged: the
-  same card gives the same trace as before.
-* **0.2.0 — where the world came from.** `world_initialized` gains `source` and `audit` gains
-  `world`: `seeds` (the card's own), `generic` (the documented generic world: a card without
-  seeds on the offline route, or an initializer call that failed), `model` (an initializer
-  model's reading of the card), `role` (a Python initializer role) or `none` (a direct
-  forecast). Traces written before read as `seeds`. The world source follows from the card and
-  the routes, which the hash already covers, so the canonical hash leaves the audit's `world`
-  out (and keeps only the digest of `world_initialized`): unchanged.
-* **0.2.0 — cohort members.** A cohort seed may set `members: N` to simulate N members as
-  arrays (docs/offline-model.md, "Cohort members"). Its cohort's proposals then carry one
-  `update_members` delta (the archetype's actions, the attention and trust it settles toward,
-  and the `draw` that seeds the members' picks) instead of `set_cohort`; replay applies it
-  again, so a trace holds decisions, not arrays. The state's cohort table gains `members`
-  (per cohort, `null` or its `count` and the `sha256` of its four arrays), so every committed
-  digest covers the members' bytes. Only then: a card without members is written as before
-  (its cohorts have no `members` key), and its traces and canonical hash are unchanged.
-* **0.2.0 — the signing key named at the start.** `run_started` gains `signed_by`: the id of
-  the key a run started with `--sign-key` is to be signed with at its end (`""` when unsigned,
-  and in traces written before). `run --resume` of such a run refuses (exit 2, before anything
-  is written) unless given the same key, so a resumed run cannot end unsigned by omission. The
-  canonical hash keeps none of `run_started`'s new field: unchanged.
-* **0.2.0 — the forecast graph named by its digest.** A `forecast_graph` record held the whole
-  graph, the largest record of a run and growing with it (a sixth of a `no_branch` trace),
-  though every event and link in it is derived from the run's other records. It now holds the
-  graph's `digest` (SHA-256 of its canonical JSON), `event_count` and `link_count`, with
-  `events` and `links` empty; scoring, `worldsim view` and `hindsight ker` derive the graph
-  from the records and refuse a trace whose records give another digest (exit 2, naming the
-  file and `forecast_graph.digest`). `verify` checks the record's schema but does not derive
-  the graph (that would hold every accepted proposal until the end). A record written before
-  holds the graph itself and no digest, and is read as it is. The canonical hash leaves the
-  record out: unchanged.
-* **0.2.0 — a tick's retrievals in one record.** The gateway accesses of a timeline's tick
-  (every search and document open its agents made) are written as one `retrievals` record once
-  the tick's agents have acted, instead of one `retrieval` record per access: `cutoff` (the
-  gateway's) and `accesses`, each an access's `agent`, `tool`, `query`, `doc_id`, `k`,
-  `doc_ids`, `refused` and `reason` (those at their defaults, null, `[]` or false, left out),
-  ordered by agent and, for one agent, as it made them (where the `retrieval` records came in
-  the order the concurrent agents happened to make them); the record's `tl` and `tick` say
-  where. Accesses were two thirds of an offline trace's bytes, much of it the envelope each
-  repeated: a trace of 2,000 actors over 8 ticks is 16 MB instead of 32.
-  Traces written before hold `retrieval` records and are read as they are (`worldsim view`,
-  `score --hindsight`, `run --resume`). The canonical hash takes each access of a `retrievals`
-  record as the `retrieval` record it stands for: unchanged.
-* **0.2.0 — a tick's proposals in one record.** The proposals of a timeline's tick are written
-  as one `proposals` record once the tick's agents have acted (after its `retrievals`, before
-  its `review`), instead of one `proposal` record each: `proposals`, a list of what a
-  `proposal` record's `data` held, in the same canonical order (agent id, then index); the
-  record's `tl` and `tick` say where. No record is written for a tick in which nobody
-  proposed. Each `proposal` record repeated the envelope (`v`, `seq`, `ts`, `run`, `type`,
-  `tl`, `tick`, `prev`), about half its bytes, and cost a line, a hash in the chain and a
-  check to write and to read. Traces written before hold `proposal` records and are read as
-  they are (replay, `verify`, `score`, `worldsim view`, `score --hindsight`, `run --resume`).
-  The canonical hash takes each item of a `proposals` record as the `proposal` record it
-  stands for: unchanged.
+Every envelope's `v` is the trace format: this page describes format **2**, the only one
+worldsim 0.3.0 writes and reads. A trace of another format is refused by every command with one
+line naming its version and the release that reads it (`trace format v1: worldsim 0.3.0 reads
+format v2 only; worldsim 0.2.0 reads v1`, exit 1). Two runs of the same card, policy, seed,
+routes and replies have the same canonical hash within a format; what changed a canonical hash
+from one release to the next is listed in CHANGELOG.md.
 
 ## Record types
 
@@ -258,7 +145,6 @@ _WHAT = {
     "world_initialized": "the initial world state (full), its digest, initialization problems",
     "timeline_started": "parent, fork tick, depth, path mass, slot budget, starting digest",
     "tick_started": "simulated date, scheduled events delivered, active agents",
-    "proposal": "one agent proposal (in traces written before `proposals` records)",
     "proposals": "the proposals of a timeline's tick, in canonical order (agent id, then index)",
     "review": "the governance review: accepted/rejected proposals, state deltas, ledger updates, "
     "decision, branch candidates, forced values (at the deadline or when it ends the timeline)",
@@ -266,8 +152,6 @@ _WHAT = {
     "fork_rejected": "a refused candidate, the policy's reason, and whether it was sampled",
     "tick_committed": "state digest, mass, status, ledger statuses, pressure, p_yes now",
     "timeline_ended": "status (settled/terminated/deadline), settlement, forced values, mass",
-    "retrieval": "an evidence search or document open by an agent, recorded by the tool (in "
-    "traces written before `retrievals` records)",
     "retrievals": "the evidence searches and document opens of a timeline's tick, by agent, "
     "recorded by the tool",
     "llm_call": "one model call: route, requested and resolved model, response id, prompt, prompt "
@@ -275,8 +159,8 @@ _WHAT = {
     "intervention": "a change made to the world before it ran: kind, date, tick, applied or why "
     "not",
     "run_resumed": "a resume marker: the records of ticks left uncommitted before it are void",
-    "forecast_graph": "the forecast-time causal graph's digest and sizes (the graph itself in "
-    "traces written before digests), for a condition that builds one",
+    "forecast_graph": "the forecast-time causal graph's digest and sizes, for a condition that "
+    "builds one",
     "extraction": "the extraction rule's p_yes, unresolved mass, concentration, leaves",
     "report": "the reporter's summary and claims with trace references",
     "audit": "the audit vector",
@@ -290,13 +174,11 @@ def render_markdown() -> str:
     scoped = {"timeline_started", "timeline_ended"}
     ticked = {
         "tick_started",
-        "proposal",
         "proposals",
         "review",
         "fork",
         "fork_rejected",
         "tick_committed",
-        "retrieval",
         "retrievals",
         "llm_call",
     }

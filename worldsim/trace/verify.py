@@ -1,6 +1,8 @@
 """``verify``: the hash chain, the seal, every record's schema and form, every invariant replay
-can check, and on request the trace's head (its anchor), the signature of its final record and
-the canonical hash.
+can check, what a finished run ends with, and on request the trace's head (its anchor), the
+signature of its final record and the canonical hash. Every reader of a trace for a result
+reads it through the same pass (:class:`Verifying`), so each accepts exactly what ``verify``
+accepts.
 
 The trace is checked as it streams past, in one pass: what is held at any time is each
 timeline's open tick and the leaves (and, for the canonical hash, the content it covers), never
@@ -10,7 +12,8 @@ the whole file.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +22,8 @@ from worldsim.domain.collector import collector_paced
 from worldsim.domain.errors import TraceError, TraceIncomplete
 from worldsim.trace.canonical import CanonicalHash
 from worldsim.trace.effective import stream_effective
+from worldsim.trace.ending import Ending
+from worldsim.trace.forecast import RecordView, record_view
 from worldsim.trace.reader import Trace, TraceLine, TraceStream, check_line
 from worldsim.trace.records import ExtractionData
 from worldsim.trace.replay import (
@@ -32,7 +37,14 @@ from worldsim.trace.replay import (
 if TYPE_CHECKING:
     from worldsim.trace.signing import PublicKey
 
-__all__ = ["Verification", "verify_trace"]
+__all__ = [
+    "Verification",
+    "Verifying",
+    "stream_records",
+    "trace_records",
+    "verified_lines",
+    "verify_trace",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +74,19 @@ class Verification:
     recomputed: ExtractionData | None = None
     mass_sum: float | None = None
     note: str | None = None
+    failure: str | None = None
+    """The error a ``run_failed`` final record gives (``None`` when it is not one)."""
+
+    @property
+    def why_incomplete(self) -> str:
+        """Why the trace holds no result, in a few words ("" when it is complete)."""
+        if self.complete:
+            return ""
+        if self.failure is not None:
+            return f"the run failed: {self.failure}"
+        if self.head is None:
+            return f"cut off in its first record ({self.note})"
+        return f"cut off: it ends with {self.terminal or 'no terminal record'}"
 
     @property
     def matches(self) -> bool:
@@ -76,11 +101,14 @@ class Verification:
 
 
 class _Pass:
-    """One pass over a trace's lines: each is checked as it comes, and each effective one
-    hashed with ``canonical``."""
+    """One pass over a trace's lines: each is checked as it comes, each effective one hashed
+    with ``canonical`` and noted for the run's ending, and handed on once replay has used it."""
 
-    def __init__(self, *, canonical: bool) -> None:
+    def __init__(self, *, canonical: bool, hold: list[TraceLine] | None = None) -> None:
         self.hashed = CanonicalHash() if canonical else None
+        self.ending: Ending | None = None
+        self.passed: deque[TraceLine] = deque()
+        self.hold = hold
 
     def checked(self, lines: Iterable[TraceLine]) -> Iterator[TraceLine]:
         """Each line, once its record validates and is in the writer's form; a line waits in
@@ -90,12 +118,18 @@ class _Pass:
         for line in lines:
             check_line(line)
             line.release(record=not keep and line.type not in REPLAYED_TYPES)
+            if self.hold is not None:
+                self.hold.append(line)
             yield line
 
     def note(self, line: TraceLine) -> None:
-        """An effective line, hashed when the canonical hash was asked for."""
+        """An effective line: hashed when the canonical hash was asked for, noted for the
+        run's ending, and passed on."""
         if self.hashed is not None:
             self.hashed.add(line)
+        if self.ending is not None:
+            self.ending.note(line)
+        self.passed.append(line)
 
     def counted(self, lines: Iterable[TraceLine]) -> Iterator[TraceLine]:
         """The effective lines, each noted as it passes; once replay has moved on from a line,
@@ -105,6 +139,113 @@ class _Pass:
             self.note(line)
             yield line
             line.release(record=True)
+
+
+class Verifying:
+    """A trace's effective lines (a resumed run's voided ones left out), each handed on once it
+    has been checked and replayed, in one streamed pass; then :attr:`result`, what ``verify``
+    found. ``hold`` receives every sound line (void ones too) as it is checked, for a reader
+    that keeps the trace whole (the viewer).
+
+    The checks are ``verify``'s own (see :func:`verify_trace`, which is this pass run to its
+    end). A line handed on is sound, but the trace is only known to verify once the iteration
+    ends without :class:`TraceError`: a reader keeps what it reads and shows nothing before.
+    Every command that reads a trace for a result reads it through this pass.
+    """
+
+    def __init__(
+        self,
+        source: str | Path | Trace,
+        *,
+        expect_head: str | None = None,
+        public_key: PublicKey | None = None,
+        canonical: bool = False,
+        on_step: Callable[[TickStep], None] | None = None,
+        hold: list[TraceLine] | None = None,
+    ) -> None:
+        self.source = source
+        self.expect_head = expect_head
+        self.public_key = public_key
+        self.canonical = canonical
+        self.on_step = on_step
+        self.hold = hold
+        self._result: Verification | None = None
+
+    @property
+    def result(self) -> Verification:
+        """What ``verify`` found: set once every line has been handed on."""
+        if self._result is None:
+            raise RuntimeError("the trace has not been read to its end")
+        return self._result
+
+    def __iter__(self) -> Iterator[TraceLine]:
+        self._result = yield from self._lines()
+
+    def _lines(self) -> Generator[TraceLine, None, Verification]:
+        source = self.source
+        read = source if isinstance(source, Trace) else TraceStream(source, parsed=True)
+        path = read.path
+        scan = _Pass(canonical=self.canonical, hold=self.hold)
+        lines = scan.checked(read)
+        first = next(lines, None)
+        if first is None:
+            checks = self.expect_head is not None or self.public_key is not None
+            return _no_sound_line(read, checks=checks)
+        scan.ending = Ending(path, first.run, first.fields)
+        card = first.data.card
+        stream = itertools.chain([first], lines)
+        recorded: ExtractionData | None = None
+        recomputed: ExtractionData | None = None
+        if first.data.kind == "direct":
+            held = tuple(stream)  # one model call: a few lines
+            for line in stream_effective(held):
+                scan.note(line)
+            direct = replay_direct(Trace(path=path, lines=held, torn_line=None, end_offset=0))
+            recorded, recomputed = direct.recorded, direct.recomputed
+            yield from _drain(scan.passed)
+        else:
+            effective = scan.counted(stream_effective(stream))
+            leaves: Any = ()
+            at: int | None = None
+            for item in replay_lines(path, effective, lambda: read.complete):
+                if isinstance(item, TickStep):
+                    if self.on_step is not None:
+                        self.on_step(item)
+                elif item[0] == "extraction":
+                    recorded, leaves, at = item[1]
+                yield from _drain(scan.passed)
+            yield from _drain(scan.passed)
+            if recorded is not None:
+                recomputed = extract_again(card, recorded, leaves, file=path, line=at)
+        torn_line, unterminated = read.tail()
+        last, terminal, head = read.last, read.terminal, read.head
+        assert last is not None  # the first line was read
+        scan.ending.check(terminal)
+        if self.expect_head is not None and head != self.expect_head:
+            raise TraceError(f"head is {head}, expected {self.expect_head}", file=path)
+        if self.public_key is not None:
+            _check_signature(last, terminal, self.public_key)
+        return Verification(
+            path=path,
+            records=read.records,
+            torn_line=torn_line,
+            unterminated=unterminated,
+            complete=read.complete,
+            terminal=terminal.type if terminal else None,
+            head=head,
+            key_id=str(terminal.data.key_id) if terminal and terminal.data.signature else "",
+            signature_checked=self.public_key is not None,
+            canonical=scan.hashed.hexdigest() if scan.hashed is not None else None,
+            recorded=recorded,
+            recomputed=recomputed,
+            mass_sum=recomputed.mass_sum if recomputed is not None else None,
+            failure=terminal.data.error if terminal and terminal.type == "run_failed" else None,
+        )
+
+
+def _drain(passed: deque[TraceLine]) -> Iterator[TraceLine]:
+    while passed:
+        yield passed.popleft()
 
 
 @collector_paced()
@@ -117,89 +258,62 @@ def verify_trace(
     on_step: Callable[[TickStep], None] | None = None,
 ) -> Verification:
     """Check a trace in one streamed pass (a path), or one already read (a :class:`Trace`):
-    the chain and seals, every record against the schema and the writer's form, and a replay
-    of every tick and the extraction; with ``expect_head``, also require that head; with
-    ``public_key``, require a valid signature by that key on the final terminal record; with
-    ``canonical``, compute the canonical hash; ``on_step`` is given each tick as it is rebuilt.
-    Raises TraceError naming the first bad line or the failed requirement.
+    the chain and seals, every record against the schema and the writer's form, a replay of
+    every tick and the extraction, and what a finished run ends with (its results, each once,
+    and a final record that agrees with them; :mod:`worldsim.trace.ending`); with
+    ``expect_head``, also require that head; with ``public_key``, require a valid signature by
+    that key on the final terminal record; with ``canonical``, compute the canonical hash;
+    ``on_step`` is given each tick as it is rebuilt. Raises TraceError naming the first bad
+    line or the failed requirement.
 
     The pass runs at the collector's slower pace (:mod:`worldsim.domain.collector`), as a
     stream is read: a trace already read whole is checked as fast as one read as it comes."""
-    read = source if isinstance(source, Trace) else TraceStream(source, parsed=True)
-    path = read.path
-    scan = _Pass(canonical=canonical)
-    lines = scan.checked(read)
-    first = next(lines, None)
-    if first is None:
-        return _no_sound_line(read, checks=expect_head is not None or public_key is not None)
-    card = first.data.card
-    stream = itertools.chain([first], lines)
-    if first.data.kind == "direct":
-        held = tuple(stream)  # one model call: a few lines
-        for line in stream_effective(held):
-            scan.note(line)
-        direct = replay_direct(Trace(path=path, lines=held, torn_line=None, end_offset=0))
-        recorded, recomputed = direct.recorded, direct.recomputed
-    else:
-        effective = scan.counted(stream_effective(stream))
-        recorded, recomputed = _replayed(read, card, effective, on_step)
-    torn_line, unterminated = read.tail()
-    last, terminal, head = read.last, read.terminal, read.head
-    assert last is not None  # the first line was read
-    if expect_head is not None and head != expect_head:
-        raise TraceError(f"head is {head}, expected {expect_head}", file=path)
-    if public_key is not None:
-        _check_signature(last, terminal, public_key)
-    return Verification(
-        path=path,
-        records=read.records,
-        torn_line=torn_line,
-        unterminated=unterminated,
-        complete=read.complete,
-        terminal=terminal.type if terminal else None,
-        head=head,
-        key_id=str(terminal.data.key_id) if terminal and terminal.data.signature else "",
-        signature_checked=public_key is not None,
-        canonical=scan.hashed.hexdigest() if scan.hashed is not None else None,
-        recorded=recorded,
-        recomputed=recomputed,
-        mass_sum=recomputed.mass_sum if recomputed is not None else None,
+    reading = Verifying(
+        source,
+        expect_head=expect_head,
+        public_key=public_key,
+        canonical=canonical,
+        on_step=on_step,
     )
+    for _ in reading:
+        pass
+    return reading.result
 
 
-def _replayed(
-    read: Trace | TraceStream,
-    card: dict[str, Any],
-    effective: Iterator[TraceLine],
-    on_step: Callable[[TickStep], None] | None,
-) -> tuple[ExtractionData | None, ExtractionData | None]:
-    """Replay the effective lines as they come, giving each tick to ``on_step``; then the
-    recorded extraction, and the same computed again from the leaves (``None`` both when the
-    run did not get that far)."""
-    recorded: ExtractionData | None = None
-    leaves: Any = ()
-    at: int | None = None
-    for item in replay_lines(read.path, effective, lambda: read.complete):
-        if isinstance(item, TickStep):
-            if on_step is not None:
-                on_step(item)
-        elif item[0] == "extraction":
-            recorded, leaves, at = item[1]
-    if recorded is None:
-        return None, None
-    again = extract_again(card, recorded, leaves, file=read.path, line=at)
-    return recorded, again
+def verified_lines(path: str | Path, *, expect_head: str | None = None) -> Iterator[TraceLine]:
+    """The effective lines of a trace that verifies, for a reader that takes a result from
+    them (``score``, ``hindsight``, ``export``): each as ``verify``'s pass hands it on. A trace
+    ``verify`` refuses (with ``expect_head``, one whose head is another) raises its TraceError
+    (exit 1), where ``verify`` would; a trace that is sound but holds no result (cut off, or a
+    failed run) ends the lines with TraceIncomplete (exit 3) saying why."""
+    reading = Verifying(path, expect_head=expect_head)
+    yield from reading
+    result = reading.result
+    if not result.complete:
+        raise TraceIncomplete(f"no result: {result.why_incomplete}", file=result.path)
+
+
+def stream_records(path: str | Path, types: Collection[str] | None = None) -> Iterator[RecordView]:
+    """The effective records of a trace that verifies (see :func:`verified_lines`), with
+    ``types``, of those types only, each made as its line is handed on and held by no one but
+    the consumer."""
+    for line in verified_lines(path):
+        if types is None or line.type in types:
+            yield record_view(line)
+
+
+def trace_records(path: str | Path, types: Collection[str] | None = None) -> list[RecordView]:
+    """:func:`stream_records` as a list."""
+    return list(stream_records(path, types))
 
 
 def _no_sound_line(read: Trace | TraceStream, *, checks: bool) -> Verification:
     """A file with no sound line: a torn first line is a trace cut off at once (exit 3, nothing
-    to check); an empty file is no trace at all."""
+    to check); an empty file is no trace at all (the reader's TraceError)."""
     path = read.path
     try:
         read.tail()
     except TraceIncomplete as exc:
-        if exc.line is None:  # an empty file: not even a run id, no evidence of a trace
-            raise TraceError(exc.message, file=path) from None
         if checks:
             raise TraceError(f"{exc.message}: nothing to check", file=path) from None
         return Verification(

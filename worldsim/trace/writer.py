@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from worldsim.domain.errors import ConfigError, TraceError
 from worldsim.domain.jsonbytes import compact_bytes, msgspec_bytes
+from worldsim.trace.records import FORMAT_VERSION
 
 if TYPE_CHECKING:
     from worldsim.trace.signing import Signer
@@ -281,7 +282,7 @@ class TraceWriter:
         if type_ in SEALED_TYPES and self.signer is not None:
             payload = {**payload, "key_id": self.signer.key_id}  # sealed with the record
         header = {
-            "v": 1,
+            "v": FORMAT_VERSION,
             "seq": self._seq,
             "ts": utc_stamp(),
             "run": self.run_id,

@@ -12,12 +12,12 @@ from typing import Any
 from worldsim.domain.errors import ConfigError
 from worldsim.trace.signing import PublicKey
 from worldsim.view.compare import compare_data
-from worldsim.view.extract import trace_data, verified
+from worldsim.view.extract import Verified, trace_data, verified
 from worldsim.view.page import render_page, write_page
 from worldsim.view.study import (
     JobCheck,
     check_jobs,
-    load_study_rows,
+    load_study,
     paired_data,
     study_data,
     study_scores,
@@ -45,6 +45,8 @@ class Page:
     kind: str
     title: str
     data: dict[str, Any]
+    cut_off: str = ""
+    """Why a run shown holds no result (cut off, or failed): "" when every one does."""
 
 
 def trace_page(
@@ -63,13 +65,25 @@ def trace_page(
         anchored=expect_head is not None,
     )
     meta = data["meta"]
-    return Page("trace", f"{meta['card']} · {meta['policy']} · seed {meta['seed']}", data)
+    title = f"{meta['card']} · {meta['policy']} · seed {meta['seed']}"
+    return Page("trace", title, data, _cut_off(result))
 
 
 def compare_page(a: str | Path, b: str | Path) -> Page:
     """Two verified runs of one card side by side."""
-    data = compare_data(trace_data(verified(a)), trace_data(verified(b)))
-    return Page("compare", f"compare · {data['sides'][0]['meta']['card']}", data)
+    sides = (verified(a), verified(b))
+    data = compare_data(trace_data(sides[0]), trace_data(sides[1]))
+    return Page(
+        "compare",
+        f"compare · {data['sides'][0]['meta']['card']}",
+        data,
+        "; ".join(filter(None, map(_cut_off, sides))),
+    )
+
+
+def _cut_off(checked: Verified) -> str:
+    why = checked.verification.why_incomplete
+    return f"{checked.verification.path} holds no result: {why}" if why else ""
 
 
 def build_page(
@@ -126,8 +140,9 @@ def write_views(
     labels: Path | None = None,
     expect_head: str | None = None,
     public_key: PublicKey | None = None,
-) -> Path:
-    """What ``worldsim view`` writes: traces give their page, study folders theirs."""
+) -> tuple[Path, str]:
+    """What ``worldsim view`` writes: traces give their page, study folders theirs. Returns
+    the page's path and why a run it shows holds no result ("" when every one does)."""
     target = out if out is not None else default_output(paths)
     if not any(Path(p).is_dir() for p in paths):
         if labels is not None:
@@ -135,7 +150,7 @@ def write_views(
         page = build_page(
             paths, hindsight=hindsight, expect_head=expect_head, public_key=public_key
         )
-        return write_view(page, target)
+        return write_view(page, target), page.cut_off
     if expect_head is not None or public_key is not None:
         raise ConfigError(
             "--expect-head and --public-key apply to a trace; a study's traces are checked "
@@ -147,11 +162,11 @@ def write_views(
     if hindsight is not None:
         raise ConfigError("--hindsight applies to one trace, not to a study")
     if len(paths) == 1:
-        return write_study_view(paths[0], target, labels=labels)
+        return write_study_view(paths[0], target, labels=labels), ""
     if len(paths) == 2:
         if labels is not None:
             raise ConfigError("--labels applies to one study, not to a comparison")
-        return write_view(studies_page(paths[0], paths[1]), target)
+        return write_view(studies_page(paths[0], paths[1]), target), ""
     raise ConfigError(f"view takes one study folder, or two to compare; {len(paths)} were given")
 
 
@@ -170,7 +185,7 @@ def write_study_view(folder: Path, out: str | Path, *, labels: Path | None = Non
     :func:`files_folder`. The job pages are written to a temporary folder that replaces the old
     one only once the study page is ready: a refused input leaves nothing half-written."""
     target = Path(out)
-    lock, rows = load_study_rows(folder)
+    study = load_study(folder)
     if labels is not None:
         from worldsim.scoring.labels import load_labels
 
@@ -178,15 +193,10 @@ def write_study_view(folder: Path, out: str | Path, *, labels: Path | None = Non
     target.parent.mkdir(parents=True, exist_ok=True)
     pages = Path(tempfile.mkdtemp(prefix=f".{target.stem}_files.", dir=target.parent))
     try:
-        checked = [
-            (row, _write_job_page(pages, row, check))
-            for row, check in check_jobs(folder, lock, rows)
-        ]
-        scores = study_scores(folder, checked, labels) if labels is not None else None
-        data = study_data(
-            folder, checked, lock=lock, files=files_folder(target).name, scores=scores
-        )
-        html = render_page("study", data, title=f"study · {lock.get('name')}")
+        checked = [(row, _write_job_page(pages, row, check)) for row, check in check_jobs(study)]
+        scores = study_scores(study, checked, labels) if labels is not None else None
+        data = study_data(study, checked, files=files_folder(target).name, scores=scores)
+        html = render_page("study", data, title=f"study · {study.name}")
         shutil.rmtree(files_folder(target), ignore_errors=True)
         pages.rename(files_folder(target))
     finally:
@@ -200,7 +210,7 @@ def _write_job_page(pages: Path, row: dict[str, Any], check: JobCheck) -> JobChe
         return check
     data = trace_data(check.verification)
     data["verification"]["anchor"] = (
-        "matches the study lock" if check.usable else f"MISMATCH: {check.note}"
+        "matches the study's job log" if check.usable else f"MISMATCH: {check.note}"
     )
     meta = data["meta"]
     title = f"{meta['card']} · {row['method']} · {row['forecast_date']} · seed {meta['seed']}"
@@ -212,9 +222,9 @@ def studies_page(a: Path, b: Path) -> Page:
     """Two studies' forecasts paired job by job."""
     sides = []
     for folder in (a, b):
-        lock, rows = load_study_rows(folder)
-        checked = [(row, JobCheck(c.state, c.note)) for row, c in check_jobs(folder, lock, rows)]
-        sides.append((folder, study_data(folder, checked, lock=lock, files="", scores=None)))
+        study = load_study(folder)
+        checked = [(row, JobCheck(c.state, c.note)) for row, c in check_jobs(study)]
+        sides.append((folder, study_data(study, checked, files="", scores=None)))
     data = paired_data((sides[0][0], sides[0][1]["jobs"]), (sides[1][0], sides[1][1]["jobs"]))
     data["names"] = [side["name"] for _, side in sides]
     return Page("studies", f"compare studies · {_named(a).name} · {_named(b).name}", data)

@@ -3,9 +3,9 @@
 The trace is read once and checked by :func:`worldsim.trace.verify.verify_trace` (the chain, the
 seal, every record's schema, every committed digest and the extraction), whose replay gives the
 view its ticks, so the view shows what ``worldsim replay`` shows, and only for a trace that
-verifies: one that does not is bad input (:class:`ConfigError`, exit 2) naming the file and line.
-A trace that is sound but cut off (a torn final line, no terminal record) is shown, marked
-incomplete.
+verifies: one that does not is refused as ``verify`` refuses it (:class:`TraceError`, exit 1).
+A trace that is sound but cut off (a torn final line, no terminal record, a failed run) is
+shown, marked incomplete.
 
 Everything here is data: strings from the trace go into the page as JSON text and are put in the
 document as text by the page's script, never as markup.
@@ -21,15 +21,15 @@ from typing import Any, NamedTuple
 
 from worldsim.domain.collector import collector_paced
 from worldsim.domain.contracts import lineage
-from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
+from worldsim.domain.errors import TraceIncomplete
 from worldsim.scoring.hindsight.forecast import GRAPH_TYPES, forecast_graph_json_of
 from worldsim.scoring.hindsight.pressure import simulated_pressure as pressure_series
 from worldsim.trace.forecast import record_views
-from worldsim.trace.reader import Trace, TraceLine, read_trace
+from worldsim.trace.reader import Trace, TraceLine
 from worldsim.trace.records import accesses_of
 from worldsim.trace.replay import TickStep
 from worldsim.trace.signing import PublicKey
-from worldsim.trace.verify import Verification, verify_trace
+from worldsim.trace.verify import Verification, Verifying
 
 __all__ = ["PAGE_BY_TIMELINE_BYTES", "Verified", "trace_data", "verified"]
 
@@ -69,7 +69,8 @@ def verified(
     path: str | Path, *, expect_head: str | None = None, public_key: PublicKey | None = None
 ) -> Verified:
     """Verify a trace for viewing; a trace that does not verify, or misses the head or the
-    signature it must have, is bad input (exit 2), as is a file with no complete record."""
+    signature it must have, raises verify's TraceError (exit 1); a file with no complete record
+    TraceIncomplete (exit 3: nothing to show)."""
     ticks: list[dict[str, Any]] = []
     timeline_steps: list[_TimelineStep] = []
 
@@ -77,22 +78,29 @@ def verified(
         ticks.append(_step(step))
         timeline_steps.append(_timeline_step(step))
 
-    try:
-        trace = read_trace(path)
-        result = verify_trace(
-            trace,
-            expect_head=expect_head,
-            public_key=public_key,
-            canonical=True,
-            on_step=shown,
-        )
-        return Verified(result, trace, tuple(ticks), tuple(timeline_steps))
-    except TraceIncomplete as exc:  # a file with no complete record has nothing to show
-        raise ConfigError(f"trace does not verify: {exc.message}", file=exc.file or path) from None
-    except TraceError as exc:
-        raise ConfigError(
-            f"trace does not verify: {exc.message}", file=exc.file or path, line=exc.line
-        ) from None
+    held: list[TraceLine] = []
+    reading = Verifying(
+        path,
+        expect_head=expect_head,
+        public_key=public_key,
+        canonical=True,
+        on_step=shown,
+        hold=held,
+    )
+    with collector_paced():
+        for _ in reading:
+            pass
+    result = reading.result
+    if result.head is None:
+        raise TraceIncomplete(f"nothing to show: {result.why_incomplete}", file=path)
+    trace = Trace(
+        path=result.path,
+        lines=tuple(held),
+        torn_line=result.torn_line,
+        end_offset=sum(len(line.raw) + 1 for line in held),
+        unterminated=result.unterminated,
+    )
+    return Verified(result, trace, tuple(ticks), tuple(timeline_steps))
 
 
 @collector_paced()

@@ -1,11 +1,14 @@
-"""A study folder (``worldsim batch --out DIR``) as the viewer's data: every job's row, whether
-its trace still verifies and still has the head the study's lock recorded, summaries per
-method × condition × forecast date, and, given labels, the scores ``worldsim score`` computes.
+"""A study folder (``worldsim batch --out DIR``) as the viewer's data: every job the study
+plans, whether its trace verifies and has the head the study's job log recorded, its numbers as
+that verified trace gives them, summaries per method × condition × forecast date, and, given
+labels, the scores ``worldsim score`` computes.
 
 A job's trace is checked like a trace page's input (:func:`worldsim.trace.verify.verify_trace`)
-and against the lock (its anchor). A trace that does not verify, or verifies with another head
-than the lock's, is flagged on its row and left out of the scores; one that does not verify gets
-no page, as ``worldsim view`` refuses it alone.
+and against its job log line (its anchor). A trace that does not verify, or verifies with
+another head than the log's, is flagged on its row, shows no number and is left out of the
+scores; one that does not verify gets no page, as ``worldsim view`` refuses it alone. The
+study's predictions tables are never read for a number: a table line that no longer agrees
+with its trace is named in the page's notes.
 """
 
 from __future__ import annotations
@@ -16,18 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from worldsim.domain.errors import ConfigError
-from worldsim.domain.files import read_jsonl
-from worldsim.study.outputs import PREDICTIONS, read_lock
+from worldsim.domain.errors import ConfigError, TraceError
+from worldsim.study.folder import StudyFolder, open_study, table_disagreements
+from worldsim.study.outputs import row_for
 from worldsim.view.extract import Verified, verified
 
 if TYPE_CHECKING:
-    from worldsim.study.tables import StudyTables
+    from worldsim.scoring.study_tables import StudyTables
 
 __all__ = [
     "JobCheck",
     "check_jobs",
-    "load_study_rows",
+    "load_study",
     "paired_data",
     "study_data",
     "study_scores",
@@ -41,8 +44,9 @@ _PAIR = ("card_id", "method", "forecast_date", "seed")
 
 @dataclass(frozen=True, slots=True)
 class JobCheck:
-    """A job's trace against the lock: ``state`` is ``ok``, ``anchor`` (verifies, another head),
-    ``invalid`` (does not verify), ``absent`` (no trace file) or ``unlocked`` (not in the lock)."""
+    """A job's trace against its job log line: ``state`` is ``ok``, ``anchor`` (verifies, another
+    head), ``invalid`` (does not verify), ``absent`` (no trace file) or ``pending`` (the job has
+    not ended)."""
 
     state: str
     note: str
@@ -51,7 +55,7 @@ class JobCheck:
     @property
     def verifies(self) -> bool:
         """The trace is sound (it has a page), whatever its head."""
-        return self.state in ("ok", "anchor", "unlocked")
+        return self.state in ("ok", "anchor")
 
     @property
     def usable(self) -> bool:
@@ -59,15 +63,12 @@ class JobCheck:
         return self.state == "ok"
 
 
-def load_study_rows(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The study's lock and its prediction rows; a folder without a lock is bad input."""
-    lock = read_lock(folder)
-    if lock is None:
+def load_study(folder: Path) -> StudyFolder:
+    """The study in ``folder``; a folder without a lock is bad input."""
+    study = open_study(folder)
+    if study is None:
         raise ConfigError("not a study folder: it has no experiment.lock.json", file=folder)
-    rows = [row for _, row in read_jsonl(folder / f"{PREDICTIONS}.jsonl", what="predictions")]
-    for row in rows:
-        view_segments(row)  # a trace path outside the study's traces/ is refused here
-    return lock, rows
+    return study
 
 
 def view_segments(row: dict[str, Any]) -> list[str]:
@@ -80,54 +81,59 @@ def view_segments(row: dict[str, Any]) -> list[str]:
     return parts[1:]
 
 
-def check_jobs(
-    folder: Path, lock: dict[str, Any], rows: list[dict[str, Any]]
-) -> Iterator[tuple[dict[str, Any], JobCheck]]:
-    """Each row with its check, one trace verified at a time (a caller may write its page and
-    let it go before the next)."""
-    heads: dict[str, Any] = dict(lock.get("traces") or {})
-    for row in rows:
-        yield row, _check(folder, str(row["trace"]), heads.get(str(row["trace"])))
+def check_jobs(study: StudyFolder) -> Iterator[tuple[dict[str, Any], JobCheck]]:
+    """Each planned job's row and check, one trace verified at a time (a caller may write its
+    page and let it go before the next); a row's numbers are its verified trace's."""
+    for plan in study.plans:
+        yield _check(study, plan)
 
 
-def _check(folder: Path, rel: str, locked: str | None) -> JobCheck:
+def _check(study: StudyFolder, plan: dict[str, Any]) -> tuple[dict[str, Any], JobCheck]:
     """Verify as a trace page does (:func:`~worldsim.view.extract.verified`), then the anchor."""
-    path = folder / rel
+    done = study.finished.get(plan["trace"])
+    if done is None:
+        return row_for(plan, None, None, None).to_dict(), JobCheck("pending", "not run yet")
+    refused = row_for(plan, None, done.wall_s, done.error or "its trace is refused").to_dict()
+    if done.head is None:  # it failed before its trace held a record
+        return refused, JobCheck("failed", done.error or "the run failed")
+    path = study.path / plan["trace"]
     if not path.is_file():
-        return JobCheck("absent", "no trace")
+        return refused, JobCheck("absent", "no trace")
     try:
         result = verified(path)
-    except ConfigError as exc:
+    except TraceError as exc:
         where = f" (line {exc.line})" if exc.line else ""
-        return JobCheck("invalid", f"{exc.message}{where}")
+        return refused, JobCheck("invalid", f"{exc.message}{where}")
     head = str(result.head)
-    if locked is None:
-        return JobCheck("unlocked", "verifies; the lock records no head for it", result)
-    if head != locked:
-        return JobCheck("anchor", f"head {head[:12]} differs from the lock's {locked[:12]}", result)
-    return JobCheck("ok", "verifies; head matches the lock", result)
+    if head != done.head:
+        note = f"head {head[:12]} differs from the job log's {done.head[:12]}"
+        return refused, JobCheck("anchor", note, result)
+    row = row_for(plan, result.trace, done.wall_s, None).to_dict()
+    return row, JobCheck("ok", "verifies; head matches the job log", result)
 
 
 def study_data(
-    folder: Path,
+    study: StudyFolder,
     checked: list[tuple[dict[str, Any], JobCheck]],
     *,
-    lock: dict[str, Any],
     files: str,
     scores: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """The study page's data. ``files`` is the folder of job pages, relative to the page."""
     jobs = [_job(row, check) for row, check in checked]
+    lock = study.lock
+    verified_rows = {str(row["trace"]): row for row, check in checked if check.usable}
     return {
         "kind": "study",
         "name": lock.get("name"),
-        "folder": str(folder),
+        "folder": str(study.path),
         "manifest_sha256": lock.get("manifest_sha256"),
         "worldsim_version": lock.get("worldsim_version"),
         "files": files,
         "jobs": jobs,
         "summary": summaries(jobs),
         "scores": scores,
+        "notes": table_disagreements(study, verified_rows),
     }
 
 
@@ -227,7 +233,7 @@ def _pairable(job: dict[str, Any]) -> bool:
 
 
 def study_scores(
-    folder: Path, checked: list[tuple[dict[str, Any], JobCheck]], labels: Path
+    study: StudyFolder, checked: list[tuple[dict[str, Any], JobCheck]], labels: Path
 ) -> dict[str, Any]:
     """What ``worldsim score FOLDER --labels LABELS --compare FIRST:M ...`` reports (the first
     method of the study is the baseline of each paired comparison), over the traces that check
@@ -235,20 +241,24 @@ def study_scores(
     from worldsim.scoring.analysis import ScoreOptions, score
     from worldsim.scoring.labels import load_labels
     from worldsim.scoring.report import to_json
-    from worldsim.study.tables import study_tables
+    from worldsim.scoring.study_tables import study_tables
 
-    traces = sorted(str(row["trace"]) for row, check in checked if check.usable)
+    heads = study.heads()
+    usable = [row for row, check in checked if check.usable]
+    traces = sorted(study.path / str(row["trace"]) for row in usable)
     methods = list(dict.fromkeys(str(row["method"]) for row, _ in checked))
     options = ScoreOptions(
-        inputs=tuple(folder / t for t in traces),
+        inputs=tuple(traces),
         labels=labels,
         compare=tuple((methods[0], m) for m in methods[1:]),
         split_versions=True,
+        heads={t: heads[t] for t in traces},
     )
     doc = to_json(score(options))
     keep = ("metric", "n_cards", "n_units", "methods", "comparisons", "calibration", "coverage")
-    flagged = sum(1 for _, check in checked if check.state in ("anchor", "invalid"))
-    tables = None if flagged else _tables(study_tables(folder, load_labels(labels)))
+    flagged = sum(1 for _, check in checked if check.state in ("absent", "anchor", "invalid"))
+    rows = [{**row, "trace": str((study.path / str(row["trace"])).resolve())} for row in usable]
+    tables = None if flagged else _tables(study_tables(rows, load_labels(labels)))
     return {"labels": str(labels), **{k: doc[k] for k in keep}, "tables": tables}
 
 

@@ -1,7 +1,7 @@
 """Source precision: how much of what the agents actually looked at was on the causal path.
 
 Accessed documents are taken from logged access only — the ids in the trace's ``retrievals``
-records (what the gateway returned or opened; ``retrieval`` records in older traces) plus the
+records (what the gateway returned or opened) plus the
 ``cites`` of every proposal — never from what an agent claims in free text. Hindsight sources
 are the union of the hindsight events' ``source_ids``.
 """

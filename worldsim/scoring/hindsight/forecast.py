@@ -4,10 +4,9 @@ graph file or a plain list.
 The graph and its extraction live with the trace (`worldsim.trace.forecast`): a run whose agent
 condition builds the graph records it in its trace as a ``forecast_graph`` record holding the
 graph's digest. `forecast_graph_of` derives the graph from the run's records and checks it
-against that digest; a record written before digests holds the graph itself, which is used as
-it is; a trace written before runs recorded the graph, under a graph-building condition, gets
-the graph derived; a run whose condition builds none (``vanilla``, ``search``) has none, so KER
-is not defined for it.
+against that digest; a trace without the record (a direct forecast) under a graph-building
+condition gets the graph derived; a run whose condition builds none (``vanilla``, ``search``)
+has none, so KER is not defined for it.
 """
 
 from __future__ import annotations
@@ -30,10 +29,9 @@ from worldsim.trace.forecast import (
     extract_forecast,
     forecast_json,
     record_views,
-    stream_records,
-    trace_records,
 )
 from worldsim.trace.records import ForecastGraphData, forecast_digest
+from worldsim.trace.verify import stream_records, trace_records
 
 __all__ = [
     "FORECAST_TYPES",
@@ -60,11 +58,11 @@ def forecast_graph_of(
     records: Sequence[RecordView], *, file: str | Path | None = None
 ) -> ForecastGraph | None:
     """The run's forecast graph, derived from ``records`` (a trace's effective records, read
-    from ``file``) and checked against the digest its ``forecast_graph`` record holds; the graph
-    an older record holds itself; ``None`` when the run's condition builds no graph.
+    from ``file``) and checked against the digest its ``forecast_graph`` record holds; ``None``
+    when the run's condition builds no graph.
 
-    A graph that derives otherwise than the run recorded (a trace written by a version whose
-    extraction differed) is a ConfigError naming the file: its KER would not be the run's."""
+    A graph that derives otherwise than the run recorded is a ConfigError naming the file: its
+    KER would not be the run's."""
     graph = forecast_graph_json_of(records, file=file)
     return None if graph is None else ForecastGraph.model_validate(graph)
 
@@ -74,8 +72,7 @@ def forecast_graph_json_of(
 ) -> dict[str, Any] | None:
     """:func:`forecast_graph_of` in the graph's JSON form (``ForecastGraph.model_dump(mode=
     "json")``): where the run recorded the graph's digest, derived and checked without making
-    its events and links as objects (what a page listing them needs); a graph an older record
-    holds itself is validated, then dumped."""
+    its events and links as objects (what a page listing them needs)."""
     recorded = next((r for r in records if r.type == "forecast_graph"), None)
     data: ForecastGraphData | None = None
     if recorded is not None:
@@ -84,8 +81,6 @@ def forecast_graph_json_of(
         except ValidationError as exc:
             field, message = first_error(exc)
             raise ConfigError(message, file=file, field=f"forecast_graph.{field}") from None
-        if data.graph is not None:
-            return data.graph.model_dump(mode="json")
     else:
         started = next((r for r in records if r.type == "run_started"), None)
         condition = started.data.get("condition") if started is not None else None

@@ -88,13 +88,16 @@ function summaryTable() {
 function studyBanner() {
   var counts = {};
   DATA.jobs.forEach(function (j) { counts[j.check] = (counts[j.check] || 0) + 1; });
-  var flagged = (counts.anchor || 0) + (counts.invalid || 0);
-  return h("div", { id: "verification", "class": "banner" + (flagged ? " warn" : ""), "data-status": flagged ? "flagged" : "ok" },
+  var flagged = (counts.anchor || 0) + (counts.invalid || 0) + (counts.absent || 0);
+  var banner = h("div", { id: "verification", "class": "banner" + (flagged ? " warn" : ""), "data-status": flagged ? "flagged" : "ok" },
     h("span", null, DATA.jobs.length + " jobs"),
-    h("span", { "class": "ok" }, (counts.ok || 0) + " traces verify with the lock's head"),
+    h("span", { "class": "ok" }, (counts.ok || 0) + " traces verify with the head the job log recorded"),
     flagged ? h("span", { "class": "bad" }, flagged + " flagged (left out of the scores)") : null,
     h("span", { "class": "mono" }, "manifest " + String(DATA.manifest_sha256).slice(0, 12)),
     h("span", null, "worldsim " + DATA.worldsim_version));
+  if (!DATA.notes.length) return banner;
+  return h("div", null, banner, h("ul", { id: "notes", "class": "warn" },
+    DATA.notes.map(function (note) { return h("li", null, note); })));
 }
 
 function scoreSection(s) {

@@ -208,10 +208,9 @@ function showCall(box, c) {
     c.errors.length ? sortableTable(["attempt", "kind", "status", "message", "wait s"], c.errors.map(function (e) {
       return [e.attempt, e.kind, e.status === null ? "–" : e.status, e.message, e.wait_s === null ? "–" : e.wait_s];
     })) : null,
-    c.messages ? h("details", { id: "call-prompt" }, h("summary", null, "prompt (" + c.messages.length + " messages, " +
+    h("details", { id: "call-prompt" }, h("summary", null, "prompt (" + c.messages.length + " messages, " +
       c.messages.reduce(function (n, m) { return n + m.content.length; }, 0) + " characters)"),
-      h("pre", { "class": "reply" }, c.messages.map(function (m) { return "[" + m.role + "]\n" + m.content; }).join("\n\n")))
-      : h("p", { "class": "muted" }, "This trace predates recorded prompts; its request hash and prompt version identify it."),
+      h("pre", { "class": "reply" }, c.messages.map(function (m) { return "[" + m.role + "]\n" + m.content; }).join("\n\n"))),
     h("details", null, h("summary", null, "reply (" + (c.reply || "").length + " characters)"), h("pre", { "class": "reply" }, c.reply || "")),
     c.tool_calls.length ? h("details", null, h("summary", null, "tool calls (" + c.tool_calls.length + ")"),
       h("pre", null, c.tool_calls.map(function (x) { return x.name + " " + x.arguments; }).join("\n"))) : null));

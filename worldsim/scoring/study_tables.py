@@ -25,11 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from worldsim.domain.config import GRAPH_CONDITIONS, RETRIEVAL_CONDITIONS
-from worldsim.domain.files import read_jsonl
 from worldsim.scoring.axes import TraceAxes
 from worldsim.scoring.labels import LabelSet
 from worldsim.scoring.metrics import CardScore, binary_scores, multiclass_scores
-from worldsim.study.outputs import PREDICTIONS
 
 __all__ = ["AxisMeans", "StudyTables", "Unit", "accuracy_by_date_plot", "study_tables"]
 
@@ -129,10 +127,10 @@ def _defined_mean(values: Iterable[float | None]) -> tuple[float | None, int]:
 
 
 def _unit_axes(
-    condition: str, rows: list[dict[str, object]], folder: Path, axes: Mapping[Path, TraceAxes]
+    condition: str, rows: list[Mapping[str, object]], axes: Mapping[Path, TraceAxes]
 ) -> tuple[float | None, float | None]:
     """The unit's mean KER and SrcP over its seeds' traces, each where the condition has it."""
-    traced = [axes.get((folder / str(r["trace"])).resolve()) for r in rows]
+    traced = [axes.get(Path(str(r["trace"]))) for r in rows]
     found = [t for t in traced if t is not None]
     ker = _defined_mean(t.ker for t in found)[0] if condition in GRAPH_CONDITIONS else None
     srcp = _defined_mean(t.srcp for t in found)[0] if condition in RETRIEVAL_CONDITIONS else None
@@ -149,7 +147,7 @@ def _means(scores: Sequence[CardScore]) -> tuple[int, float, float, float]:
     )
 
 
-def _mean_options(rows: list[dict[str, object]]) -> list[tuple[str, float]]:
+def _mean_options(rows: list[Mapping[str, object]]) -> list[tuple[str, float]]:
     options: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         for key, value in dict(row["p_options"]).items():  # type: ignore[call-overload]
@@ -158,15 +156,19 @@ def _mean_options(rows: list[dict[str, object]]) -> list[tuple[str, float]]:
 
 
 def study_tables(
-    folder: Path, labels: LabelSet, axes: Mapping[Path, TraceAxes] | None = None
+    rows: Iterable[Mapping[str, object]],
+    labels: LabelSet,
+    axes: Mapping[Path, TraceAxes] | None = None,
 ) -> StudyTables:
-    """Score the complete rows of the study in ``folder``; cards without a label are left out.
+    """Score a study's complete job rows (each its job's card, method, condition, forecast
+    date, status, forecast and resolved ``trace`` path, in job order: numbers read from its
+    verified trace); cards without a label are left out.
 
     ``axes`` are the traces' KER and SrcP (by resolved trace path, from ``score
     --hindsight``); without them the tables have no KER or SrcP."""
-    groups: dict[tuple[str, str, str, str], list[dict[str, object]]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, str], list[Mapping[str, object]]] = defaultdict(list)
     dates: list[str] = []
-    for _, row in read_jsonl(folder / f"{PREDICTIONS}.jsonl", what="predictions"):
+    for row in rows:
         date = str(row["forecast_date"])
         if date not in dates:
             dates.append(date)
@@ -182,7 +184,7 @@ def study_tables(
             score = binary_scores(p, 1 if outcome == "yes" else 0)
         else:
             score = multiclass_scores(_mean_options(rows), outcome)
-        ker, srcp = _unit_axes(condition, rows, folder, axes) if axes is not None else (None, None)
+        ker, srcp = _unit_axes(condition, rows, axes) if axes is not None else (None, None)
         units.append(Unit(card, method, condition, date, len(rows), score, ker, srcp))
     return StudyTables(tuple(units), tuple(dates), hindsight=axes is not None)
 

@@ -2,10 +2,9 @@
 method's p_yes minus the control method's, their mean and a bootstrap interval. No labels are
 needed: it measures how much the intervention moved the forecast, not whether it was right.
 
-Pairs are the jobs both methods completed with a binary forecast. The interval resamples the
-pairs with replacement (``n_resamples`` times, from a generator seeded with ``seed``) and takes
-the percentiles of the resampled means; sums are correctly rounded (``math.fsum``), so the
-figures are the same on every machine.
+Pairs are the jobs both methods completed with a binary forecast. The interval is the one
+bootstrap of :func:`worldsim.scoring.paired.bootstrap_mean` over the pairs, as a paired
+comparison's over cards.
 """
 
 from __future__ import annotations
@@ -15,9 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
-
 from worldsim.domain.errors import ConfigError
+from worldsim.scoring.paired import bootstrap_mean
 
 __all__ = ["Effect", "paired_effect", "parse_effect"]
 
@@ -53,7 +51,8 @@ def paired_effect(
     seed: int = 0,
     level: float = 0.95,
 ) -> Effect:
-    """The effect of ``treatment`` against ``control`` over a study's prediction rows."""
+    """The effect of ``treatment`` against ``control`` over a study's job rows (numbers read
+    from their verified traces)."""
     forecasts: dict[str, dict[tuple[str, str, int], float]] = {control: {}, treatment: {}}
     methods: set[str] = set()
     for row in rows:
@@ -76,13 +75,6 @@ def paired_effect(
             field="--effect",
         )
     diffs = [forecasts[treatment][k] - forecasts[control][k] for k in keys]
+    interval = bootstrap_mean(diffs, n_resamples=n_resamples, seed=seed, level=level)
     mean = math.fsum(diffs) / len(diffs)
-    rng = np.random.default_rng(seed)
-    means = sorted(
-        math.fsum(diffs[i] for i in rng.integers(0, len(diffs), len(diffs))) / len(diffs)
-        for _ in range(n_resamples)
-    )
-    tail = (1 - level) / 2
-    low = means[min(len(means) - 1, math.floor(tail * n_resamples))]
-    high = means[min(len(means) - 1, math.ceil((1 - tail) * n_resamples) - 1)]
-    return Effect(control, treatment, len(keys), mean, low, high, level)
+    return Effect(control, treatment, len(keys), mean, interval.lo, interval.hi, level)

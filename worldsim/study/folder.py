@@ -1,0 +1,224 @@
+"""Reading a study folder back: the jobs its lock plans, how each ended (its job log), and
+what each completed job's trace gives, verified.
+
+Every number ``score``, ``view`` and ``export`` show for a study comes from here: from the trace
+a job's log line names, checked as ``verify`` checks it and required to have the head that line
+recorded. The predictions tables a study writes are derived copies for people; they are only
+read to say where one no longer agrees with its trace.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from worldsim.domain.errors import ConfigError, TraceError
+from worldsim.domain.files import read_jsonl
+from worldsim.scoring.inputs import PredictionRow as ScoredRow
+from worldsim.study.journal import Finished, read_journal
+from worldsim.study.outputs import PREDICTIONS, PredictionRow, read_lock, row_for
+from worldsim.trace.reader import read_trace
+from worldsim.trace.verify import verify_trace
+
+__all__ = [
+    "StudyFolder",
+    "VerifiedJob",
+    "expand_study_inputs",
+    "open_study",
+    "scored_rows",
+    "table_disagreements",
+    "usable_rows",
+    "verified_jobs",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class StudyFolder:
+    """A study folder as its lock and job log describe it."""
+
+    path: Path
+    lock: dict[str, Any]
+    plans: tuple[dict[str, Any], ...]
+    finished: Mapping[str, Finished]
+
+    @property
+    def name(self) -> str:
+        return str(self.lock.get("name"))
+
+    def heads(self) -> dict[Path, str]:
+        """Each completed job's trace and the head its log line recorded, in job order."""
+        out: dict[Path, str] = {}
+        for plan in self.plans:
+            done = self.finished.get(plan["trace"])
+            if done is not None and done.status == "complete" and done.head is not None:
+                out[self.path / plan["trace"]] = done.head
+        return out
+
+    def by_trace(self) -> dict[Path, dict[str, Any]]:
+        """Each job's plan by the resolved path of its trace."""
+        return {(self.path / plan["trace"]).resolve(): plan for plan in self.plans}
+
+
+def open_study(folder: Path) -> StudyFolder | None:
+    """The study in ``folder``, or None when the folder holds none (no lock). A lock that plans
+    no jobs, or plans a trace outside the folder's ``traces/``, is bad input."""
+    lock = read_lock(folder)
+    if lock is None:
+        return None
+    jobs = lock.get("jobs")
+    if not isinstance(jobs, list):
+        raise ConfigError(
+            "the study lock lists no jobs (written by another worldsim version?): run the "
+            "study again with `worldsim batch ... --force`",
+            file=folder / "experiment.lock.json",
+            field="jobs",
+        )
+    plans = tuple(_plan(job, folder, i) for i, job in enumerate(jobs))
+    return StudyFolder(folder, lock, plans, read_journal(folder))
+
+
+_PLAN_KEYS = ("card_id", "method", "condition", "forecast_date", "as_of", "seed", "kind", "trace")
+
+
+def _plan(job: object, folder: Path, i: int) -> dict[str, Any]:
+    lock = folder / "experiment.lock.json"
+    if not isinstance(job, dict) or any(key not in job for key in _PLAN_KEYS):
+        raise ConfigError("a job without its plan", file=lock, field=f"jobs.{i}")
+    parts = PurePosixPath(str(job["trace"])).parts
+    if len(parts) < 2 or parts[0] != "traces" or any(p in ("", ".", "..") for p in parts):
+        raise ConfigError(
+            f"a job's trace path {job['trace']!r} is not under traces/",
+            file=lock,
+            field=f"jobs.{i}.trace",
+        )
+    return {key: job[key] for key in _PLAN_KEYS}
+
+
+def expand_study_inputs(inputs: Iterable[Path]) -> tuple[list[Path], list[Path], dict[Path, str]]:
+    """Prediction inputs with each study folder replaced by its completed jobs' traces (as
+    ``score`` and ``prereg lock`` read them); returns the inputs, the study folders, and the
+    head each of their traces must have (its job log's)."""
+    expanded: list[Path] = []
+    studies: list[Path] = []
+    heads: dict[Path, str] = {}
+    for path in inputs:
+        study = open_study(path) if path.is_dir() else None
+        if study is None:
+            expanded.append(path)
+            continue
+        studies.append(path)
+        found = study.heads()
+        expanded.extend(found)
+        heads.update(found)
+    return expanded, studies, heads
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedJob:
+    """One job of a study: its row (numbers from its trace, verified) and its trace's check:
+    ``ok``, ``pending`` (not run yet), ``failed`` (the run failed), ``absent`` (its trace is
+    missing), ``invalid`` (its trace does not verify) or ``anchor`` (it verifies with another
+    head than the job log's). Only an ``ok`` job's forecast may be shown or scored."""
+
+    row: PredictionRow
+    check: str
+    note: str
+
+    @property
+    def usable(self) -> bool:
+        return self.check == "ok"
+
+
+def verified_jobs(study: StudyFolder) -> list[VerifiedJob]:
+    """Every planned job of ``study``, in job order, each completed one's trace verified (one
+    trace read at a time) against the head its job log recorded."""
+    return [_verified(study, plan) for plan in study.plans]
+
+
+def _verified(study: StudyFolder, plan: dict[str, Any]) -> VerifiedJob:
+    done = study.finished.get(plan["trace"])
+    if done is None:
+        return VerifiedJob(row_for(plan, None, None, None), "pending", "not run yet")
+    if done.status == "failed" or done.head is None:
+        failed = row_for(plan, None, done.wall_s, done.error or "failed")
+        return VerifiedJob(failed, "failed", done.error or "the run failed")
+    path = study.path / plan["trace"]
+    missing = row_for(plan, None, done.wall_s, "its trace is missing or refused")
+    if not path.is_file():
+        return VerifiedJob(missing, "absent", "no trace")
+    try:
+        trace = read_trace(path)
+        result = verify_trace(trace)
+    except TraceError as exc:
+        return VerifiedJob(missing, "invalid", exc.message if exc.line is None else str(exc))
+    if result.head != done.head:
+        note = f"head {str(result.head)[:12]} differs from the job log's {done.head[:12]}"
+        return VerifiedJob(missing, "anchor", note)
+    if not result.complete:
+        why = f"the job log says complete; {result.why_incomplete}"
+        return VerifiedJob(missing, "invalid", why)
+    row = row_for(plan, trace, done.wall_s, None)
+    return VerifiedJob(row, "ok", "verifies; head matches the job log")
+
+
+def usable_rows(study: StudyFolder, jobs: Iterable[VerifiedJob]) -> list[dict[str, Any]]:
+    """The rows of the jobs whose traces verify with their logged heads (what tables and
+    effects are computed over), each with its trace's resolved path."""
+    return [
+        {**job.row.to_dict(), "trace": str((study.path / job.row.trace).resolve())}
+        for job in jobs
+        if job.usable
+    ]
+
+
+def scored_rows(study: StudyFolder, rows: Iterable[ScoredRow]) -> list[dict[str, Any]]:
+    """The study's jobs whose traces were scored (``rows``, read from the verified traces),
+    each as its plan with the forecast its trace gave and its trace's resolved path, in job
+    order."""
+    forecasts = {Path(row.source).resolve(): row for row in rows if row.trace}
+    out: list[dict[str, Any]] = []
+    for path, plan in study.by_trace().items():
+        row = forecasts.get(path)
+        if row is not None:
+            out.append(
+                {
+                    **plan,
+                    "status": "complete",
+                    "p_yes": row.p_yes,
+                    "p_options": dict(row.p_options) if row.p_options is not None else None,
+                    "trace": str(path),
+                }
+            )
+    return out
+
+
+def table_disagreements(study: StudyFolder, verified: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Where the study's ``predictions.jsonl`` (a derived table) no longer says what a verified
+    trace gives (``verified``: each verified job's row by its trace, relative to the folder):
+    one line each, naming the table's line. Its numbers are never used."""
+    path = study.path / f"{PREDICTIONS}.jsonl"
+    if not path.is_file():
+        return []
+    found: list[str] = []
+    for number, record in read_jsonl(path, what="predictions", error=ConfigError):
+        trace = str(record.get("trace"))
+        row = verified.get(trace)
+        if row is None:
+            continue
+        for field in ("p_yes", "unresolved_mass"):
+            table, traced = record.get(field), row.get(field)
+            if not _same(table, traced):
+                found.append(
+                    f"{path}:{number}: {field} {table!r} differs from its trace's {traced!r} "
+                    f"({trace}); the table is derived, the trace's value is used"
+                )
+    return found
+
+
+def _same(table: object, traced: object) -> bool:
+    if not isinstance(traced, float) or table is None:
+        return table is traced
+    return isinstance(table, int | float) and math.isclose(float(table), traced, abs_tol=1e-12)
