@@ -8,6 +8,7 @@ same accesses; the prompt actor on the offline route hands the engine the moves 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,11 +28,13 @@ from worldsim.domain.policy import load_policy
 from worldsim.domain.rng import AgentSeeds
 from worldsim.gateway import Gateway, gateway_for_card, memory_store
 from worldsim.offline import OfflineModel
-from worldsim.offline.agents import offline_actors
+from worldsim.offline.agents import offline_moves
 from worldsim.roles.acting import BatchRole, act_tick, agent_context
 from worldsim.roles.registry import get_role, register_role
 from worldsim.trace.reader import read_trace
+from worldsim.trace.records import RetrievalsData
 from worldsim.world.build import build_world, tick_dates
+from worldsim.world.columns import MoveColumns
 from worldsim.world.moves import Proposal
 from worldsim.world.views import RoleView, TickBatch, TickContext
 
@@ -75,6 +78,81 @@ def test_batched_gateway_calls_answer_and_log_as_calls_one_by_one(
                 assert batch.unretrieved_citations(cited, agent, timeline="t0.1") == (
                     one.unretrieved_citations(cited, agent, timeline="t0.1")
                 )
+
+    anyio.run(go)
+
+
+@settings(max_examples=60, deadline=None)
+@given(asked=queries, read=opens, k=st.integers(1, 4))
+def test_a_batch_of_searches_and_reads_logs_as_one_entry_what_the_calls_log_one_by_one(
+    asked: list[tuple[str, str]], read: list[tuple[str, str]], k: int
+) -> None:
+    """One agent per row: its search, then its reads (the columnar batch of a tick)."""
+    agents = sorted({a for a, _ in asked})
+    queries = {a: q for a, q in asked}
+    reads: dict[str, tuple[str, ...]] = {}
+    for agent, doc_id in read:
+        if agent in queries:
+            reads[agent] = (*reads.get(agent, ()), doc_id)
+
+    async def go() -> None:
+        async with memory_store(DOCS) as one_store, memory_store(DOCS) as batch_store:
+            one, batch = Gateway(one_store, cutoff=CUTOFF), Gateway(batch_store, cutoff=CUTOFF)
+            where = {"timeline": "t0.1", "tick": 2}
+            found = await batch.search_batch(agents, [queries[a] for a in agents], k, **where)
+            opened = await batch.read_batch(agents, [reads.get(a, ()) for a in agents], **where)
+            for agent, ids in zip(agents, found, strict=True):
+                hits = await one.search(queries[agent], k, agent=agent, **where)
+                assert ids == tuple(h.id for h in hits)
+            for agent in agents:
+                for doc_id in reads.get(agent, ()):
+                    try:
+                        doc = await one.open_document(doc_id, agent=agent, **where)
+                    except GatewayRefusal:
+                        doc = None
+                    assert opened[doc_id] == doc
+            assert len(batch.take("t0.1")) == (2 if agents else 0)  # one entry per batch call
+            assert _by_agent(batch) == []  # taken: the log lets them go
+            assert batch.documents == one.documents
+            for agent in ("x", "y", "z"):
+                cited = ["a", "b", "c", "late"]
+                assert batch.unretrieved_citations(cited, agent, timeline="t0.1") == (
+                    one.unretrieved_citations(cited, agent, timeline="t0.1")
+                )
+                assert batch.unretrieved_each([(agent, cited)], timeline="t0.1.3") == (
+                    one.unretrieved_each([(agent, cited)], timeline="t0.1.3")
+                )
+
+    anyio.run(go)
+
+
+@settings(max_examples=60, deadline=None)
+@given(asked=queries, read=opens, k=st.integers(1, 4))
+def test_a_batchs_accesses_are_the_records_of_the_calls_one_by_one(
+    asked: list[tuple[str, str]], read: list[tuple[str, str]], k: int
+) -> None:
+    agents = sorted({a for a, _ in asked})
+    queries = {a: q for a, q in asked}
+    reads: dict[str, tuple[str, ...]] = {}
+    for agent, doc_id in read:
+        if agent in queries:
+            reads[agent] = (*reads.get(agent, ()), doc_id)
+
+    async def go() -> None:
+        async with memory_store(DOCS) as one_store, memory_store(DOCS) as batch_store:
+            one, batch = Gateway(one_store, cutoff=CUTOFF), Gateway(batch_store, cutoff=CUTOFF)
+            where = {"timeline": "t0", "tick": 0}
+            await batch.search_batch(agents, [queries[a] for a in agents], k, **where)
+            await batch.read_batch(agents, [reads.get(a, ()) for a in agents], **where)
+            for agent in agents:
+                await one.search(queries[agent], k, agent=agent, **where)
+                for doc_id in reads.get(agent, ()):
+                    with contextlib.suppress(GatewayRefusal):
+                        await one.open_document(doc_id, agent=agent, **where)
+            assert _by_agent(batch) == _by_agent(one)
+            if agents:  # the retrievals record of the tick: the same data
+                made = RetrievalsData.payload(batch.take("t0")).data
+                assert made == RetrievalsData.payload(one.take("t0")).data
 
     anyio.run(go)
 
@@ -135,7 +213,7 @@ def test_the_offline_actors_of_a_tick_move_as_each_would_alone(seed: int, tick: 
     async def go() -> None:
         async with gateway_for_card(card) as together, gateway_for_card(card) as alone:
             batch = _batch(card, tick, seed, together)
-            moves = await offline_actors(batch)
+            moves = (await offline_moves(batch)).objects()
             one = _batch(card, tick, seed, alone)
             each = [await _alone(agent_context(one, i)) for i in range(len(one.agents))]
             assert moves == each
@@ -157,9 +235,10 @@ def test_the_offline_prompt_actor_gives_a_batch_what_it_gives_each_agent(
     async def go() -> None:
         async with gateway_for_card(card) as together, gateway_for_card(card) as alone:
             moves = await act_tick(role, _batch(card, tick, seed, together))
+            assert isinstance(moves, MoveColumns)  # decided together, as columns
             one = _batch(card, tick, seed, alone)
-            each = {a: await role.act(agent_context(one, i)) for i, a in enumerate(one.agents)}
-            assert moves == each
+            each = [await role.act(agent_context(one, i)) for i in range(len(one.agents))]
+            assert [[p] for p in moves.objects()] == each
             assert _by_agent(together) == _by_agent(alone)
 
     anyio.run(go)

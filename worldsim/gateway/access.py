@@ -20,8 +20,11 @@ __all__ = [
     "ACCESS_DEFAULTS",
     "Access",
     "AccessLog",
+    "Calls",
     "Logged",
+    "ReadBatch",
     "RetrievalRecord",
+    "SearchBatch",
     "ToolName",
     "access_json",
     "ancestry",
@@ -119,6 +122,141 @@ class Logged(NamedTuple):
         return [RetrievalRecord(**access, **where) for access in self.accesses]
 
 
+class _Batch:
+    """One batch call's accesses as columns, one row per agent: what a ``retrievals`` record
+    holds of them is made when asked (:attr:`accesses`), and each agent's receipts are looked
+    up by row."""
+
+    __slots__ = ("_rows", "agents", "cutoff", "tick", "timeline")
+
+    def __init__(
+        self, timeline: str | None, tick: int | None, cutoff: datetime, agents: Sequence[str]
+    ) -> None:
+        self.timeline, self.tick, self.cutoff = timeline, tick, cutoff
+        self.agents = agents
+        self._rows: dict[str, int] | None = None
+
+    def row(self, agent: str) -> int | None:
+        """The agent's row (an agent has one row in a batch)."""
+        if self._rows is None:
+            self._rows = dict(zip(self.agents, range(len(self.agents)), strict=True))
+        return self._rows.get(agent)
+
+    def received_by(self, agent: str) -> frozenset[str] | None:
+        """The ids ``agent`` received in this call (``None``: it made none of its calls)."""
+        i = self.row(agent)
+        return None if i is None else self._received(i)
+
+    def _received(self, i: int) -> frozenset[str]:
+        raise NotImplementedError
+
+    @property
+    def documents(self) -> set[str]:
+        """Every id received in this call."""
+        raise NotImplementedError
+
+    @property
+    def accesses(self) -> list[dict[str, Any]]:
+        """The accesses in their JSON form (:func:`access_json`), in call order."""
+        raise NotImplementedError
+
+    def records(self) -> list[RetrievalRecord]:
+        return Logged(self.timeline, self.tick, self.cutoff, self.accesses).records()
+
+
+class SearchBatch(_Batch):
+    """A ``search_evidence`` per agent, with ``k``: its query and the ids of its hits (the
+    same tuple for agents whose searches the store answered alike)."""
+
+    __slots__ = ("hits", "k", "queries")
+
+    def __init__(
+        self,
+        timeline: str | None,
+        tick: int | None,
+        cutoff: datetime,
+        agents: Sequence[str],
+        queries: Sequence[str],
+        k: int,
+        hits: Sequence[tuple[str, ...]],
+    ) -> None:
+        super().__init__(timeline, tick, cutoff, agents)
+        self.queries, self.k, self.hits = queries, k, hits
+
+    def _received(self, i: int) -> frozenset[str]:
+        return _ids(self.hits[i])
+
+    @property
+    def documents(self) -> set[str]:
+        return {doc for ids in {id(h): h for h in self.hits}.values() for doc in ids}
+
+    @property
+    def accesses(self) -> list[dict[str, Any]]:
+        k, tool = self.k, "search_evidence"
+        return [
+            {"agent": a, "tool": tool, "query": q, "k": k, "doc_ids": list(ids)}
+            if ids
+            else {"agent": a, "tool": tool, "query": q, "k": k}
+            for a, q, ids in zip(self.agents, self.queries, self.hits, strict=True)
+        ]
+
+
+class ReadBatch(_Batch):
+    """The ``open_document`` calls of several agents: each agent's ids in call order (the
+    same tuple for agents that read the same list) and, for the ids refused, the reason."""
+
+    __slots__ = ("reads", "refused")
+
+    def __init__(
+        self,
+        timeline: str | None,
+        tick: int | None,
+        cutoff: datetime,
+        agents: Sequence[str],
+        reads: Sequence[tuple[str, ...]],
+        refused: dict[str, Literal["unknown", "after_cutoff"]],
+    ) -> None:
+        super().__init__(timeline, tick, cutoff, agents)
+        self.reads, self.refused = reads, refused
+
+    def _received(self, i: int) -> frozenset[str]:
+        ids = self.reads[i]
+        return (
+            _ids(ids) if not self.refused else _ids(tuple(d for d in ids if d not in self.refused))
+        )
+
+    @property
+    def documents(self) -> set[str]:
+        unique = {id(ids): ids for ids in self.reads}.values()
+        return {doc for ids in unique for doc in ids if doc not in self.refused}
+
+    @property
+    def accesses(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        refused = self.refused
+        for agent, ids in zip(self.agents, self.reads, strict=True):
+            for doc in ids:
+                reason = refused.get(doc)
+                out.append(
+                    {"agent": agent, "tool": "open_document", "doc_id": doc, "doc_ids": [doc]}
+                    if reason is None
+                    else access_json(
+                        agent, "open_document", doc_id=doc, refused=True, reason=reason
+                    )
+                )
+        return out
+
+
+@functools.lru_cache(maxsize=4_096)
+def _ids(ids: tuple[str, ...]) -> frozenset[str]:
+    """A tuple of ids as a set (the same few lists recur across a batch's agents)."""
+    return frozenset(ids)
+
+
+Calls = Logged | SearchBatch | ReadBatch
+"""What the log holds per call: a call's accesses in their JSON form, or a batch's columns."""
+
+
 def ancestry(timeline: str) -> list[str]:
     """``"t0.2.1"`` → ``["t0", "t0.2", "t0.2.1"]``: the timeline and every ancestor's id."""
     parts = timeline.split(".")
@@ -135,20 +273,39 @@ class AccessLog:
     """
 
     def __init__(self, records: Iterable[RetrievalRecord] = ()) -> None:
-        self._held: list[Logged] = []
+        self._held: list[Calls] = []
         self._received: dict[str, dict[str | None, set[str]]] = {}
+        self._batches: dict[str | None, list[SearchBatch | ReadBatch]] = {}
+        # each timeline's batches of its latest tick: where a tick's citations are checked first
+        self._recent: dict[str | None, list[SearchBatch | ReadBatch]] = {}
         self.extend(records)
 
     @property
     def documents(self) -> set[str]:
         """Every document id received through the gateway so far: what the agents received,
         gathered when asked (once, at a run's end) rather than at every access."""
-        return {
+        found = {
             doc
             for by_timeline in self._received.values()
             for ids in by_timeline.values()
             for doc in ids
         }
+        for batches in self._batches.values():
+            for batch in batches:
+                found |= batch.documents
+        return found
+
+    def add_batch(self, batch: SearchBatch | ReadBatch) -> None:
+        """Log one batch call's accesses, held as its columns."""
+        if not batch.agents:
+            return
+        self._held.append(batch)
+        self._batches.setdefault(batch.timeline, []).append(batch)
+        recent = self._recent.get(batch.timeline)
+        if recent and recent[-1].tick == batch.tick:
+            recent.append(batch)
+        else:
+            self._recent[batch.timeline] = [batch]
 
     def add_each(
         self,
@@ -189,13 +346,13 @@ class AccessLog:
     def __len__(self) -> int:
         return sum(len(logged.accesses) for logged in self._held)
 
-    def forget(self) -> list[Logged]:
+    def forget(self) -> list[Calls]:
         """Let every held access go (they are in the trace) and return them, a call's at a
         time; the index keeps what they said."""
         held, self._held = self._held, []
         return held
 
-    def take(self, timeline: str) -> list[Logged]:
+    def take(self, timeline: str) -> list[Calls]:
         """Let the accesses made in ``timeline`` go and return them (in call order, a call's
         at a time); the others stay, and the index keeps what every access said."""
         taken = [a for a in self._held if a.timeline == timeline]
@@ -219,10 +376,22 @@ class AccessLog:
         """:meth:`unreceived` for each ``(agent, ids)`` (a tick's proposals), in order."""
         found: list[list[str]] = []
         index = self._received
+        recent = self._recent.get(timeline, ())
         for agent, ids in cited:
+            if not ids:
+                found.append([])
+                continue
+            # a batch's agent citing what it received in its timeline's latest tick
+            if any(
+                (got := batch.received_by(agent)) is not None and got.issuperset(ids)
+                for batch in recent
+            ):
+                found.append([])
+                continue
             # the usual case first: an agent's accesses all made in this one timeline
             by_timeline = index.get(agent)
-            only = by_timeline.get(timeline) if by_timeline and len(by_timeline) == 1 else None
+            alone = by_timeline and len(by_timeline) == 1 and not self._batches
+            only = by_timeline.get(timeline) if alone and by_timeline else None
             sets = [only] if only is not None else self._received_sets(agent, timeline)
             if len(sets) == 1:
                 (only,) = sets
@@ -235,11 +404,20 @@ class AccessLog:
 
     def _received_sets(self, agent: str, timeline: str | None) -> list[set[str]]:
         by_timeline = self._received.get(agent)
-        if not by_timeline:
-            return []
-        if timeline is None:
-            return list(by_timeline.values())
-        return [by_timeline[key] for key in _where(timeline) if key in by_timeline]
+        sets: list[set[str]] = []
+        if by_timeline:
+            if timeline is None:
+                sets = list(by_timeline.values())
+            else:
+                sets = [by_timeline[key] for key in _where(timeline) if key in by_timeline]
+        if self._batches:
+            places = self._batches.keys() if timeline is None else _where(timeline)
+            for place in places:
+                for batch in self._batches.get(place, ()):
+                    got = batch.received_by(agent)
+                    if got:
+                        sets.append(set(got))
+        return sets
 
 
 @functools.lru_cache(maxsize=4_096)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from worldsim.domain.errors import ConfigError, GatewayRefusal
 from worldsim.domain.files import first_error
 from worldsim.domain.memo import IdentityMemo
+from worldsim.world.views import TickBatch, TickContext
 
 if TYPE_CHECKING:
     from worldsim.gateway.gateway import Gateway
@@ -27,6 +28,7 @@ __all__ = [
     "OpenDocumentArgs",
     "SearchEvidenceArgs",
     "ToolSpec",
+    "batch_of_one",
 ]
 
 
@@ -142,3 +144,26 @@ class AgentTools:
             field, message = first_error(exc)
             raise ConfigError(message, field=f"{name}.{field}") from None
         raise ConfigError(f"unknown tool '{name}'", field="name")
+
+
+def batch_of_one(ctx: TickContext) -> TickBatch:
+    """One agent's view as a batch of one (its generator, the gateway behind its tools)."""
+    tools = ctx.tools
+    if tools is not None and not isinstance(tools, AgentTools):
+        raise ConfigError(
+            f"agent '{ctx.agent}': the offline actor reads evidence through the gateway's "
+            f"tools, not a {type(tools).__name__}",
+            field="tools",
+        )
+    return TickBatch(
+        card=ctx.card,
+        timeline=ctx.timeline,
+        tick=ctx.tick,
+        ticks=ctx.ticks,
+        date=ctx.date,
+        agents=(ctx.agent,),
+        state=ctx.state,
+        observations=ctx.observations,
+        rngs=(ctx.rng,),
+        gateway=tools.gateway if tools is not None else None,
+    )
