@@ -8,6 +8,7 @@ answers it from the few sets of the timeline's lineage instead.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
@@ -28,6 +29,7 @@ __all__ = [
     "ToolName",
     "access_json",
     "ancestry",
+    "merged_accesses",
 ]
 
 ToolName = Literal["search_evidence", "open_document"]
@@ -136,18 +138,20 @@ class _Batch:
         self.agents = agents
         self._rows: dict[str, int] | None = None
 
-    def row(self, agent: str) -> int | None:
-        """The agent's row (an agent has one row in a batch)."""
+    def rows(self) -> dict[str, int]:
+        """Each agent's row (an agent has one row in a batch)."""
         if self._rows is None:
             self._rows = dict(zip(self.agents, range(len(self.agents)), strict=True))
-        return self._rows.get(agent)
+        return self._rows
 
     def received_by(self, agent: str) -> frozenset[str] | None:
         """The ids ``agent`` received in this call (``None``: it made none of its calls)."""
-        i = self.row(agent)
-        return None if i is None else self._received(i)
+        i = self.rows().get(agent)
+        return None if i is None else _ids(self.receipt(i))
 
-    def _received(self, i: int) -> frozenset[str]:
+    def receipt(self, i: int) -> tuple[str, ...]:
+        """The ids row ``i``'s agent received (a tuple shared between rows that received the
+        same)."""
         raise NotImplementedError
 
     @property
@@ -183,8 +187,8 @@ class SearchBatch(_Batch):
         super().__init__(timeline, tick, cutoff, agents)
         self.queries, self.k, self.hits = queries, k, hits
 
-    def _received(self, i: int) -> frozenset[str]:
-        return _ids(self.hits[i])
+    def receipt(self, i: int) -> tuple[str, ...]:
+        return self.hits[i]
 
     @property
     def documents(self) -> set[str]:
@@ -192,13 +196,28 @@ class SearchBatch(_Batch):
 
     @property
     def accesses(self) -> list[dict[str, Any]]:
-        k, tool = self.k, "search_evidence"
-        return [
-            {"agent": a, "tool": tool, "query": q, "k": k, "doc_ids": list(ids)}
-            if ids
-            else {"agent": a, "tool": tool, "query": q, "k": k}
-            for a, q, ids in zip(self.agents, self.queries, self.hits, strict=True)
-        ]
+        return [access for i in range(len(self.agents)) for access in self.access_rows(i)]
+
+    def access_rows(
+        self, i: int, lists: dict[int, list[str]] | None = None
+    ) -> list[dict[str, Any]]:
+        """Row ``i``'s search in its JSON form (``lists``: the hits' id lists made so far, to
+        share between rows that found the same)."""
+        ids = self.hits[i]
+        access: dict[str, Any] = {
+            "agent": self.agents[i],
+            "tool": "search_evidence",
+            "query": self.queries[i],
+            "k": self.k,
+        }
+        if ids:
+            shown = lists.get(id(ids)) if lists is not None else None
+            if shown is None:
+                shown = list(ids)
+                if lists is not None:
+                    lists[id(ids)] = shown
+            access["doc_ids"] = shown
+        return [access]
 
 
 class ReadBatch(_Batch):
@@ -219,11 +238,9 @@ class ReadBatch(_Batch):
         super().__init__(timeline, tick, cutoff, agents)
         self.reads, self.refused = reads, refused
 
-    def _received(self, i: int) -> frozenset[str]:
+    def receipt(self, i: int) -> tuple[str, ...]:
         ids = self.reads[i]
-        return (
-            _ids(ids) if not self.refused else _ids(tuple(d for d in ids if d not in self.refused))
-        )
+        return ids if not self.refused else tuple(d for d in ids if d not in self.refused)
 
     @property
     def documents(self) -> set[str]:
@@ -232,19 +249,50 @@ class ReadBatch(_Batch):
 
     @property
     def accesses(self) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        refused = self.refused
-        for agent, ids in zip(self.agents, self.reads, strict=True):
-            for doc in ids:
-                reason = refused.get(doc)
+        lists: dict[str, list[str]] = {}
+        return [access for i in range(len(self.agents)) for access in self.access_rows(i, lists)]
+
+    def access_rows(self, i: int, lists: dict[str, list[str]]) -> list[dict[str, Any]]:
+        """Row ``i``'s reads in their JSON form (``lists``: each document's one-id list made
+        so far, shared between rows)."""
+        agent, refused, out = self.agents[i], self.refused, []
+        for doc in self.reads[i]:
+            reason = refused.get(doc)
+            if reason is None:
+                shown = lists.get(doc)
+                if shown is None:
+                    shown = lists[doc] = [doc]
                 out.append(
-                    {"agent": agent, "tool": "open_document", "doc_id": doc, "doc_ids": [doc]}
-                    if reason is None
-                    else access_json(
-                        agent, "open_document", doc_id=doc, refused=True, reason=reason
-                    )
+                    {"agent": agent, "tool": "open_document", "doc_id": doc, "doc_ids": shown}
+                )
+            else:
+                out.append(
+                    access_json(agent, "open_document", doc_id=doc, refused=True, reason=reason)
                 )
         return out
+
+
+def merged_accesses(logged: Sequence[Calls]) -> list[dict[str, Any]] | None:
+    """The accesses of a tick's calls by agent, each agent's in call order, where the calls
+    are a batch of searches and then a batch of reads by the same agents in id order (an
+    offline tick's), made row by row; ``None`` for any other calls (sort them instead)."""
+    if len(logged) != 2:
+        return None
+    search, read = logged
+    if not (
+        isinstance(search, SearchBatch)
+        and isinstance(read, ReadBatch)
+        and search.agents == read.agents
+        and all(a < b for a, b in itertools.pairwise(search.agents))
+    ):
+        return None
+    found: dict[int, list[str]] = {}
+    opened: dict[str, list[str]] = {}
+    out: list[dict[str, Any]] = []
+    for i in range(len(search.agents)):
+        out += search.access_rows(i, found)
+        out += read.access_rows(i, opened)
+    return out
 
 
 @functools.lru_cache(maxsize=4_096)
@@ -376,16 +424,28 @@ class AccessLog:
         """:meth:`unreceived` for each ``(agent, ids)`` (a tick's proposals), in order."""
         found: list[list[str]] = []
         index = self._received
-        recent = self._recent.get(timeline, ())
+        # a batch's agent citing what it received in its timeline's latest tick: its receipts
+        # are a tuple shared with the agents that received the same, each pair checked once
+        recent = [(batch.rows(), batch) for batch in self._recent.get(timeline, ())]
+        covered: dict[tuple[int, int], bool] = {}
         for agent, ids in cited:
             if not ids:
                 found.append([])
                 continue
-            # a batch's agent citing what it received in its timeline's latest tick
-            if any(
-                (got := batch.received_by(agent)) is not None and got.issuperset(ids)
-                for batch in recent
-            ):
+            hit = False
+            for rows, batch in recent:
+                i = rows.get(agent)
+                if i is None:
+                    continue
+                receipt = batch.receipt(i)
+                key = (id(receipt), id(ids))
+                ok = covered.get(key)
+                if ok is None:
+                    ok = covered[key] = set(receipt).issuperset(ids)
+                if ok:
+                    hit = True
+                    break
+            if hit:
                 found.append([])
                 continue
             # the usual case first: an agent's accesses all made in this one timeline

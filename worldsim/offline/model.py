@@ -140,7 +140,13 @@ async def _actor(view: RoleView) -> ActorOutput:
     one agent at a time."""
     ctx = view.context
     assert isinstance(ctx, TickContext)
-    (p,) = (await offline_moves(batch_of_one(ctx))).objects()
+    # the hits a prompt role's search found for the agent (it shows them as ``evidence``); a
+    # role that shows none leaves the search to the offline actor
+    evidence = view.variables.get("evidence")
+    found = None
+    if isinstance(evidence, list):
+        found = [tuple(str(hit["id"]) for hit in evidence if isinstance(hit, dict))]
+    (p,) = (await offline_moves(batch_of_one(ctx), found)).objects()
     move = ActorMove(
         kind="action",
         endpoint=p.endpoint or "",

@@ -25,7 +25,7 @@ from pydantic import (
 
 from worldsim.domain.cards import UtcDatetime, utc_iso
 from worldsim.domain.jsonbytes import floats_in
-from worldsim.gateway.access import ACCESS_DEFAULTS, Access, Calls
+from worldsim.gateway.access import ACCESS_DEFAULTS, Access, Calls, merged_accesses
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.models.call import LlmCallData
 from worldsim.world.build import WorldSource
@@ -497,8 +497,10 @@ class RetrievalsData(_Data):
         """The record's ``data`` for the accesses ``logged`` (made at one timeline, tick and
         cut-off, each in its JSON form already, in call order): by agent, each agent's in call
         order. An access holds no float."""
-        accesses = [access for calls in logged for access in calls.accesses]
-        accesses.sort(key=itemgetter("agent"))  # stable: call order
+        accesses = merged_accesses(logged)
+        if accesses is None:
+            accesses = [access for calls in logged for access in calls.accesses]
+            accesses.sort(key=itemgetter("agent"))  # stable: call order
         return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": accesses}, [])
 
     def records(self, tl: str | None, tick: int | None) -> list[RetrievalData]:
