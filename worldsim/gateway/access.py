@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
+import msgspec
 from pydantic import AwareDatetime, BaseModel, ConfigDict, field_serializer
 
 from worldsim.domain.cards import utc_iso
@@ -272,10 +273,12 @@ class ReadBatch(_Batch):
         return out
 
 
-def merged_accesses(logged: Sequence[Calls]) -> list[dict[str, Any]] | None:
-    """The accesses of a tick's calls by agent, each agent's in call order, where the calls
-    are a batch of searches and then a batch of reads by the same agents in id order (an
-    offline tick's), made row by row; ``None`` for any other calls (sort them instead)."""
+def merged_accesses(logged: Sequence[Calls]) -> bytes | None:
+    """The JSON list of a tick's accesses by agent, each agent's in call order, where the
+    calls are a batch of searches and then a batch of reads by the same agents in id order (an
+    offline tick's): made from the columns as bytes, each access exactly as ``json.dumps``
+    writes its JSON form (:func:`access_json`). ``None`` for any other calls (sort their
+    accesses instead)."""
     if len(logged) != 2:
         return None
     search, read = logged
@@ -286,13 +289,35 @@ def merged_accesses(logged: Sequence[Calls]) -> list[dict[str, Any]] | None:
         and all(a < b for a, b in itertools.pairwise(search.agents))
     ):
         return None
-    found: dict[int, list[str]] = {}
-    opened: dict[str, list[str]] = {}
-    out: list[dict[str, Any]] = []
-    for i in range(len(search.agents)):
-        out += search.access_rows(i, found)
-        out += read.access_rows(i, opened)
-    return out
+    k = b',"k":%d' % search.k
+    found: dict[int, bytes] = {}  # the hits' part of a search, by the hits' tuple
+    opened: dict[str, bytes] = {}  # a read's part after its agent, by document
+    out: list[bytes] = []
+    for agent, query, hits, reads in zip(
+        search.agents, search.queries, search.hits, read.reads, strict=True
+    ):
+        who = b'{"agent":' + _json(agent)
+        tail = found.get(id(hits))
+        if tail is None:
+            tail = found[id(hits)] = (b',"doc_ids":' + _json(list(hits)) if hits else b"") + b"}"
+        out.append(who + b',"tool":"search_evidence","query":' + _json(query) + k + tail)
+        for doc in reads:
+            part = opened.get(doc)
+            if part is None:
+                reason = read.refused.get(doc)
+                access = access_json("", "open_document", doc_id=doc, refused=bool(reason))
+                if reason is None:
+                    access["doc_ids"] = [doc]
+                else:
+                    access["reason"] = reason
+                del access["agent"]
+                part = opened[doc] = b"," + _json(access)[1:]
+            out.append(who + part)
+    return b"[" + b",".join(out) + b"]"
+
+
+_json = msgspec.json.Encoder().encode
+"""JSON of strings, ints, booleans and lists of them: the standard library's bytes."""
 
 
 @functools.lru_cache(maxsize=4_096)

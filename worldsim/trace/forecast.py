@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from pydantic import TypeAdapter
 
 from worldsim.domain.cards import UtcDatetime, parse_utc
@@ -250,15 +251,15 @@ def forecast_json(records: list[RecordView]) -> dict[str, Any]:
 
 def forecast_record(records: list[RecordView]) -> ForecastGraphData:
     """The ``forecast_graph`` record of the records' graph: ``ForecastGraphData.of`` of
-    :func:`forecast_json`, its canonical JSON hashed a few thousand events or links at a time
-    (the graph of 10⁵ actors' run is never held whole)."""
+    :func:`forecast_json`, its canonical JSON hashed as it is made, event by event and link
+    by link (the graph of a run of 10⁵ actors is never held whole)."""
     graph = _Graph(records)
     digest = hashlib.sha256()
     digest.update(b'{"as_of":' + canonical_json(graph.as_of))
     digest.update(b',"card_id":' + canonical_json(graph.card_id) + b',"events":[')
-    events = _hash_chunks(digest, graph.events(), floats=_event_floats)
+    events = _hash_items(digest, graph.event_bytes())
     digest.update(b'],"links":[')
-    links = _hash_chunks(digest, graph.links(), floats=lambda _: [])
+    links = _hash_items(digest, graph.link_bytes())
     digest.update(b'],"run":' + canonical_json(graph.run_id) + b"}")
     return ForecastGraphData(
         run=graph.run_id,
@@ -273,18 +274,18 @@ def forecast_record(records: list[RecordView]) -> ForecastGraphData:
 _CHUNK = 4_096
 
 
-def _hash_chunks(
-    digest: Any, items: Iterator[dict[str, Any]], floats: Callable[[dict[str, Any]], list[float]]
-) -> int:
-    """Hash the canonical JSON of ``items`` as a list's elements, comma-separated, a chunk at
-    a time; the number of items."""
+def _hash_items(digest: Any, items: Iterator[bytes]) -> int:
+    """Hash ``items`` (each an element's canonical JSON) comma-separated, a chunk at a time;
+    the number of items."""
     count, first = 0, True
     while chunk := list(itertools.islice(items, _CHUNK)):
         count += len(chunk)
-        body = canonical_json(chunk, [x for item in chunk for x in floats(item)])[1:-1]
-        digest.update(body if first else b"," + body)
+        digest.update(b",".join(chunk) if first else b"," + b",".join(chunk))
         first = False
     return count
+
+
+_text_json = msgspec.json.Encoder().encode  # a str's JSON: the standard library's bytes
 
 
 def _event_floats(event: dict[str, Any]) -> list[float]:
@@ -435,6 +436,74 @@ class _Graph:
                 for obs_id in self.observations.get((tl, tick), ()):
                     yield {"source": obs_id, "target": event_id, "relation": "informs"}
 
+    def event_bytes(self) -> Iterator[bytes]:
+        """Each of :meth:`events` as its canonical JSON (key-sorted), a proposal's made from
+        its parts."""
+        for group in self._groups():
+            others = sorted(self.others.get(group, ()), key=_in_group)
+            for event in others:
+                yield canonical_json(event, _event_floats(event))
+            tick, _ = group
+            date = canonical_json(self.tick_dates.get(tick))
+            parts: dict[str, tuple[bytes, bytes]] = {}  # timeline -> its mass, the rest
+            made: list[tuple[str, bytes]] = []
+            for event_id, data in self._accepted(group):
+                tl = event_id[: event_id.index("/")]
+                part = parts.get(tl)
+                if part is None:
+                    mass = self.masses.get(tl)
+                    part = parts[tl] = (
+                        canonical_json(mass, [mass] if isinstance(mass, float) else []),
+                        b',"tick":%d,"timeline":%s,"title":' % (tick, _text_json(tl)),
+                    )
+                made.append(
+                    (
+                        event_id,
+                        b'{"date":'
+                        + date
+                        + b',"description":"","id":'
+                        + _text_json(event_id)
+                        + b',"kind":"proposal","mass":'
+                        + part[0]
+                        + part[1]
+                        + _text_json(_text(data.get("summary", "")))
+                        + b"}",
+                    )
+                )
+            made.sort(key=_FIRST)
+            for _, line in made:
+                yield line
+
+    def link_bytes(self) -> Iterator[bytes]:
+        """Each of :meth:`links` as its canonical JSON (key-sorted)."""
+        targets: dict[str, bytes] = {}
+        for group in sorted(self.accepted):
+            tick, _ = group
+            for event_id, data in self._accepted(group):
+                source = _text_json(event_id)
+                cites = data.get("cites")
+                if cites:
+                    for d in dict.fromkeys(cites):
+                        target = targets.get(d)
+                        if target is None:
+                            target = targets[d] = _text_json(_text(d))
+                        yield (
+                            b'{"relation":"cites","source":'
+                            + source
+                            + b',"target":'
+                            + target
+                            + b"}"
+                        )
+                tl = event_id[: event_id.index("/")]
+                for obs_id in self.observations.get((tl, tick), ()):
+                    yield (
+                        b'{"relation":"informs","source":'
+                        + _text_json(obs_id)
+                        + b',"target":'
+                        + source
+                        + b"}"
+                    )
+
 
 class _Lineages(dict[str, tuple[int, ...]]):
     """:func:`lineage` of each timeline id asked for, worked out once."""
@@ -450,6 +519,7 @@ def _text(value: object) -> str:
 
 _KIND_ORDER = {"branch": 0, "observation": 1, "proposal": 2}
 _BY_AGENT = itemgetter(0, 1)  # an accepted proposal's agent, then index
+_FIRST = itemgetter(0)
 
 
 def _in_group(event: dict[str, Any]) -> tuple[int, str]:

@@ -13,6 +13,7 @@ from datetime import datetime
 from operator import itemgetter
 from typing import Annotated, Any, Literal, NamedTuple
 
+from msgspec import Raw
 from pydantic import (
     AwareDatetime,
     BaseModel,
@@ -497,10 +498,11 @@ class RetrievalsData(_Data):
         """The record's ``data`` for the accesses ``logged`` (made at one timeline, tick and
         cut-off, each in its JSON form already, in call order): by agent, each agent's in call
         order. An access holds no float."""
-        accesses = merged_accesses(logged)
-        if accesses is None:
-            accesses = [access for calls in logged for access in calls.accesses]
-            accesses.sort(key=itemgetter("agent"))  # stable: call order
+        merged = merged_accesses(logged)
+        if merged is not None:  # an offline tick's: its JSON made from the batches' columns
+            return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": Raw(merged)}, [])
+        accesses = [access for calls in logged for access in calls.accesses]
+        accesses.sort(key=itemgetter("agent"))  # stable: call order
         return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": accesses}, [])
 
     def records(self, tl: str | None, tick: int | None) -> list[RetrievalData]:
