@@ -274,13 +274,14 @@ def forecast_record(records: list[RecordView]) -> ForecastGraphData:
 _CHUNK = 4_096
 
 
-def _hash_items(digest: Any, items: Iterator[bytes]) -> int:
-    """Hash ``items`` (each an element's canonical JSON) comma-separated, a chunk at a time;
-    the number of items."""
+def _hash_items(digest: Any, items: Iterator[tuple[bytes, int]]) -> int:
+    """Hash ``items`` (each the canonical JSON of a few elements, comma-separated, and their
+    number) comma-separated, a chunk at a time; the number of elements."""
     count, first = 0, True
     while chunk := list(itertools.islice(items, _CHUNK)):
-        count += len(chunk)
-        digest.update(b",".join(chunk) if first else b"," + b",".join(chunk))
+        count += sum(n for _, n in chunk)
+        body = b",".join([line for line, _ in chunk])
+        digest.update(body if first else b"," + body)
         first = False
     return count
 
@@ -436,13 +437,13 @@ class _Graph:
                 for obs_id in self.observations.get((tl, tick), ()):
                     yield {"source": obs_id, "target": event_id, "relation": "informs"}
 
-    def event_bytes(self) -> Iterator[bytes]:
+    def event_bytes(self) -> Iterator[tuple[bytes, int]]:
         """Each of :meth:`events` as its canonical JSON (key-sorted), a proposal's made from
         its parts."""
         for group in self._groups():
             others = sorted(self.others.get(group, ()), key=_in_group)
             for event in others:
-                yield canonical_json(event, _event_floats(event))
+                yield canonical_json(event, _event_floats(event)), 1
             tick, _ = group
             date = canonical_json(self.tick_dates.get(tick))
             parts: dict[str, tuple[bytes, bytes]] = {}  # timeline -> its mass, the rest
@@ -472,28 +473,23 @@ class _Graph:
                 )
             made.sort(key=_FIRST)
             for _, line in made:
-                yield line
+                yield line, 1
 
-    def link_bytes(self) -> Iterator[bytes]:
-        """Each of :meth:`links` as its canonical JSON (key-sorted)."""
-        targets: dict[str, bytes] = {}
+    def link_bytes(self) -> Iterator[tuple[bytes, int]]:
+        """:meth:`links` as canonical JSON (key-sorted), a proposal's at a time: the bytes of
+        its links, comma-separated, and their number (``cites`` made by one join per
+        proposal, from parts shared by the proposals that cite the same documents)."""
+        cited: dict[int, tuple[list[bytes], int]] = {}  # by the cites' list or tuple
         for group in sorted(self.accepted):
             tick, _ = group
             for event_id, data in self._accepted(group):
                 source = _text_json(event_id)
                 cites = data.get("cites")
                 if cites:
-                    for d in dict.fromkeys(cites):
-                        target = targets.get(d)
-                        if target is None:
-                            target = targets[d] = _text_json(_text(d))
-                        yield (
-                            b'{"relation":"cites","source":'
-                            + source
-                            + b',"target":'
-                            + target
-                            + b"}"
-                        )
+                    parts = cited.get(id(cites))
+                    if parts is None:
+                        parts = cited[id(cites)] = _cites_parts(cites)
+                    yield source.join(parts[0]), parts[1]
                 tl = event_id[: event_id.index("/")]
                 for obs_id in self.observations.get((tl, tick), ()):
                     yield (
@@ -501,8 +497,21 @@ class _Graph:
                         + _text_json(obs_id)
                         + b',"target":'
                         + source
-                        + b"}"
+                        + b"}",
+                        1,
                     )
+
+
+def _cites_parts(cites: Iterable[object]) -> tuple[list[bytes], int]:
+    """The ``cites`` links of a proposal citing ``cites`` (each document once), as the parts
+    that its source's JSON joins, and their number."""
+    targets = [_text_json(_text(d)) for d in dict.fromkeys(cites)]
+    head, parts = b'{"relation":"cites","source":', []
+    for target in targets:
+        parts.append(head)
+        head = b',"target":' + target + b'},{"relation":"cites","source":'
+    parts.append(head[: -len(b',{"relation":"cites","source":')])
+    return parts, len(targets)
 
 
 class _Lineages(dict[str, tuple[int, ...]]):
