@@ -34,6 +34,7 @@ MEMORY, KAPPA, READ, SEARCH_K = 0.5, 1.0, 3, 5
 @dataclass(frozen=True, slots=True)
 class FloorRun:
     seconds: float
+    cpu_seconds: float
     agent_steps: int
     ticks_run: int
     first_directions: list[float]
@@ -70,7 +71,7 @@ def floor_run(card: Card, pushes: Mapping[str, float], *, ticks: int, seed: int)
     """One timeline of the offline model (``no_branch``) from the card's seeds, timed from the
     card to the last tick: world arrays built, then per tick the activity draws, each agent's
     generator and its two draws, the moves, the cohorts' update, the pressure and the hazard."""
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     seeds = card.seeds
     assert seeds is not None
     actors = sorted(seeds.actors, key=lambda a: a.id)
@@ -134,7 +135,7 @@ def floor_run(card: Card, pushes: Mapping[str, float], *, ticks: int, seed: int)
         resolves = rng_for(seed, "review", "t0", k).random() < seeds.hazard
         if resolves and k < ticks - 1:
             break
-    return FloorRun(time.perf_counter() - start, steps, ran, first)
+    return FloorRun(time.perf_counter() - start, time.process_time() - cpu, steps, ran, first)
 
 
 def _influence(card: Card, ids: list[str], cohorts: list[str]) -> npt.NDArray[np.float64]:

@@ -14,7 +14,8 @@ sets, bytes or dates, which the standard library refuses
 
 A caller that built a value from typed parts may know every float it holds (a tick's
 proposals: two each, and those of the few that carry deltas; a tick's gateway accesses: none).
-Given them as ``floats`` (each as often as it occurs), msgspec's bytes are taken without being
+Given them as ``floats`` (each as often as it occurs; or only those of them msgspec may spell
+otherwise, :func:`odd_floats`), msgspec's bytes are taken without being
 looked at (the look costs twice the encoding of a record of a few megabytes): as they are when
 each is zero or finite with a magnitude from 10⁻⁴ up to 10¹⁶ (which msgspec writes as the
 standard library does), else with the few others respelled where that is certain
@@ -33,7 +34,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["canonical_bytes", "compact_bytes", "floats_in", "msgspec_bytes"]
+__all__ = ["canonical_bytes", "compact_bytes", "floats_in", "msgspec_bytes", "odd_floats"]
 
 _COMPACT = msgspec.json.Encoder()
 _PACKED = msgspec.msgpack.Encoder()
@@ -116,6 +117,19 @@ def _respelled(out: bytes, floats: Iterable[float]) -> bytes | None:
     for old, new in swaps:
         out = out.replace(old, new)
     return out
+
+
+def odd_floats(values: Any) -> list[float]:
+    """Of an array of floats, those msgspec may spell otherwise than the standard library (not
+    zero, and a magnitude outside [10⁻⁴, 10¹⁶), or not finite), each as often as it occurs:
+    what ``floats`` needs to hold of them (the others are spelled alike and never looked at)."""
+    import numpy as np
+
+    array = np.asarray(values, dtype=np.float64)
+    size = np.abs(array)
+    alike = (array == 0.0) | ((size >= 1e-4) & (size < 1e16))
+    odd: list[float] = array[~alike].tolist()
+    return odd
 
 
 def floats_in(value: Any) -> Iterator[float]:

@@ -306,7 +306,8 @@ class _Graph:
         self.as_of: str | None = None
         # a tick's proposals by timeline, and its accepted ones by tick and lineage (each once,
         # in the order first accepted); observations and branches by tick and lineage
-        self.proposals: dict[tuple[str, int], dict[tuple[str, int], Mapping[str, Any]]] = {}
+        # (a proposal kept as its summary and cites)
+        self.proposals: dict[tuple[str, int], dict[tuple[str, int], tuple[Any, Any]]] = {}
         self.accepted: dict[tuple[int, tuple[int, ...]], dict[tuple[str, int, str], None]] = {}
         self.others: dict[tuple[int, tuple[int, ...]], list[dict[str, Any]]] = {}
         self.observations: dict[tuple[str, int], list[str]] = {}
@@ -345,10 +346,13 @@ class _Graph:
             data = r.data
             if isinstance(data, KeptProposals):
                 for agent, index, summary, cites in zip(*data.columns, strict=True):
-                    made[(agent, index)] = {"summary": summary, "cites": cites}
+                    made[(agent, index)] = (summary, cites)
                 return
             for p in proposals_of(r.type, data):
-                made[(_text(p.get("agent", "")), _index(p.get("index")))] = p
+                made[(_text(p.get("agent", "")), _index(p.get("index")))] = (
+                    p.get("summary", ""),
+                    p.get("cites"),
+                )
         elif r.type == "review":
             taken = self.accepted.setdefault((tick, self.lines[tl]), {})
             accepted = r.data.get("accepted") or ()
@@ -394,10 +398,10 @@ class _Graph:
 
     def _accepted(
         self, group: tuple[int, tuple[int, ...]]
-    ) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    ) -> Iterator[tuple[str, str, tuple[Any, Any]]]:
         """The group's accepted proposals in canonical order (agent, index; two ids of one
-        lineage, "t0.2" and "t0.02", keep the order first accepted): each event's id and the
-        proposal's kept fields."""
+        lineage, "t0.2" and "t0.02", keep the order first accepted): each event's id, its
+        timeline and the proposal's kept fields."""
         tick, _ = group
         tl_now, made = None, {}
         for agent, index, tl in sorted(self.accepted.get(group, ()), key=_BY_AGENT):
@@ -405,16 +409,15 @@ class _Graph:
                 made, tl_now = self.proposals.get((tl, tick), {}), tl
             data = made.get((agent, index))
             if data is not None:
-                yield f"{tl}/{tick}/{agent}/{index}", data
+                yield f"{tl}/{tick}/{agent}/{index}", tl, data
 
     def _proposal_events(self, group: tuple[int, tuple[int, ...]]) -> Iterator[dict[str, Any]]:
         tick, _ = group
         date = self.tick_dates.get(tick)
-        for event_id, data in self._accepted(group):
-            tl = event_id[: event_id.index("/")]
+        for event_id, tl, data in self._accepted(group):
             yield {
                 "id": event_id,
-                "title": _text(data.get("summary", "")),
+                "title": _text(data[0]),
                 "description": "",
                 "date": date,
                 "timeline": tl,
@@ -428,12 +431,11 @@ class _Graph:
         tick's observations → the proposal), in the canonical order of the proposals."""
         for group in sorted(self.accepted):
             tick, _ = group
-            for event_id, data in self._accepted(group):
-                cites = data.get("cites")
+            for event_id, tl, data in self._accepted(group):
+                cites = data[1]
                 if cites:
                     for d in dict.fromkeys(cites):
                         yield {"source": event_id, "target": _text(d), "relation": "cites"}
-                tl = event_id[: event_id.index("/")]
                 for obs_id in self.observations.get((tl, tick), ()):
                     yield {"source": obs_id, "target": event_id, "relation": "informs"}
 
@@ -445,32 +447,22 @@ class _Graph:
             for event in others:
                 yield canonical_json(event, _event_floats(event)), 1
             tick, _ = group
-            date = canonical_json(self.tick_dates.get(tick))
-            parts: dict[str, tuple[bytes, bytes]] = {}  # timeline -> its mass, the rest
+            head = (
+                b'{"date":' + canonical_json(self.tick_dates.get(tick)) + b',"description":"","id":'
+            )
+            parts: dict[str, bytes] = {}  # timeline -> what follows an event's id
             made: list[tuple[str, bytes]] = []
-            for event_id, data in self._accepted(group):
-                tl = event_id[: event_id.index("/")]
+            for event_id, tl, data in self._accepted(group):
                 part = parts.get(tl)
                 if part is None:
                     mass = self.masses.get(tl)
                     part = parts[tl] = (
-                        canonical_json(mass, [mass] if isinstance(mass, float) else []),
-                        b',"tick":%d,"timeline":%s,"title":' % (tick, _text_json(tl)),
+                        b',"kind":"proposal","mass":'
+                        + canonical_json(mass, [mass] if isinstance(mass, float) else [])
+                        + b',"tick":%d,"timeline":%s,"title":' % (tick, _text_json(tl))
                     )
-                made.append(
-                    (
-                        event_id,
-                        b'{"date":'
-                        + date
-                        + b',"description":"","id":'
-                        + _text_json(event_id)
-                        + b',"kind":"proposal","mass":'
-                        + part[0]
-                        + part[1]
-                        + _text_json(_text(data.get("summary", "")))
-                        + b"}",
-                    )
-                )
+                text = _text_json(_text(data[0]))
+                made.append((event_id, b"".join((head, _text_json(event_id), part, text, b"}"))))
             made.sort(key=_FIRST)
             for _, line in made:
                 yield line, 1
@@ -479,18 +471,18 @@ class _Graph:
         """:meth:`links` as canonical JSON (key-sorted), a proposal's at a time: the bytes of
         its links, comma-separated, and their number (``cites`` made by one join per
         proposal, from parts shared by the proposals that cite the same documents)."""
-        cited: dict[int, tuple[list[bytes], int]] = {}  # by the cites' list or tuple
+        cited: dict[tuple[object, ...], tuple[list[bytes], int]] = {}  # by the documents
         for group in sorted(self.accepted):
             tick, _ = group
-            for event_id, data in self._accepted(group):
+            for event_id, tl, data in self._accepted(group):
                 source = _text_json(event_id)
-                cites = data.get("cites")
+                cites = data[1]
                 if cites:
-                    parts = cited.get(id(cites))
+                    key = tuple(cites)
+                    parts = cited.get(key)
                     if parts is None:
-                        parts = cited[id(cites)] = _cites_parts(cites)
+                        parts = cited[key] = _cites_parts(key)
                     yield source.join(parts[0]), parts[1]
-                tl = event_id[: event_id.index("/")]
                 for obs_id in self.observations.get((tl, tick), ()):
                     yield (
                         b'{"relation":"informs","source":'

@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from worldsim.domain.cards import UtcDatetime, utc_iso
-from worldsim.domain.jsonbytes import floats_in
+from worldsim.domain.jsonbytes import floats_in, odd_floats
 from worldsim.gateway.access import ACCESS_DEFAULTS, Access, Calls, merged_accesses
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.models.call import LlmCallData
@@ -74,8 +74,9 @@ SCHEMA_VERSION = 1
 
 
 class Payload(NamedTuple):
-    """A record's JSON ``data`` as its maker built it, with every float it holds (for the
-    writer's ``emit(type_, data, floats=floats)``, which then need not look for them)."""
+    """A record's JSON ``data`` as its maker built it, with every float it holds, or at least
+    every one msgspec may spell otherwise (``odd_floats``), for the writer's
+    ``emit(type_, data, floats=floats)``, which then need not look for them."""
 
     data: dict[str, Any]
     floats: list[float]
@@ -238,8 +239,8 @@ class ProposalsData(_Data):
                     cols.kind,
                 )
                 items += rows.items(roles[at : at + n], unretrieved[at : at + n])
-                floats += rows.direction.tolist()
-                floats += rows.magnitude.tolist()
+                floats += odd_floats(rows.direction)  # (the others msgspec spells alike)
+                floats += odd_floats(rows.magnitude)
             else:
                 n = 1
                 made = ProposalsData.payload([part], roles[at : at + 1], unretrieved[at : at + 1])
