@@ -14,8 +14,7 @@ sets, bytes or dates, which the standard library refuses
 
 A caller that built a value from typed parts may know every float it holds (a tick's
 proposals: two each, and those of the few that carry deltas; a tick's gateway accesses: none).
-Given them as ``floats`` (each as often as it occurs; or only those of them msgspec may spell
-otherwise, :func:`odd_floats`), msgspec's bytes are taken without being
+Given them as ``floats`` (each as often as it occurs), msgspec's bytes are taken without being
 looked at (the look costs twice the encoding of a record of a few megabytes): as they are when
 each is zero or finite with a magnitude from 10⁻⁴ up to 10¹⁶ (which msgspec writes as the
 standard library does), else with the few others respelled where that is certain
@@ -34,7 +33,14 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["canonical_bytes", "compact_bytes", "floats_in", "msgspec_bytes", "odd_floats"]
+__all__ = [
+    "canonical_bytes",
+    "compact_bytes",
+    "floats_in",
+    "msgspec_bytes",
+    "odd_positions",
+    "standard_float",
+]
 
 _COMPACT = msgspec.json.Encoder()
 _PACKED = msgspec.msgpack.Encoder()
@@ -119,17 +125,25 @@ def _respelled(out: bytes, floats: Iterable[float]) -> bytes | None:
     return out
 
 
-def odd_floats(values: Any) -> list[float]:
-    """Of an array of floats, those msgspec may spell otherwise than the standard library (not
-    zero, and a magnitude outside [10⁻⁴, 10¹⁶), or not finite), each as often as it occurs:
-    what ``floats`` needs to hold of them (the others are spelled alike and never looked at)."""
+def odd_positions(values: Any) -> list[int]:
+    """Where an array of floats holds one msgspec may spell otherwise than the standard library
+    (not zero, and a magnitude outside [10⁻⁴, 10¹⁶), or not finite)."""
     import numpy as np
 
     array = np.asarray(values, dtype=np.float64)
     size = np.abs(array)
     alike = (array == 0.0) | ((size >= 1e-4) & (size < 1e16))
-    odd: list[float] = array[~alike].tolist()
+    odd: list[int] = np.flatnonzero(~alike).tolist()
     return odd
+
+
+def standard_float(value: float) -> msgspec.Raw:
+    """A finite float as the standard library writes it, to stand in a value in its place: the
+    value's bytes then need no look for it (a large record holding a few such floats is not
+    scanned once for each)."""
+    if not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a finite number")
+    return msgspec.Raw(float.__repr__(value).encode())
 
 
 def floats_in(value: Any) -> Iterator[float]:

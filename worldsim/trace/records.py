@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from worldsim.domain.cards import UtcDatetime, utc_iso
-from worldsim.domain.jsonbytes import floats_in, odd_floats
+from worldsim.domain.jsonbytes import floats_in, odd_positions, standard_float
 from worldsim.gateway.access import ACCESS_DEFAULTS, Access, Calls, merged_accesses
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.models.call import LlmCallData
@@ -74,9 +74,8 @@ SCHEMA_VERSION = 1
 
 
 class Payload(NamedTuple):
-    """A record's JSON ``data`` as its maker built it, with every float it holds, or at least
-    every one msgspec may spell otherwise (``odd_floats``), for the writer's
-    ``emit(type_, data, floats=floats)``, which then need not look for them."""
+    """A record's JSON ``data`` as its maker built it, with every float it holds (for the
+    writer's ``emit(type_, data, floats=floats)``, which then need not look for them)."""
 
     data: dict[str, Any]
     floats: list[float]
@@ -238,9 +237,13 @@ class ProposalsData(_Data):
                     cols.cites[start:stop],
                     cols.kind,
                 )
-                items += rows.items(roles[at : at + n], unretrieved[at : at + n])
-                floats += odd_floats(rows.direction)  # (the others msgspec spells alike)
-                floats += odd_floats(rows.magnitude)
+                rows_json = rows.items(roles[at : at + n], unretrieved[at : at + n])
+                # the few floats msgspec spells otherwise, in the standard library's spelling
+                # (the record then holds no float for the writer to look for)
+                for field, values in (("direction", rows.direction), ("magnitude", rows.magnitude)):
+                    for i in odd_positions(values):
+                        rows_json[i][field] = standard_float(rows_json[i][field])
+                items += rows_json
             else:
                 n = 1
                 made = ProposalsData.payload([part], roles[at : at + 1], unretrieved[at : at + 1])
