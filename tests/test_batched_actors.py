@@ -8,7 +8,6 @@ same accesses; the prompt actor on the offline route hands the engine the moves 
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -83,18 +82,27 @@ def test_batched_gateway_calls_answer_and_log_as_calls_one_by_one(
     anyio.run(go)
 
 
-@settings(max_examples=60, deadline=None)
-@given(asked=queries, read=opens, k=st.integers(1, 4))
-def test_a_batch_of_searches_and_reads_logs_as_one_entry_what_the_calls_log_one_by_one(
-    asked: list[tuple[str, str]], read: list[tuple[str, str]], k: int
-) -> None:
-    """One agent per row: its search, then its reads (the columnar batch of a tick)."""
-    agents = sorted({a for a, _ in asked})
-    queries = {a: q for a, q in asked}
+def _rows(
+    asked: list[tuple[str, str]], read: list[tuple[str, str]]
+) -> tuple[list[str], dict[str, str], dict[str, tuple[str, ...]]]:
+    """A batch's rows: its agents in id order, each one's query and the documents it reads."""
+    queries = dict(asked)
     reads: dict[str, tuple[str, ...]] = {}
     for agent, doc_id in read:
         if agent in queries:
             reads[agent] = (*reads.get(agent, ()), doc_id)
+    return sorted(queries), queries, reads
+
+
+@settings(max_examples=80, deadline=None)
+@given(asked=queries, read=opens, k=st.integers(1, 4))
+def test_a_batch_of_searches_and_reads_is_the_calls_one_by_one_logged_as_one_entry(
+    asked: list[tuple[str, str]], read: list[tuple[str, str]], k: int
+) -> None:
+    """One agent per row, its search then its reads (a tick's columnar batch): the same
+    answers, accesses, retrievals record, documents and citation checks as the calls made one
+    by one, held as one entry per batch call."""
+    agents, queries, reads = _rows(asked, read)
 
     async def go() -> None:
         async with memory_store(DOCS) as one_store, memory_store(DOCS) as batch_store:
@@ -105,15 +113,13 @@ def test_a_batch_of_searches_and_reads_logs_as_one_entry_what_the_calls_log_one_
             for agent, ids in zip(agents, found, strict=True):
                 hits = await one.search(queries[agent], k, agent=agent, **where)
                 assert ids == tuple(h.id for h in hits)
-            for agent in agents:
                 for doc_id in reads.get(agent, ()):
                     try:
                         doc = await one.open_document(doc_id, agent=agent, **where)
                     except GatewayRefusal:
                         doc = None
                     assert opened[doc_id] == doc
-            assert len(batch.take("t0.1")) == (2 if agents else 0)  # one entry per batch call
-            assert _by_agent(batch) == []  # taken: the log lets them go
+            assert _by_agent(batch) == _by_agent(one)
             assert batch.documents == one.documents
             for agent in ("x", "y", "z"):
                 cited = ["a", "b", "c", "late"]
@@ -123,37 +129,12 @@ def test_a_batch_of_searches_and_reads_logs_as_one_entry_what_the_calls_log_one_
                 assert batch.unretrieved_each([(agent, cited)], timeline="t0.1.3") == (
                     one.unretrieved_each([(agent, cited)], timeline="t0.1.3")
                 )
-
-    anyio.run(go)
-
-
-@settings(max_examples=60, deadline=None)
-@given(asked=queries, read=opens, k=st.integers(1, 4))
-def test_a_batchs_accesses_are_the_records_of_the_calls_one_by_one(
-    asked: list[tuple[str, str]], read: list[tuple[str, str]], k: int
-) -> None:
-    agents = sorted({a for a, _ in asked})
-    queries = {a: q for a, q in asked}
-    reads: dict[str, tuple[str, ...]] = {}
-    for agent, doc_id in read:
-        if agent in queries:
-            reads[agent] = (*reads.get(agent, ()), doc_id)
-
-    async def go() -> None:
-        async with memory_store(DOCS) as one_store, memory_store(DOCS) as batch_store:
-            one, batch = Gateway(one_store, cutoff=CUTOFF), Gateway(batch_store, cutoff=CUTOFF)
-            where = {"timeline": "t0", "tick": 0}
-            await batch.search_batch(agents, [queries[a] for a in agents], k, **where)
-            await batch.read_batch(agents, [reads.get(a, ()) for a in agents], **where)
-            for agent in agents:
-                await one.search(queries[agent], k, agent=agent, **where)
-                for doc_id in reads.get(agent, ()):
-                    with contextlib.suppress(GatewayRefusal):
-                        await one.open_document(doc_id, agent=agent, **where)
-            assert _by_agent(batch) == _by_agent(one)
-            if agents:  # the retrievals record of the tick: the same data
-                made = compact_bytes(RetrievalsData.payload(batch.take("t0")).data)
-                assert made == compact_bytes(RetrievalsData.payload(one.take("t0")).data)
+            held = batch.take("t0.1")
+            assert len(held) == (2 if agents else 0)  # one entry per batch call
+            if agents:  # the tick's retrievals record: the same bytes
+                made = compact_bytes(RetrievalsData.payload(held).data)
+                assert made == compact_bytes(RetrievalsData.payload(one.take("t0.1")).data)
+            assert _by_agent(batch) == []  # taken: the log lets them go
 
     anyio.run(go)
 

@@ -197,28 +197,10 @@ class SearchBatch(_Batch):
 
     @property
     def accesses(self) -> list[dict[str, Any]]:
-        return [access for i in range(len(self.agents)) for access in self.access_rows(i)]
-
-    def access_rows(
-        self, i: int, lists: dict[int, list[str]] | None = None
-    ) -> list[dict[str, Any]]:
-        """Row ``i``'s search in its JSON form (``lists``: the hits' id lists made so far, to
-        share between rows that found the same)."""
-        ids = self.hits[i]
-        access: dict[str, Any] = {
-            "agent": self.agents[i],
-            "tool": "search_evidence",
-            "query": self.queries[i],
-            "k": self.k,
-        }
-        if ids:
-            shown = lists.get(id(ids)) if lists is not None else None
-            if shown is None:
-                shown = list(ids)
-                if lists is not None:
-                    lists[id(ids)] = shown
-            access["doc_ids"] = shown
-        return [access]
+        return [
+            access_json(agent, "search_evidence", query=query, k=self.k, doc_ids=ids)
+            for agent, query, ids in zip(self.agents, self.queries, self.hits, strict=True)
+        ]
 
 
 class ReadBatch(_Batch):
@@ -250,27 +232,15 @@ class ReadBatch(_Batch):
 
     @property
     def accesses(self) -> list[dict[str, Any]]:
-        lists: dict[str, list[str]] = {}
-        return [access for i in range(len(self.agents)) for access in self.access_rows(i, lists)]
-
-    def access_rows(self, i: int, lists: dict[str, list[str]]) -> list[dict[str, Any]]:
-        """Row ``i``'s reads in their JSON form (``lists``: each document's one-id list made
-        so far, shared between rows)."""
-        agent, refused, out = self.agents[i], self.refused, []
-        for doc in self.reads[i]:
-            reason = refused.get(doc)
-            if reason is None:
-                shown = lists.get(doc)
-                if shown is None:
-                    shown = lists[doc] = [doc]
-                out.append(
-                    {"agent": agent, "tool": "open_document", "doc_id": doc, "doc_ids": shown}
-                )
-            else:
-                out.append(
-                    access_json(agent, "open_document", doc_id=doc, refused=True, reason=reason)
-                )
-        return out
+        return [
+            access_json(agent, "open_document", doc_id=doc, doc_ids=[doc])
+            if doc not in self.refused
+            else access_json(
+                agent, "open_document", doc_id=doc, refused=True, reason=self.refused[doc]
+            )
+            for agent, ids in zip(self.agents, self.reads, strict=True)
+            for doc in ids
+        ]
 
 
 def merged_accesses(logged: Sequence[Calls]) -> bytes | None:
