@@ -15,10 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from worldsim.domain.errors import ConfigError, GatewayRefusal
 from worldsim.domain.files import first_error
 from worldsim.domain.memo import IdentityMemo
-from worldsim.world.views import TickBatch, TickContext
 
 if TYPE_CHECKING:
     from worldsim.gateway.gateway import Gateway
+    from worldsim.world.views import TickBatch, TickContext
 
 __all__ = [
     "GATEWAY_TOOLS",
@@ -148,6 +148,8 @@ class AgentTools:
 
 def batch_of_one(ctx: TickContext) -> TickBatch:
     """One agent's view as a batch of one (its generator, the gateway behind its tools)."""
+    from worldsim.world.views import TickBatch  # (numpy: not for `worldsim roles`)
+
     tools = ctx.tools
     if tools is not None and not isinstance(tools, AgentTools):
         raise ConfigError(
