@@ -39,6 +39,7 @@ __all__ = [
     "floats_in",
     "msgspec_bytes",
     "odd_positions",
+    "raw_json",
     "standard_float",
 ]
 
@@ -135,6 +136,12 @@ def odd_positions(values: Any) -> list[int]:
     alike = (array == 0.0) | ((size >= 1e-4) & (size < 1e16))
     odd: list[int] = np.flatnonzero(~alike).tolist()
     return odd
+
+
+def raw_json(encoded: bytes) -> msgspec.Raw:
+    """JSON bytes made already (the standard library's), to be written as they are where they
+    stand in a value."""
+    return msgspec.Raw(encoded)
 
 
 def standard_float(value: float) -> msgspec.Raw:

@@ -13,10 +13,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
-import msgspec
 from pydantic import AwareDatetime, BaseModel, ConfigDict, field_serializer
 
 from worldsim.domain.cards import utc_iso
+from worldsim.domain.jsonbytes import msgspec_bytes
 
 __all__ = [
     "ACCESS_DEFAULTS",
@@ -286,7 +286,7 @@ def merged_accesses(logged: Sequence[Calls]) -> bytes | None:
     return b"[" + b",".join(out) + b"]"
 
 
-_json = msgspec.json.Encoder().encode
+_json = msgspec_bytes
 """JSON of strings, ints, booleans and lists of them: the standard library's bytes."""
 
 

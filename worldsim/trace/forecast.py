@@ -32,12 +32,12 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from pydantic import TypeAdapter
 
 from worldsim.domain.cards import UtcDatetime, parse_utc
 from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import TraceIncomplete
+from worldsim.domain.jsonbytes import msgspec_bytes
 from worldsim.trace.reader import TraceLine, iter_input_trace
 from worldsim.trace.records import (
     ForecastEvent,
@@ -286,7 +286,7 @@ def _hash_items(digest: Any, items: Iterator[tuple[bytes, int]]) -> int:
     return count
 
 
-_text_json = msgspec.json.Encoder().encode  # a str's JSON: the standard library's bytes
+_text_json = msgspec_bytes  # a str's JSON: the standard library's bytes
 
 
 def _event_floats(event: dict[str, Any]) -> list[float]:

@@ -13,7 +13,6 @@ from datetime import datetime
 from operator import itemgetter
 from typing import Annotated, Any, Literal, NamedTuple
 
-from msgspec import Raw
 from pydantic import (
     AwareDatetime,
     BaseModel,
@@ -25,7 +24,7 @@ from pydantic import (
 )
 
 from worldsim.domain.cards import UtcDatetime, utc_iso
-from worldsim.domain.jsonbytes import floats_in, odd_positions, standard_float
+from worldsim.domain.jsonbytes import floats_in, odd_positions, raw_json, standard_float
 from worldsim.gateway.access import ACCESS_DEFAULTS, Access, Calls, merged_accesses
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.models.call import LlmCallData
@@ -504,7 +503,7 @@ class RetrievalsData(_Data):
         order. An access holds no float."""
         merged = merged_accesses(logged)
         if merged is not None:  # an offline tick's: its JSON made from the batches' columns
-            return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": Raw(merged)}, [])
+            return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": raw_json(merged)}, [])
         accesses = [access for calls in logged for access in calls.accesses]
         accesses.sort(key=itemgetter("agent"))  # stable: call order
         return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": accesses}, [])
