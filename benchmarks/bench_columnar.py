@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 import tempfile
@@ -111,14 +110,30 @@ def _child(what: str, *args: Any) -> Any:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+_SPAWN = """
+import json, os, subprocess, sys, time
+start = time.perf_counter()
+quiet = subprocess.DEVNULL
+proc = subprocess.Popen(json.loads(sys.argv[1]), stdout=quiet, stderr=quiet)
+_, status, usage = os.wait4(proc.pid, 0)
+print(json.dumps([time.perf_counter() - start, usage.ru_utime + usage.ru_stime,
+                  usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)]))
+"""
+
+
 def _timed(argv: list[str]) -> tuple[float, float, float, int]:
-    """Wall seconds, CPU seconds, peak RSS (MB) and exit status of a command."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - start
-    cpu = usage.ru_utime + usage.ru_stime
-    return seconds, cpu, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+    """Wall seconds, CPU seconds, peak RSS (MB) and exit status of a command, started from a
+    small process of its own: a child's ``ru_maxrss`` starts from its parent's size at the
+    fork, and this runner holds the cards it wrote."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SPAWN, json.dumps(argv)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    seconds, cpu, peak, code = json.loads(done.stdout.strip().splitlines()[-1])
+    return seconds, cpu, peak, code
 
 
 def _write_cards(sizes: tuple[int, ...], folder: Path) -> dict[int, dict[str, Path]]:
