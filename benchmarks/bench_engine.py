@@ -21,7 +21,7 @@ from worldsim.domain.cards import Card
 from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
 from worldsim.domain.rng import AgentSeeds, rng_for
-from worldsim.offline.agents import OfflineCohort, offline_actors
+from worldsim.offline.agents import OfflineCohort, offline_moves
 from worldsim.sim.session import run_card
 from worldsim.world.build import build_world, tick_dates
 from worldsim.world.views import TickBatch, TickContext
@@ -87,7 +87,7 @@ def _bare_agents(card: Card) -> tuple[float, int]:
     async def go() -> float:
         start = time.perf_counter_ns()
         for batch in batches:
-            await offline_actors(batch)
+            await offline_moves(batch)
         for ctx in contexts:
             await OfflineCohort().act(ctx)
         return (time.perf_counter_ns() - start) / 1e9

@@ -22,16 +22,19 @@ from tests.support import ROOT
 from worldsim.domain.cards import Card, load_card
 from worldsim.domain.contracts import CallSite, ModelRequest
 from worldsim.domain.errors import GatewayRefusal, ModelError, RoleError
+from worldsim.domain.jsonbytes import compact_bytes
 from worldsim.domain.outputs import ActorOutput
 from worldsim.domain.policy import load_policy
 from worldsim.domain.rng import AgentSeeds
 from worldsim.gateway import Gateway, gateway_for_card, memory_store
 from worldsim.offline import OfflineModel
-from worldsim.offline.agents import offline_actors
+from worldsim.offline.agents import offline_moves
 from worldsim.roles.acting import BatchRole, act_tick, agent_context
 from worldsim.roles.registry import get_role, register_role
 from worldsim.trace.reader import read_trace
+from worldsim.trace.records import RetrievalsData
 from worldsim.world.build import build_world, tick_dates
+from worldsim.world.columns import MoveColumns
 from worldsim.world.moves import Proposal
 from worldsim.world.views import RoleView, TickBatch, TickContext
 
@@ -75,6 +78,63 @@ def test_batched_gateway_calls_answer_and_log_as_calls_one_by_one(
                 assert batch.unretrieved_citations(cited, agent, timeline="t0.1") == (
                     one.unretrieved_citations(cited, agent, timeline="t0.1")
                 )
+
+    anyio.run(go)
+
+
+def _rows(
+    asked: list[tuple[str, str]], read: list[tuple[str, str]]
+) -> tuple[list[str], dict[str, str], dict[str, tuple[str, ...]]]:
+    """A batch's rows: its agents in id order, each one's query and the documents it reads."""
+    queries = dict(asked)
+    reads: dict[str, tuple[str, ...]] = {}
+    for agent, doc_id in read:
+        if agent in queries:
+            reads[agent] = (*reads.get(agent, ()), doc_id)
+    return sorted(queries), queries, reads
+
+
+@settings(max_examples=80, deadline=None)
+@given(asked=queries, read=opens, k=st.integers(1, 4))
+def test_a_batch_of_searches_and_reads_is_the_calls_one_by_one_logged_as_one_entry(
+    asked: list[tuple[str, str]], read: list[tuple[str, str]], k: int
+) -> None:
+    """One agent per row, its search then its reads (a tick's columnar batch): the same
+    answers, accesses, retrievals record, documents and citation checks as the calls made one
+    by one, held as one entry per batch call."""
+    agents, queries, reads = _rows(asked, read)
+
+    async def go() -> None:
+        async with memory_store(DOCS) as one_store, memory_store(DOCS) as batch_store:
+            one, batch = Gateway(one_store, cutoff=CUTOFF), Gateway(batch_store, cutoff=CUTOFF)
+            where = {"timeline": "t0.1", "tick": 2}
+            found = await batch.search_batch(agents, [queries[a] for a in agents], k, **where)
+            opened = await batch.read_batch(agents, [reads.get(a, ()) for a in agents], **where)
+            for agent, ids in zip(agents, found, strict=True):
+                hits = await one.search(queries[agent], k, agent=agent, **where)
+                assert ids == tuple(h.id for h in hits)
+                for doc_id in reads.get(agent, ()):
+                    try:
+                        doc = await one.open_document(doc_id, agent=agent, **where)
+                    except GatewayRefusal:
+                        doc = None
+                    assert opened[doc_id] == doc
+            assert _by_agent(batch) == _by_agent(one)
+            assert batch.documents == one.documents
+            for agent in ("x", "y", "z"):
+                cited = ["a", "b", "c", "late"]
+                assert batch.unretrieved_citations(cited, agent, timeline="t0.1") == (
+                    one.unretrieved_citations(cited, agent, timeline="t0.1")
+                )
+                assert batch.unretrieved_each([(agent, cited)], timeline="t0.1.3") == (
+                    one.unretrieved_each([(agent, cited)], timeline="t0.1.3")
+                )
+            held = batch.take("t0.1")
+            assert len(held) == (2 if agents else 0)  # one entry per batch call
+            if agents:  # the tick's retrievals record: the same bytes
+                made = compact_bytes(RetrievalsData.payload(held).data)
+                assert made == compact_bytes(RetrievalsData.payload(one.take("t0.1")).data)
+            assert _by_agent(batch) == []  # taken: the log lets them go
 
     anyio.run(go)
 
@@ -135,7 +195,7 @@ def test_the_offline_actors_of_a_tick_move_as_each_would_alone(seed: int, tick: 
     async def go() -> None:
         async with gateway_for_card(card) as together, gateway_for_card(card) as alone:
             batch = _batch(card, tick, seed, together)
-            moves = await offline_actors(batch)
+            moves = (await offline_moves(batch)).objects()
             one = _batch(card, tick, seed, alone)
             each = [await _alone(agent_context(one, i)) for i in range(len(one.agents))]
             assert moves == each
@@ -157,9 +217,10 @@ def test_the_offline_prompt_actor_gives_a_batch_what_it_gives_each_agent(
     async def go() -> None:
         async with gateway_for_card(card) as together, gateway_for_card(card) as alone:
             moves = await act_tick(role, _batch(card, tick, seed, together))
+            assert isinstance(moves, MoveColumns)  # decided together, as columns
             one = _batch(card, tick, seed, alone)
-            each = {a: await role.act(agent_context(one, i)) for i, a in enumerate(one.agents)}
-            assert moves == each
+            each = [await role.act(agent_context(one, i)) for i in range(len(one.agents))]
+            assert [[p] for p in moves.objects()] == each
             assert _by_agent(together) == _by_agent(alone)
 
     anyio.run(go)

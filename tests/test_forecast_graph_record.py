@@ -21,9 +21,12 @@ from worldsim.domain.policy import load_policy
 from worldsim.scoring.hindsight.forecast import forecast_graph_json_of, forecast_graph_of
 from worldsim.sim.session import resume_run, run_card
 from worldsim.trace.forecast import (
+    FORECAST_TYPES,
+    ForecastRecords,
     RecordView,
     extract_forecast,
     forecast_json,
+    forecast_record,
     record_views,
 )
 from worldsim.trace.reader import read_trace
@@ -233,6 +236,15 @@ def test_the_graphs_json_form_is_made_without_its_objects(
     graph = extract_forecast(records)
     assert forecast_json(records) == graph.model_dump(mode="json")
     assert ForecastGraphData.of(forecast_json(records)).digest == graph.digest()
+    # what a run's end writes: the same record, hashed a chunk at a time
+    assert forecast_record(records) == ForecastGraphData.of(forecast_json(records))
+    # and the records as a run keeps them (proposals and accepted references as columns)
+    kept = ForecastRecords(run="r1")
+    for r in records:
+        kept.keep(r.type, r.tl, r.tick, r.data)
+    assert forecast_json(kept.views()) == forecast_json(
+        [r for r in records if r.type in FORECAST_TYPES]
+    )
     # links come in the canonical order of their proposals: tick, lineage, agent, index
     order = []
     for link in forecast_json(records)["links"]:

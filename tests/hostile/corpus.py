@@ -22,6 +22,7 @@ import anyio
 import yaml
 
 from tests.support import DEMO_CARD, ROOT
+from worldsim.domain import bounds
 from worldsim.domain.files import load_document
 
 LABELS = ROOT / "scenarios" / "labels"
@@ -153,7 +154,7 @@ def evidence_db() -> bytes:
 
 RUN = ("run", "card.yaml", "--out", "out")
 FORECAST = ("forecast", "card.yaml", "--model", "offline", "--out", "out")
-ACTORS_5000 = [{"id": f"a{i}", "name": "A"} for i in range(5_000)]
+ACTORS_40000 = [{"id": f"a{i}", "name": "A"} for i in range(40_000)]
 DEEP = 5_000  # beyond Python's recursion limit (1,000)
 SCORE = ("score", "--labels", str(LABELS), "--json", "report.json")
 
@@ -196,13 +197,8 @@ def _card_cases() -> list[Case]:
         ("card-id-path", card(put("id", "../escape")), ("id",)),
         ("unknown-field", card(put("seeds.actors.0.mood", "calm")), ("mood",)),
         (
-            "actors-10001",
-            big(put("seeds.actors", [{"id": f"a{i}", "name": "A"} for i in range(10_001)])),
-            ("actors",),
-        ),
-        (
-            "trace-size-5000-actors",
-            big(lambda d: d["seeds"].update(actors=ACTORS_5000, relations=[])),
+            "trace-size-40000-actors",  # 4 timelines × 8 ticks × 40,002 agents: 2.6 GB estimated
+            big(lambda d: d["seeds"].update(actors=ACTORS_40000, relations=[])),
             ("--max-trace-mb",),
         ),
         ("nested-70", card(put("seeds.variables.deep", json.loads(nested(70)))), ("seeds",)),
@@ -228,6 +224,19 @@ def big(edit: Callable[[dict[str, Any]], object]) -> Build:
 def _json_card_cases() -> list[Case]:
     args = ("run", "card.json", "--out", "out")
     return [
+        Case(
+            "card/json-actors-over-the-limit",
+            args,
+            {
+                "card.json": card(  # (the million actors made only when the file is)
+                    lambda d: d["seeds"].update(
+                        actors=[{"id": f"a{i}", "name": "A"} for i in range(bounds.MAX_ACTORS + 1)]
+                    ),
+                    as_json=True,
+                )
+            },
+            ("card.json", "actors", f"at most {bounds.MAX_ACTORS:,} actors"),
+        ),
         Case(
             "card/json-nested-5000",
             args,

@@ -126,14 +126,20 @@ def test_a_policy_without_forks_has_one_timeline() -> None:
 
 
 def test_a_run_over_the_size_limit_says_what_to_raise() -> None:
-    config = _config(5_000)
+    config = _config(40_000)  # 4 timelines × 8 ticks × 40,002 agents: about 2.6 GB
     plan = role_plan(config)
     with pytest.raises(ConfigError, match="raise --max-trace-mb") as caught:
         check_run_size(config, plan)
     assert caught.value.file == str(DEMO_CARD)
-    check_run_size(config, plan, max_trace_mb=1_000)  # raised explicitly: allowed
+    check_run_size(config, plan, max_trace_mb=3_000)  # raised explicitly: allowed
     check_run_size(config, plan, max_trace_mb=None)  # no limit
-    check_run_size(_config(500), plan)  # 500 actors fit the default
+    check_run_size(_config(30_000), plan)  # 30,000 actors fit the default
+
+
+def test_the_default_limit_admits_a_run_of_a_hundred_thousand_actors() -> None:
+    """A run of 10⁵ actors, 8 ticks, no forks (about 0.7 GB written) starts by default."""
+    config = _config(100_000, "no_branch")
+    assert estimated_trace_mb(config, role_plan(config)) < bounds.DEFAULT_MAX_TRACE_MB
 
 
 def test_the_demo_card_fits_the_default_limit_with_room() -> None:

@@ -64,7 +64,7 @@ MAX_DOCUMENT_CHARS = 1_000_000
 
 # --- card structure, in items (the model schemas' limits where they have one).
 MAX_ENDPOINTS = 100
-MAX_ACTORS = 10_000
+MAX_ACTORS = 1_000_000
 MAX_COHORTS = 10_000
 MAX_COHORT_SIZE = 10_000_000_000
 MAX_MEMBERS = 10_000_000
@@ -93,8 +93,10 @@ MAX_SEED = 2**63 - 1
 MAX_REPLICATES = 10_000
 MAX_CONNECTIONS = 1_000
 
-DEFAULT_MAX_TRACE_MB = 256
-"""A run whose estimated trace is larger refuses to start unless the limit is raised."""
+DEFAULT_MAX_TRACE_MB = 2_048
+"""A run whose estimated trace is larger refuses to start unless the limit is raised. 2 GB
+admits an offline run of 10⁵ actors over 8 ticks (estimated at 1.6 GB; such a run writes about
+0.7 GB)."""
 BYTES_PER_AGENT_TICK = 2_000
 BYTES_PER_TIMELINE_TICK = 8_000
 """The trace-size estimate: offline runs write about 1 kB per agent and tick (retrievals,

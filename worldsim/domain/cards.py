@@ -233,6 +233,15 @@ class Seeds(_Model):
     )
     constraints: tuple[Text, ...] = Field((), max_length=bounds.MAX_CONSTRAINTS)
 
+    @field_validator("actors", mode="before")
+    @classmethod
+    def _few_enough_actors(cls, value: Any) -> Any:
+        """Refuse too many actors before validating each (a card of a million is read in
+        seconds; refusing one over the limit should not take longer)."""
+        if isinstance(value, list | tuple) and len(value) > bounds.MAX_ACTORS:
+            raise ValueError(f"at most {bounds.MAX_ACTORS:,} actors, not {len(value):,}")
+        return value
+
     @field_validator("variables", mode="before")
     @classmethod
     def _numbers_a_float_holds(cls, value: Any) -> Any:

@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PHASE_METHODS",
+    "BatchModel",
+    "BatchRequest",
+    "BatchResponse",
     "CallSite",
     "ChatMessage",
     "JSONValue",
@@ -116,6 +119,41 @@ class Model(Protocol):
     def route(self) -> str: ...
 
     async def request(self, request: ModelRequest) -> ModelResponse: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRequest:
+    """Many agents' requests of one role at once (a tick's agents, or a tick's review of all
+    their proposals), for a model that answers them together without a prompt: ``view`` holds
+    the structure (the tick's batch or review, and the variables the prompt would show)."""
+
+    output_type: type[BaseModel]
+    """The output schema each agent's reply would have one at a time."""
+    site: CallSite
+    prompt_version: str
+    view: Any
+    seed: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResponse:
+    """The answer to a :class:`BatchRequest`: ``output`` in the engine's column form (the
+    moves of every agent, or the review of every proposal), and the calls to trace."""
+
+    output: Any
+    calls: tuple[Mapping[str, Any], ...] = ()
+
+
+@runtime_checkable
+class BatchModel(Model, Protocol):
+    """A model that also answers a batch of agents in one pass (the offline model): a role
+    whose model is one hands it a tick's agents together, else asks one agent at a time."""
+
+    def answers_batch(self, output_type: type[BaseModel]) -> bool:
+        """Whether :meth:`request_batch` answers requests for ``output_type``."""
+        ...
+
+    async def request_batch(self, request: BatchRequest) -> BatchResponse: ...
 
 
 @functools.lru_cache(maxsize=65536)

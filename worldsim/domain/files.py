@@ -32,11 +32,56 @@ __all__ = [
 ]
 
 
-class _StrictLoader(yaml.SafeLoader):
+#: libyaml's parser where PyYAML was built with it (several times faster on a large card), else
+#: PyYAML's own; either way the safe constructor and resolver below.
+_SafeBase: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StrictLoader(_SafeBase):  # type: ignore[valid-type,misc]
     """A YAML loader that keeps timestamps as strings, so worldsim parses every date itself,
-    and refuses a mapping that gives the same key twice (YAML would keep the last silently)."""
+    and refuses a mapping that gives the same key twice (YAML would keep the last silently).
+
+    A mapping without merge keys is built in one pass over its keys and values; a plain
+    scalar's tag is worked out once per text (a card repeats the same few words and numbers)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._tags: dict[tuple[str, tuple[bool, bool]], str] = {}
+
+    def resolve(self, kind: type[yaml.Node], value: str, implicit: tuple[bool, bool]) -> str:
+        if kind is not yaml.ScalarNode:
+            tag: str = super().resolve(kind, value, implicit)
+            return tag
+        key = (value, implicit)
+        tag = self._tags.get(key)  # type: ignore[assignment]
+        if tag is None:
+            tag = self._tags[key] = super().resolve(kind, value, implicit)
+        return tag
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if not isinstance(node, yaml.MappingNode) or any(
+            key_node.tag in _SPECIAL_KEYS for key_node, _ in node.value
+        ):
+            return self._checked_mapping(node, deep)
+        mapping: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                seen = key in mapping
+            except TypeError:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    "found unhashable key",
+                    key_node.start_mark,
+                ) from None
+            if seen:
+                raise _duplicate(key, key_node)
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
+
+    def _checked_mapping(self, node: yaml.MappingNode, deep: bool) -> dict[Any, Any]:
+        """A mapping with merge keys: its keys as written checked, then PyYAML's merge."""
         seen: set[Any] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
@@ -45,17 +90,28 @@ class _StrictLoader(yaml.SafeLoader):
             except TypeError:
                 continue  # the base class refuses an unhashable key with its own message
             if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
+                raise _duplicate(key, key_node)
             seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
+
+
+_SPECIAL_KEYS = frozenset({"tag:yaml.org,2002:merge", "tag:yaml.org,2002:value"})
+
+
+def _duplicate(key: Any, key_node: yaml.Node) -> yaml.constructor.ConstructorError:
+    return yaml.constructor.ConstructorError(
+        None, None, f"duplicate key {key!r}", key_node.start_mark
+    )
 
 
 _StrictLoader.yaml_implicit_resolvers = {
     key: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+
+
+_LIBYAML_TOO_DEEP = "exceeded maximum nesting depth"
 
 
 def check_size(p: Path, what: str, error: type[ConfigError] = CardError) -> None:
@@ -124,6 +180,10 @@ def _parse(text: str, p: Path, error: type[ConfigError]) -> Any:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if problem == _LIBYAML_TOO_DEEP:  # libyaml's own bound, far beyond ours
+            raise error(
+                f"data nested deeper than {bounds.MAX_NESTING} levels", file=p, line=line
+            ) from None
         raise error(f"malformed YAML: {problem}", file=p, line=line) from None
     except RecursionError:
         raise error(f"data nested deeper than {bounds.MAX_NESTING} levels", file=p) from None

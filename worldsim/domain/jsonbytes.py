@@ -33,7 +33,15 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["canonical_bytes", "compact_bytes", "floats_in", "msgspec_bytes"]
+__all__ = [
+    "canonical_bytes",
+    "compact_bytes",
+    "floats_in",
+    "msgspec_bytes",
+    "odd_positions",
+    "raw_json",
+    "standard_float",
+]
 
 _COMPACT = msgspec.json.Encoder()
 _PACKED = msgspec.msgpack.Encoder()
@@ -116,6 +124,33 @@ def _respelled(out: bytes, floats: Iterable[float]) -> bytes | None:
     for old, new in swaps:
         out = out.replace(old, new)
     return out
+
+
+def odd_positions(values: Any) -> list[int]:
+    """Where an array of floats holds one msgspec may spell otherwise than the standard library
+    (not zero, and a magnitude outside [10⁻⁴, 10¹⁶), or not finite)."""
+    import numpy as np
+
+    array = np.asarray(values, dtype=np.float64)
+    size = np.abs(array)
+    alike = (array == 0.0) | ((size >= 1e-4) & (size < 1e16))
+    odd: list[int] = np.flatnonzero(~alike).tolist()
+    return odd
+
+
+def raw_json(encoded: bytes) -> msgspec.Raw:
+    """JSON bytes made already (the standard library's), to be written as they are where they
+    stand in a value."""
+    return msgspec.Raw(encoded)
+
+
+def standard_float(value: float) -> msgspec.Raw:
+    """A finite float as the standard library writes it, to stand in a value in its place: the
+    value's bytes then need no look for it (a large record holding a few such floats is not
+    scanned once for each)."""
+    if not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a finite number")
+    return msgspec.Raw(float.__repr__(value).encode())
 
 
 def floats_in(value: Any) -> Iterator[float]:

@@ -210,7 +210,7 @@ class WorldOutput(_Out):
         None, max_length=100, description="multiple choice: prior per scored endpoint"
     )
     hazard: float = Field(ge=0.0, le=1.0, description="per-tick chance the question resolves")
-    actors: list[InitActor] = Field(min_length=1, max_length=100_000)
+    actors: list[InitActor] = Field(min_length=1, max_length=bounds.MAX_ACTORS)
     cohorts: list[InitCohort] = Field(default_factory=list, max_length=100_000)
     relations: list[InitRelation] = Field(default_factory=list, max_length=1_000_000)
     events: list[InitEvent] = Field(default_factory=list, max_length=1_000)

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         OpenDocumentArgs,
         SearchEvidenceArgs,
         ToolSpec,
+        batch_of_one,
     )
 
 __getattr__, __dir__ = lazy_exports(
@@ -57,6 +58,7 @@ __getattr__, __dir__ = lazy_exports(
         "SearchResult": "worldsim.gateway.gateway",
         "StoredDocument": "worldsim.gateway.store",
         "ToolSpec": "worldsim.gateway.tools",
+        "batch_of_one": "worldsim.gateway.tools",
         "check_evidence": "worldsim.gateway.gateway",
         "gateway_for_card": "worldsim.gateway.gateway",
         "memory_store": "worldsim.gateway.store",
@@ -83,6 +85,7 @@ __all__ = [
     "SearchResult",
     "StoredDocument",
     "ToolSpec",
+    "batch_of_one",
     "check_evidence",
     "gateway_for_card",
     "memory_store",

@@ -8,6 +8,7 @@ answers it from the few sets of the timeline's lineage instead.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
@@ -15,16 +16,21 @@ from typing import Any, Literal, NamedTuple
 from pydantic import AwareDatetime, BaseModel, ConfigDict, field_serializer
 
 from worldsim.domain.cards import utc_iso
+from worldsim.domain.jsonbytes import msgspec_bytes
 
 __all__ = [
     "ACCESS_DEFAULTS",
     "Access",
     "AccessLog",
+    "Calls",
     "Logged",
+    "ReadBatch",
     "RetrievalRecord",
+    "SearchBatch",
     "ToolName",
     "access_json",
     "ancestry",
+    "merged_accesses",
 ]
 
 ToolName = Literal["search_evidence", "open_document"]
@@ -118,6 +124,181 @@ class Logged(NamedTuple):
         return [RetrievalRecord(**access, **where) for access in self.accesses]
 
 
+class _Batch:
+    """One batch call's accesses as columns, one row per agent: what a ``retrievals`` record
+    holds of them is made when asked (:attr:`accesses`), and each agent's receipts are looked
+    up by row."""
+
+    __slots__ = ("_rows", "agents", "cutoff", "tick", "timeline")
+
+    def __init__(
+        self, timeline: str | None, tick: int | None, cutoff: datetime, agents: Sequence[str]
+    ) -> None:
+        self.timeline, self.tick, self.cutoff = timeline, tick, cutoff
+        self.agents = agents
+        self._rows: dict[str, int] | None = None
+
+    def rows(self) -> dict[str, int]:
+        """Each agent's row (an agent has one row in a batch)."""
+        if self._rows is None:
+            self._rows = dict(zip(self.agents, range(len(self.agents)), strict=True))
+        return self._rows
+
+    def received_by(self, agent: str) -> frozenset[str] | None:
+        """The ids ``agent`` received in this call (``None``: it made none of its calls)."""
+        i = self.rows().get(agent)
+        return None if i is None else _ids(self.receipt(i))
+
+    def receipt(self, i: int) -> tuple[str, ...]:
+        """The ids row ``i``'s agent received (a tuple shared between rows that received the
+        same)."""
+        raise NotImplementedError
+
+    @property
+    def documents(self) -> set[str]:
+        """Every id received in this call."""
+        raise NotImplementedError
+
+    @property
+    def accesses(self) -> list[dict[str, Any]]:
+        """The accesses in their JSON form (:func:`access_json`), in call order."""
+        raise NotImplementedError
+
+    def records(self) -> list[RetrievalRecord]:
+        return Logged(self.timeline, self.tick, self.cutoff, self.accesses).records()
+
+
+class SearchBatch(_Batch):
+    """A ``search_evidence`` per agent, with ``k``: its query and the ids of its hits (the
+    same tuple for agents whose searches the store answered alike)."""
+
+    __slots__ = ("hits", "k", "queries")
+
+    def __init__(
+        self,
+        timeline: str | None,
+        tick: int | None,
+        cutoff: datetime,
+        agents: Sequence[str],
+        queries: Sequence[str],
+        k: int,
+        hits: Sequence[tuple[str, ...]],
+    ) -> None:
+        super().__init__(timeline, tick, cutoff, agents)
+        self.queries, self.k, self.hits = queries, k, hits
+
+    def receipt(self, i: int) -> tuple[str, ...]:
+        return self.hits[i]
+
+    @property
+    def documents(self) -> set[str]:
+        return {doc for ids in {id(h): h for h in self.hits}.values() for doc in ids}
+
+    @property
+    def accesses(self) -> list[dict[str, Any]]:
+        return [
+            access_json(agent, "search_evidence", query=query, k=self.k, doc_ids=ids)
+            for agent, query, ids in zip(self.agents, self.queries, self.hits, strict=True)
+        ]
+
+
+class ReadBatch(_Batch):
+    """The ``open_document`` calls of several agents: each agent's ids in call order (the
+    same tuple for agents that read the same list) and, for the ids refused, the reason."""
+
+    __slots__ = ("reads", "refused")
+
+    def __init__(
+        self,
+        timeline: str | None,
+        tick: int | None,
+        cutoff: datetime,
+        agents: Sequence[str],
+        reads: Sequence[tuple[str, ...]],
+        refused: dict[str, Literal["unknown", "after_cutoff"]],
+    ) -> None:
+        super().__init__(timeline, tick, cutoff, agents)
+        self.reads, self.refused = reads, refused
+
+    def receipt(self, i: int) -> tuple[str, ...]:
+        ids = self.reads[i]
+        return ids if not self.refused else tuple(d for d in ids if d not in self.refused)
+
+    @property
+    def documents(self) -> set[str]:
+        unique = {id(ids): ids for ids in self.reads}.values()
+        return {doc for ids in unique for doc in ids if doc not in self.refused}
+
+    @property
+    def accesses(self) -> list[dict[str, Any]]:
+        return [
+            access_json(agent, "open_document", doc_id=doc, doc_ids=[doc])
+            if doc not in self.refused
+            else access_json(
+                agent, "open_document", doc_id=doc, refused=True, reason=self.refused[doc]
+            )
+            for agent, ids in zip(self.agents, self.reads, strict=True)
+            for doc in ids
+        ]
+
+
+def merged_accesses(logged: Sequence[Calls]) -> bytes | None:
+    """The JSON list of a tick's accesses by agent, each agent's in call order, where the
+    calls are a batch of searches and then a batch of reads by the same agents in id order (an
+    offline tick's): made from the columns as bytes, each access exactly as ``json.dumps``
+    writes its JSON form (:func:`access_json`). ``None`` for any other calls (sort their
+    accesses instead)."""
+    if len(logged) != 2:
+        return None
+    search, read = logged
+    if not (
+        isinstance(search, SearchBatch)
+        and isinstance(read, ReadBatch)
+        and search.agents == read.agents
+        and all(a < b for a, b in itertools.pairwise(search.agents))
+    ):
+        return None
+    k = b',"k":%d' % search.k
+    found: dict[int, bytes] = {}  # the hits' part of a search, by the hits' tuple
+    opened: dict[str, bytes] = {}  # a read's part after its agent, by document
+    out: list[bytes] = []
+    for agent, query, hits, reads in zip(
+        search.agents, search.queries, search.hits, read.reads, strict=True
+    ):
+        who = b'{"agent":' + _json(agent)
+        tail = found.get(id(hits))
+        if tail is None:
+            tail = found[id(hits)] = (b',"doc_ids":' + _json(list(hits)) if hits else b"") + b"}"
+        out.append(who + b',"tool":"search_evidence","query":' + _json(query) + k + tail)
+        for doc in reads:
+            part = opened.get(doc)
+            if part is None:
+                reason = read.refused.get(doc)
+                access = access_json("", "open_document", doc_id=doc, refused=bool(reason))
+                if reason is None:
+                    access["doc_ids"] = [doc]
+                else:
+                    access["reason"] = reason
+                del access["agent"]
+                part = opened[doc] = b"," + _json(access)[1:]
+            out.append(who + part)
+    return b"[" + b",".join(out) + b"]"
+
+
+_json = msgspec_bytes
+"""JSON of strings, ints, booleans and lists of them: the standard library's bytes."""
+
+
+@functools.lru_cache(maxsize=4_096)
+def _ids(ids: tuple[str, ...]) -> frozenset[str]:
+    """A tuple of ids as a set (the same few lists recur across a batch's agents)."""
+    return frozenset(ids)
+
+
+Calls = Logged | SearchBatch | ReadBatch
+"""What the log holds per call: a call's accesses in their JSON form, or a batch's columns."""
+
+
 def ancestry(timeline: str) -> list[str]:
     """``"t0.2.1"`` → ``["t0", "t0.2", "t0.2.1"]``: the timeline and every ancestor's id."""
     parts = timeline.split(".")
@@ -134,20 +315,39 @@ class AccessLog:
     """
 
     def __init__(self, records: Iterable[RetrievalRecord] = ()) -> None:
-        self._held: list[Logged] = []
+        self._held: list[Calls] = []
         self._received: dict[str, dict[str | None, set[str]]] = {}
+        self._batches: dict[str | None, list[SearchBatch | ReadBatch]] = {}
+        # each timeline's batches of its latest tick: where a tick's citations are checked first
+        self._recent: dict[str | None, list[SearchBatch | ReadBatch]] = {}
         self.extend(records)
 
     @property
     def documents(self) -> set[str]:
         """Every document id received through the gateway so far: what the agents received,
         gathered when asked (once, at a run's end) rather than at every access."""
-        return {
+        found = {
             doc
             for by_timeline in self._received.values()
             for ids in by_timeline.values()
             for doc in ids
         }
+        for batches in self._batches.values():
+            for batch in batches:
+                found |= batch.documents
+        return found
+
+    def add_batch(self, batch: SearchBatch | ReadBatch) -> None:
+        """Log one batch call's accesses, held as its columns."""
+        if not batch.agents:
+            return
+        self._held.append(batch)
+        self._batches.setdefault(batch.timeline, []).append(batch)
+        recent = self._recent.get(batch.timeline)
+        if recent and recent[-1].tick == batch.tick:
+            recent.append(batch)
+        else:
+            self._recent[batch.timeline] = [batch]
 
     def add_each(
         self,
@@ -188,13 +388,13 @@ class AccessLog:
     def __len__(self) -> int:
         return sum(len(logged.accesses) for logged in self._held)
 
-    def forget(self) -> list[Logged]:
+    def forget(self) -> list[Calls]:
         """Let every held access go (they are in the trace) and return them, a call's at a
         time; the index keeps what they said."""
         held, self._held = self._held, []
         return held
 
-    def take(self, timeline: str) -> list[Logged]:
+    def take(self, timeline: str) -> list[Calls]:
         """Let the accesses made in ``timeline`` go and return them (in call order, a call's
         at a time); the others stay, and the index keeps what every access said."""
         taken = [a for a in self._held if a.timeline == timeline]
@@ -218,10 +418,34 @@ class AccessLog:
         """:meth:`unreceived` for each ``(agent, ids)`` (a tick's proposals), in order."""
         found: list[list[str]] = []
         index = self._received
+        # a batch's agent citing what it received in its timeline's latest tick: its receipts
+        # are a tuple shared with the agents that received the same, each pair checked once
+        recent = [(batch.rows(), batch) for batch in self._recent.get(timeline, ())]
+        covered: dict[tuple[int, int], bool] = {}
         for agent, ids in cited:
+            if not ids:
+                found.append([])
+                continue
+            hit = False
+            for rows, batch in recent:
+                i = rows.get(agent)
+                if i is None:
+                    continue
+                receipt = batch.receipt(i)
+                key = (id(receipt), id(ids))
+                ok = covered.get(key)
+                if ok is None:
+                    ok = covered[key] = set(receipt).issuperset(ids)
+                if ok:
+                    hit = True
+                    break
+            if hit:
+                found.append([])
+                continue
             # the usual case first: an agent's accesses all made in this one timeline
             by_timeline = index.get(agent)
-            only = by_timeline.get(timeline) if by_timeline and len(by_timeline) == 1 else None
+            alone = by_timeline and len(by_timeline) == 1 and not self._batches
+            only = by_timeline.get(timeline) if alone and by_timeline else None
             sets = [only] if only is not None else self._received_sets(agent, timeline)
             if len(sets) == 1:
                 (only,) = sets
@@ -234,11 +458,20 @@ class AccessLog:
 
     def _received_sets(self, agent: str, timeline: str | None) -> list[set[str]]:
         by_timeline = self._received.get(agent)
-        if not by_timeline:
-            return []
-        if timeline is None:
-            return list(by_timeline.values())
-        return [by_timeline[key] for key in _where(timeline) if key in by_timeline]
+        sets: list[set[str]] = []
+        if by_timeline:
+            if timeline is None:
+                sets = list(by_timeline.values())
+            else:
+                sets = [by_timeline[key] for key in _where(timeline) if key in by_timeline]
+        if self._batches:
+            places = self._batches.keys() if timeline is None else _where(timeline)
+            for place in places:
+                for batch in self._batches.get(place, ()):
+                    got = batch.received_by(agent)
+                    if got:
+                        sets.append(set(got))
+        return sets
 
 
 @functools.lru_cache(maxsize=4_096)

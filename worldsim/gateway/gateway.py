@@ -20,7 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from worldsim.domain.cards import Card, EvidenceDatabase, utc_iso
 from worldsim.domain.errors import ConfigError, GatewayRefusal
 from worldsim.domain.memo import IdentityMemo
-from worldsim.gateway.access import AccessLog, Logged, RetrievalRecord, access_json
+from worldsim.gateway.access import (
+    AccessLog,
+    Calls,
+    ReadBatch,
+    RetrievalRecord,
+    SearchBatch,
+    access_json,
+)
 from worldsim.gateway.store import (
     EvidenceStore,
     SearchHit,
@@ -132,7 +139,7 @@ class Gateway:
         self._log.extend(records)
         self._log.forget()
 
-    def take(self, timeline: str | None = None) -> list[Logged]:
+    def take(self, timeline: str | None = None) -> list[Calls]:
         """The accesses logged since the previous take (what the engine still has to trace),
         or only those made in ``timeline``, in their JSON form; the log lets them go, so a
         long run holds only what a tick adds, and keeps their index for citation checks."""
@@ -178,6 +185,57 @@ class Gateway:
             found.append(list(views))
         self._log.add_each(timeline, tick, self._cutoff, accesses)
         return found
+
+    async def search_batch(
+        self,
+        agents: Sequence[str],
+        queries: Sequence[str],
+        k: int = 5,
+        *,
+        timeline: str | None = None,
+        tick: int | None = None,
+    ) -> list[tuple[str, ...]]:
+        """The ids :meth:`search` would find for each agent's query, logged as one entry of
+        columns (one checkpoint for all): a tick's agents searching together."""
+        answers = await self._store.search_many(queries, before=self._cutoff, k=k)
+        seen: dict[int, tuple[str, ...]] = {}  # the store answers a query asked before alike
+        found: list[tuple[str, ...]] = []
+        for hits in answers:
+            ids = seen.get(id(hits))
+            if ids is None:
+                ids = seen[id(hits)] = self._visible(hits)[0]
+            found.append(ids)
+        self._log.add_batch(
+            SearchBatch(timeline, tick, self._cutoff, tuple(agents), queries, k, found)
+        )
+        return found
+
+    async def read_batch(
+        self,
+        agents: Sequence[str],
+        reads: Sequence[tuple[str, ...]],
+        *,
+        timeline: str | None = None,
+        tick: int | None = None,
+    ) -> dict[str, DocumentView | None]:
+        """:meth:`open_document` for each agent's ids, logged as one entry of columns (one
+        checkpoint for all): each document read, as agents see it, or ``None`` where it is
+        refused (unknown, or not before the cutoff)."""
+        wanted = list(
+            dict.fromkeys(doc for ids in {id(r): r for r in reads}.values() for doc in ids)
+        )
+        stored = await self._store.get_many(wanted)
+        docs: dict[str, DocumentView | None] = {}
+        refused: dict[str, Literal["unknown", "after_cutoff"]] = {}
+        for doc_id, doc in zip(wanted, stored, strict=True):
+            if doc is None or doc.published_us >= self._cutoff_us:
+                refused[doc_id] = "unknown" if doc is None else "after_cutoff"
+                log.info("gateway_refused", doc_id=doc_id, reason=refused[doc_id])
+                docs[doc_id] = None
+            else:
+                docs[doc_id] = _shown(DocumentView, doc)
+        self._log.add_batch(ReadBatch(timeline, tick, self._cutoff, tuple(agents), reads, refused))
+        return docs
 
     def _visible(
         self, hits: tuple[SearchHit, ...]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import re
 import sqlite3
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -210,10 +211,12 @@ class EvidenceStore:
         self._visible: dict[int, str] = {}  # cutoff (epoch µs) -> its temporary FTS5 table
         self._visible_lock = anyio.Lock()
         # Answers already given, until documents are added: agents ask the same few things.
-        self._found: dict[tuple[tuple[str, ...], int, int], tuple[SearchHit, ...]] = {}
-        self._held: dict[tuple[str, int], bool] = {}  # (term, cutoff) -> a visible doc holds it
-        self._asked: dict[tuple[str, int, int], tuple[SearchHit, ...]] = {}  # by query text
-        self._read: dict[str, StoredDocument | None] = {}
+        self._found: OrderedDict[tuple[tuple[str, ...], int, int], tuple[SearchHit, ...]] = (
+            OrderedDict()
+        )
+        self._held: OrderedDict[tuple[str, int], bool] = OrderedDict()  # (term, cutoff) -> held
+        self._asked: OrderedDict[tuple[str, int, int], tuple[SearchHit, ...]] = OrderedDict()
+        self._read: OrderedDict[str, StoredDocument | None] = OrderedDict()
 
     async def add(self, docs: Iterable[EvidenceDoc]) -> IngestReport:
         """Insert documents in one transaction; an id already present (or repeated) is skipped."""
@@ -438,15 +441,18 @@ class EvidenceStore:
         return 0 if row is None else int(row[0])
 
 
-_MEMORY = 1 << 16  # answers kept per kind; the oldest is forgotten first
+#: Answers kept per kind, the oldest forgotten first: enough for every query and word of a tick
+#: of 10⁵ actors (each searching its own name), so a tick's agents find last tick's answers.
+_MEMORY = 1 << 18
 _TERMS_AT_ONCE = 500  # phrases looked up in one statement (SQLite takes 999 parameters at least)
 _T = TypeVar("_T")
 
 
-def _keep(memory: dict[Any, _T], key: Any, value: _T) -> _T:
-    """Keep ``value`` under ``key`` in ``memory`` (forgetting the oldest when it is full)."""
+def _keep(memory: OrderedDict[Any, _T], key: Any, value: _T) -> _T:
+    """Keep ``value`` under ``key`` in ``memory`` (forgetting the oldest when it is full, in
+    constant time: a plain dict's first key is found past every slot deleted before it)."""
     if len(memory) >= _MEMORY:
-        del memory[next(iter(memory))]
+        memory.popitem(last=False)
     memory[key] = value
     return value
 

@@ -18,6 +18,7 @@ from worldsim.domain.memo import IdentityMemo
 
 if TYPE_CHECKING:
     from worldsim.gateway.gateway import Gateway
+    from worldsim.world.views import TickBatch, TickContext
 
 __all__ = [
     "GATEWAY_TOOLS",
@@ -27,6 +28,7 @@ __all__ = [
     "OpenDocumentArgs",
     "SearchEvidenceArgs",
     "ToolSpec",
+    "batch_of_one",
 ]
 
 
@@ -142,3 +144,28 @@ class AgentTools:
             field, message = first_error(exc)
             raise ConfigError(message, field=f"{name}.{field}") from None
         raise ConfigError(f"unknown tool '{name}'", field="name")
+
+
+def batch_of_one(ctx: TickContext) -> TickBatch:
+    """One agent's view as a batch of one (its generator, the gateway behind its tools)."""
+    from worldsim.world.views import TickBatch  # (numpy: not for `worldsim roles`)
+
+    tools = ctx.tools
+    if tools is not None and not isinstance(tools, AgentTools):
+        raise ConfigError(
+            f"agent '{ctx.agent}': the offline actor reads evidence through the gateway's "
+            f"tools, not a {type(tools).__name__}",
+            field="tools",
+        )
+    return TickBatch(
+        card=ctx.card,
+        timeline=ctx.timeline,
+        tick=ctx.tick,
+        ticks=ctx.ticks,
+        date=ctx.date,
+        agents=(ctx.agent,),
+        state=ctx.state,
+        observations=ctx.observations,
+        rngs=(ctx.rng,),
+        gateway=tools.gateway if tools is not None else None,
+    )

@@ -6,12 +6,20 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
+from pydantic import BaseModel
 
-from worldsim.domain.contracts import Model, ModelRequest, ModelResponse
+from worldsim.domain.contracts import (
+    BatchModel,
+    BatchRequest,
+    BatchResponse,
+    Model,
+    ModelRequest,
+    ModelResponse,
+)
 from worldsim.domain.errors import BudgetExhausted, ModelError
 from worldsim.models.call import LlmCallData
 
-__all__ = ["Emit", "TracingModel"]
+__all__ = ["BatchTracingModel", "Emit", "TracingModel", "traced"]
 
 Emit = Callable[[LlmCallData], Awaitable[None]]
 
@@ -43,6 +51,31 @@ class TracingModel:
         # stopped it, say): a resumed run's budget counts what the trace says was spent
         with anyio.CancelScope(shield=True):
             await self._emit(_record(call))
+
+
+class BatchTracingModel(TracingModel):
+    """:class:`TracingModel` around a model that also answers batches: each call a batch
+    made is recorded as well."""
+
+    def __init__(self, inner: BatchModel, emit: Emit) -> None:
+        super().__init__(inner, emit)
+        self.batch_inner = inner
+
+    def answers_batch(self, output_type: type[BaseModel]) -> bool:
+        return self.batch_inner.answers_batch(output_type)
+
+    async def request_batch(self, request: BatchRequest) -> BatchResponse:
+        response = await self.batch_inner.request_batch(request)
+        for call in response.calls:
+            await self._record_shielded(call)
+        return response
+
+
+def traced(inner: Model, emit: Emit) -> TracingModel:
+    """``inner`` with its calls traced: batches too where it answers them."""
+    if isinstance(inner, BatchModel):
+        return BatchTracingModel(inner, emit)
+    return TracingModel(inner, emit)
 
 
 def _record(call: Mapping[str, Any]) -> LlmCallData:

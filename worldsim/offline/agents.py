@@ -10,18 +10,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from worldsim.domain.errors import ConfigError
-from worldsim.gateway import AgentTools, DocumentView, Gateway
-from worldsim.world.moves import PROPOSALS, Proposal
-from worldsim.world.state import Actor, Edge, SetCohort, WorldState, actor_columns
+from worldsim.gateway import DocumentView, Gateway
+from worldsim.world.columns import MoveColumns
+from worldsim.world.moves import Proposal
+from worldsim.world.state import Edge, SetCohort, WorldState, actor_columns
 from worldsim.world.views import TickBatch, TickContext
 
-__all__ = ["OfflineCohort", "batch_of_one", "offline_actors"]
+__all__ = ["OfflineCohort", "offline_moves"]
 
 ACTOR_NOISE = 0.35
 COHORT_NOISE = 0.05
@@ -38,100 +37,76 @@ def _target_endpoint(state: WorldState, favours: str | None) -> str:
     return next((ep.id for ep in scored if ep.polarity == "yes"), scored[0].id)
 
 
-def _clip(value: float, low: float, high: float) -> float:
-    """``np.clip`` of one float (the same value, without an array round trip)."""
-    return min(max(value, low), high)
-
-
-def _verb(direction: float) -> str:
-    if direction > 0.5:
-        return "pushes hard for"
-    if direction > 0.1:
-        return "leans toward"
-    if direction >= -0.1:
-        return "stays neutral on"
-    if direction >= -0.5:
-        return "leans against"
-    return "pushes hard against"
-
-
-async def offline_actors(
-    batch: TickBatch, found: Sequence[Sequence[str]] | None = None
-) -> list[Proposal]:
-    """One move for each of a tick's actors (``batch.agents``): its stance plus noise, pushed
-    by the stance hints of the documents it reads, toward its endpoint.
+async def offline_moves(
+    batch: TickBatch, found: Sequence[tuple[str, ...]] | None = None
+) -> MoveColumns:
+    """One move for each of a tick's actors (``batch.agents``), as columns: its stance plus
+    noise, pushed by the stance hints of the documents it reads, toward its endpoint.
 
     ``found[i]`` are the ids of the hits a search found for agent ``i`` already (its prompt
     role searched for it); without them each actor searches for its name and its endpoint's
     title. Each reads the first ``EVIDENCE_K``. The gateway takes the whole tick's searches and
-    reads at once, logged under each agent in its call order, so a tick decided together is
-    the same as its actors decided one at a time.
+    reads at once, logged under each agent, and each agent draws from its own generator in the
+    order it would alone, so a tick decided together is the same as its actors one at a time.
     """
     state = batch.state
     salience = 1.0 + EVENT_SALIENCE * len(batch.observations)
+    columns = actor_columns(state.actors)
+    rows = columns.rows(batch.agents)
     aims: dict[str | None, tuple[str, str | None]] = {}  # favours -> endpoint, its title
-    targets: list[tuple[Actor, str, str | None]] = []
-    for agent in batch.agents:
-        actor = state.actors[agent]
-        aim = aims.get(actor.favours)
-        if aim is None:
-            endpoint = _target_endpoint(state, actor.favours)
-            info = state.endpoint(endpoint)
-            aim = aims[actor.favours] = (endpoint, info.title if info else None)
-        targets.append((actor, *aim))
-    evidence = await _read_evidence(batch, targets, found)
-    moves: list[dict[str, Any]] = []  # validated together
-    for i, (actor, endpoint, title) in enumerate(targets):
-        rng = batch.rngs[i]
-        noise = float(rng.normal(0.0, ACTOR_NOISE))
-        # numpy's uniform(0.5, 1.0) draws 0.5 + 0.5 * random(): the same float, made faster
-        vigour = 0.5 + 0.5 * float(rng.random())
-        push, cites = evidence[i]
-        direction = _clip(actor.stance + noise + push, -1.0, 1.0)
-        magnitude = _clip(actor.influence * vigour * salience, 0.0, 1.0)
-        summary = f"{actor.name} {_verb(direction)} '{title if title is not None else endpoint}'"
-        moves.append(
-            {
-                "agent": batch.agents[i],
-                "kind": "action",
-                "endpoint": endpoint,
-                "direction": direction,
-                "magnitude": magnitude,
-                "summary": summary[:300],
-                "cites": cites[:5],
-            }
-        )
-    return PROPOSALS.validate_python(moves)
+    for favours in {columns.favours[r] for r in rows}:
+        endpoint = _target_endpoint(state, favours)
+        info = state.endpoint(endpoint)
+        aims[favours] = (endpoint, info.title if info is not None else None)
+    targets = [aims[columns.favours[r]] for r in rows]
+    names = [columns.names[r] for r in rows]
+    pushes, cites = await _read_evidence(batch, names, targets, found)
+    n = len(rows)
+    noise, vigour = np.empty(n), np.empty(n)
+    for i, rng in enumerate(batch.rngs):
+        noise[i] = rng.normal(0.0, ACTOR_NOISE)
+        vigour[i] = rng.random()
+    # numpy's uniform(0.5, 1.0) draws 0.5 + 0.5 * random(): the same floats, made at once
+    vigour = 0.5 + 0.5 * vigour
+    direction = np.clip(columns.stance[rows] + noise + pushes, -1.0, 1.0)
+    magnitude = np.clip(columns.influence[rows] * vigour * salience, 0.0, 1.0)
+    verbs = _verbs(direction)
+    return MoveColumns(
+        agents=tuple(batch.agents),
+        endpoints=[endpoint for endpoint, _ in targets],
+        direction=direction,
+        magnitude=magnitude,
+        summaries=[
+            f"{name} {verb} '{title if title is not None else endpoint}'"[:300]
+            for name, verb, (endpoint, title) in zip(names, verbs, targets, strict=True)
+        ],
+        cites=[ids[:5] for ids in cites],
+    ).checked()
 
 
-def batch_of_one(ctx: TickContext) -> TickBatch:
-    """One agent's view as a batch of one (its generator, the gateway behind its tools)."""
-    tools = ctx.tools
-    if tools is not None and not isinstance(tools, AgentTools):
-        raise ConfigError(
-            f"agent '{ctx.agent}': the offline actor reads evidence through the gateway's "
-            f"tools, not a {type(tools).__name__}",
-            field="tools",
-        )
-    return TickBatch(
-        card=ctx.card,
-        timeline=ctx.timeline,
-        tick=ctx.tick,
-        ticks=ctx.ticks,
-        date=ctx.date,
-        agents=(ctx.agent,),
-        state=ctx.state,
-        observations=ctx.observations,
-        rngs=(ctx.rng,),
-        gateway=tools.gateway if tools is not None else None,
+def _verbs(direction: npt.NDArray[np.float64]) -> list[str]:
+    """:func:`_verb` of each direction."""
+    picks = np.select(
+        [direction > 0.5, direction > 0.1, direction >= -0.1, direction >= -0.5], [0, 1, 2, 3], 4
     )
+    return [_VERBS[k] for k in picks.tolist()]
+
+
+_VERBS = (
+    "pushes hard for",
+    "leans toward",
+    "stays neutral on",
+    "leans against",
+    "pushes hard against",
+)
 
 
 async def _read_evidence(
     batch: TickBatch,
-    targets: Sequence[tuple[Actor, str, str | None]],
-    found: Sequence[Sequence[str]] | None,
-) -> list[tuple[float, tuple[str, ...]]]:
+    names: Sequence[str],
+    targets: Sequence[tuple[str, str | None]],
+    found: Sequence[tuple[str, ...]] | None,
+) -> tuple[npt.NDArray[np.float64], list[tuple[str, ...]]]:
     """For each agent: search the Temporal Gateway (unless ``found``), open the first
     ``EVIDENCE_K`` hits and average their stance hints.
 
@@ -139,31 +114,27 @@ async def _read_evidence(
     (a card without evidence) there is nothing to read.
     """
     gateway: Gateway | None = batch.gateway
+    n = len(batch.agents)
     if gateway is None:
-        return [(0.0, ())] * len(batch.agents)
+        return np.zeros(n), [()] * n
     timeline, tick = batch.timeline, batch.tick
     if found is None:
-        queries = [
-            (agent, f"{actor.name} {title or ''}")
-            for agent, (actor, _, title) in zip(batch.agents, targets, strict=True)
-        ]
-        hits = await gateway.search_each(queries, EVIDENCE_K, timeline=timeline, tick=tick)
-        found = [[hit.id for hit in agent_hits] for agent_hits in hits]
-    wanted = [tuple(ids[:EVIDENCE_K]) for ids in found]
-    reads = [(agent, i) for agent, ids in zip(batch.agents, wanted, strict=True) for i in ids]
-    opened = await gateway.open_each(reads, timeline=timeline, tick=tick)
-    # what reading a list of documents gives is the same for every agent of the call that
-    # reads that list (the same documents, refused or not): worked out once per list
-    evidence: list[tuple[float, tuple[str, ...]]] = []
+        queries = [f"{name} {title or ''}" for name, (_, title) in zip(names, targets, strict=True)]
+        found = await gateway.search_batch(
+            batch.agents, queries, EVIDENCE_K, timeline=timeline, tick=tick
+        )
+    # agents whose searches found the same hits read the same list: worked out once per list
+    lists: dict[tuple[str, ...], tuple[str, ...]] = {}
+    wanted = [lists.get(ids) or lists.setdefault(ids, tuple(ids[:EVIDENCE_K])) for ids in found]
+    opened = await gateway.read_batch(batch.agents, wanted, timeline=timeline, tick=tick)
     pushes: dict[tuple[str, ...], tuple[float, tuple[str, ...]]] = {}
-    at = 0
+    evidence = []
     for ids in wanted:
         pushed = pushes.get(ids)
         if pushed is None:
-            pushed = pushes[ids] = _pushed(opened[at : at + len(ids)])
+            pushed = pushes[ids] = _pushed([opened[d] for d in ids])
         evidence.append(pushed)
-        at += len(ids)
-    return evidence
+    return np.array([p for p, _ in evidence]), [c for _, c in evidence]
 
 
 def _pushed(docs: Sequence[DocumentView | None]) -> tuple[float, tuple[str, ...]]:

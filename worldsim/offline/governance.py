@@ -11,8 +11,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from worldsim.domain.outputs import GovernanceOutput
 from worldsim.world.build import prior_pressure
+from worldsim.world.columns import ColumnVerdict, EvidenceColumns, TickProposals
 from worldsim.world.state import WorldState
 from worldsim.world.views import ReviewContext
 
@@ -41,49 +45,61 @@ def _softmax(state: WorldState, pressure: dict[str, float]) -> dict[str, float]:
 
 class OfflineGovernance:
     """Accepts valid proposals, moves pressure, ends a timeline when the question resolves,
-    proposes forks at hypotheses: answered as a model answers the reviewer's role (a
-    ``GovernanceOutput``, which the role checks against the world like any reply)."""
+    proposes forks at hypotheses. It reads the tick's proposals as columns and answers with a
+    :class:`ColumnVerdict` (:meth:`verdict`), or, for a role that asks one request with the
+    reviewer's schema, the same verdict as a ``GovernanceOutput`` (:meth:`answer`); the role
+    checks either against the world like any reply."""
 
     name = "governance"
     phase = "review"
 
     async def answer(self, ctx: ReviewContext) -> GovernanceOutput:
-        state = ctx.state
-        push_on = dict.fromkeys((ep.id for ep in state.scored), 0.0)
-        accepted: list[str] = []
-        rejected: list[dict[str, str]] = []
-        ledger: list[dict[str, str]] = []
+        verdict = self.verdict(ctx)
+        proposals = _tick_proposals(ctx)
+        agents, indexes = proposals.column("agent"), proposals.column("index")
+        data = verdict.rest.model_dump()
+        data["accepted"] = [f"{agents[i]}#{indexes[i]}" for i in np.flatnonzero(verdict.accepted)]
+        data["rejected"] = [
+            {"proposal": f"{agents[i]}#{indexes[i]}", "reason": reason}
+            for i, reason in verdict.rejected.items()
+        ]
+        ev = verdict.evidence
+        data["ledger"] = [
+            {"endpoint": e, "evidence": k, "ref": r, "note": n}
+            for e, k, r, n in zip(ev.endpoints, ev.kinds, ev.refs, ev.notes, strict=True)
+        ]
+        return GovernanceOutput.model_validate(data)
 
+    def verdict(self, ctx: ReviewContext) -> ColumnVerdict:
+        """The tick's review, read from the columns of its proposals (docs/offline-model.md,
+        step 5 on): the pushes summed in canonical order, as one proposal at a time would."""
+        state = ctx.state
+        proposals = _tick_proposals(ctx)
+        endpoint_of = proposals.column("endpoint")
         endpoints = {ep.id: ep for ep in state.endpoints}
         settled = {key for key, row in state.ledger.items() if row.status != "open"}
-        where = f"{ctx.timeline}/{ctx.tick}/"
-        for p in ctx.proposals:
-            ep = endpoints.get(p.endpoint) if p.endpoint is not None else None
+        # per endpoint named: rejected with this reason, else None (accepted)
+        verdicts: dict[str | None, str | None] = {}
+        for name in set(endpoint_of):
+            ep = endpoints.get(name) if name is not None else None
             if ep is None:
-                rejected.append({"proposal": f"{p.agent}#{p.index}", "reason": "no known endpoint"})
-                continue
-            if ep.id in settled:
-                reason = f"'{ep.id}' is settled"[:200]
-                rejected.append({"proposal": f"{p.agent}#{p.index}", "reason": reason})
-                continue
-            accepted.append(f"{p.agent}#{p.index}")
-            push = p.direction * p.magnitude
-            if ep.kind == "scored":
-                push_on[ep.id] += push
-            if abs(push) >= EVIDENCE_FLOOR:
-                ledger.append(
-                    {
-                        "endpoint": ep.id,
-                        "evidence": "supports" if push > 0 else "contradicts",
-                        "ref": f"{where}{p.agent}/{p.index}"[:120],
-                        "note": p.summary[:200],
-                    }
-                )
+                verdicts[name] = "no known endpoint"
+            elif ep.id in settled:
+                verdicts[name] = f"'{ep.id}' is settled"[:200]
+            else:
+                verdicts[name] = None
+        accepted = np.array([verdicts[e] is None for e in endpoint_of], dtype=bool)
+        rejected = {i: verdicts[endpoint_of[i]] or "" for i in np.flatnonzero(~accepted).tolist()}
+        push = np.array(proposals.column("direction")) * np.array(proposals.column("magnitude"))
+        push_on = dict.fromkeys((ep.id for ep in state.scored), 0.0)
+        for name, pushed, ok in zip(endpoint_of, push.tolist(), accepted.tolist(), strict=True):
+            if ok and name in push_on:
+                push_on[name] += pushed
+        evidence = _evidence(ctx, proposals, endpoint_of, push, accepted)
 
-        # The push is averaged over every agent of the world (one sitting the tick out pushes 0),
-        # so the number of agents does not scale how far the world can move.
-        world = {*state.actors.keys(), *state.cohorts.ids, *(p.agent for p in ctx.proposals)}
-        agents = max(1, len(world))
+        # The push is averaged over every agent of the world (one sitting the tick out pushes
+        # 0), so the number of agents does not scale how far the world can move.
+        agents = max(1, _world_size(state, proposals.column("agent")))
         prior = prior_pressure(ctx.card)
         pressure: dict[str, float] = {}
         for ep in state.scored:
@@ -93,7 +109,15 @@ class OfflineGovernance:
         for ev in ctx.observations:
             for endpoint, shift in ev.pressure:
                 pressure[endpoint] += shift
+        return ColumnVerdict(
+            accepted, rejected, evidence, self._rest(ctx, pressure, int(accepted.sum()))
+        )
 
+    def _rest(self, ctx: ReviewContext, pressure: dict[str, float], taken: int) -> Any:
+        """Pressure shifts, the hazard's draw, forced values or branch candidates: the review
+        beyond its decisions on proposals and its evidence."""
+        state = ctx.state
+        endpoints = {ep.id: ep for ep in state.endpoints}
         # each endpoint's new pressure, as the shift from where it stands
         shifts = [
             {"endpoint": ep.id, "by": _shift(state.pressure[ep.id], pressure[ep.id])}
@@ -139,14 +163,11 @@ class OfflineGovernance:
                         "impact": hyp.impact if scored else 0.0,
                     }
                 )
-            reason = f"{len(accepted)} proposals accepted; {len(branches)} branch candidates"
+            reason = f"{taken} proposals accepted; {len(branches)} branch candidates"
 
         return GovernanceOutput.model_validate(
             {
-                "accepted": accepted,
-                "rejected": rejected,
                 "pressure": shifts,
-                "ledger": ledger,
                 "decision": "terminate" if resolves else "fork" if branches else "continue",
                 "reason": reason[:400],
                 "branches": branches,
@@ -154,6 +175,44 @@ class OfflineGovernance:
                 "forced_probs": forced_probs,
             }
         )
+
+
+def _tick_proposals(ctx: ReviewContext) -> TickProposals:
+    proposals = ctx.proposals
+    return proposals if isinstance(proposals, TickProposals) else TickProposals(None, proposals)
+
+
+def _evidence(
+    ctx: ReviewContext,
+    proposals: TickProposals,
+    endpoint_of: list[str | None],
+    push: npt.NDArray[np.float64],
+    accepted: npt.NDArray[np.bool_],
+) -> EvidenceColumns:
+    """The ledger entries of the accepted proposals that push hard enough, in canonical order:
+    *supports* or *contradicts* their endpoint, citing ``timeline/tick/agent/index``."""
+    rows = np.flatnonzero(accepted & (np.abs(push) >= EVIDENCE_FLOOR)).tolist()
+    if not rows:
+        return EvidenceColumns()
+    agents, summaries = proposals.column("agent"), proposals.column("summary")
+    indexes = proposals.column("index")
+    signs = (push > 0).tolist()
+    where = f"{ctx.timeline}/{ctx.tick}/"
+    return EvidenceColumns(
+        endpoints=[endpoint_of[i] or "" for i in rows],
+        kinds=["supports" if signs[i] else "contradicts" for i in rows],
+        refs=[f"{where}{agents[i]}/{indexes[i]}"[:120] for i in rows],
+        notes=[summaries[i][:200] for i in rows],
+    )
+
+
+def _world_size(state: WorldState, proposers: list[str]) -> int:
+    """The number of agents in the world: actors, cohorts and any other agent that proposed."""
+    actors = state.actors
+    cohorts = set(state.cohorts.ids)
+    size = len(actors) + sum(1 for c in cohorts if c not in actors)
+    others = {a for a in proposers if a not in actors and a not in cohorts}
+    return size + len(others)
 
 
 def _shift(now: float, then: float) -> float:

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from worldsim.domain.cards import ACTOR_SEEDS, Card, Seeds
-from worldsim.domain.contracts import ModelRequest, ModelResponse
+from worldsim.domain.contracts import BatchRequest, BatchResponse, ModelRequest, ModelResponse
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.outputs import (
     INIT_ACTORS,
@@ -45,7 +45,8 @@ from worldsim.domain.outputs import (
     ReportRef,
     WorldOutput,
 )
-from worldsim.offline.agents import OfflineCohort, batch_of_one, offline_actors
+from worldsim.gateway import batch_of_one
+from worldsim.offline.agents import OfflineCohort, offline_moves
 from worldsim.offline.build import (
     offline_graph_edits,
     offline_hindsight,
@@ -62,6 +63,7 @@ from worldsim.world.views import (
     ReportContext,
     ReviewContext,
     RoleView,
+    TickBatch,
     TickContext,
 )
 
@@ -90,6 +92,30 @@ class OfflineModel:
             QuestionReviewOutput: offline_question_review,
         }
 
+    def answers_batch(self, output_type: type[BaseModel]) -> bool:
+        """A tick's actors (``ActorOutput``) and a tick's review (``GovernanceOutput``) are
+        answered in one pass, as columns."""
+        return output_type in _BATCHED
+
+    async def request_batch(self, request: BatchRequest) -> BatchResponse:
+        """A tick's agents of an actor role at once (the view: a ``RoleView`` of the tick's
+        ``TickBatch``, with ``found``, the ids each agent's search found) as
+        :class:`MoveColumns`; a tick's review (a ``RoleView`` of its ``ReviewContext``) as a
+        :class:`ColumnVerdict`."""
+        view = request.view
+        context = view.context if isinstance(view, RoleView) else None
+        if request.output_type is ActorOutput and isinstance(context, TickBatch):
+            found = view.variables.get("found")
+            return BatchResponse(await offline_moves(context, found))
+        if request.output_type is GovernanceOutput and isinstance(context, ReviewContext):
+            return BatchResponse(OfflineGovernance().verdict(context))
+        raise ConfigError(
+            f"role '{request.site.role}': the offline model answers a batch of "
+            f"{', '.join(t.__name__ for t in _BATCHED)} from a tick's view; this request asks "
+            f"for {request.output_type.__name__}",
+            field="route",
+        )
+
     async def request(self, request: ModelRequest) -> ModelResponse:
         answer = self._answers.get(request.output_type)
         view = request.view
@@ -106,12 +132,21 @@ class OfflineModel:
         return ModelResponse(output=output, text="")
 
 
+_BATCHED = (ActorOutput, GovernanceOutput)
+
+
 async def _actor(view: RoleView) -> ActorOutput:
-    """The offline actor's move (:func:`offline_actors`), for a role that asks a model for it
+    """The offline actor's move (:func:`offline_moves`), for a role that asks a model for it
     one agent at a time."""
     ctx = view.context
     assert isinstance(ctx, TickContext)
-    (p,) = await offline_actors(batch_of_one(ctx))
+    # the hits a prompt role's search found for the agent (it shows them as ``evidence``); a
+    # role that shows none leaves the search to the offline actor
+    evidence = view.variables.get("evidence")
+    found = None
+    if isinstance(evidence, list):
+        found = [tuple(str(hit["id"]) for hit in evidence if isinstance(hit, dict))]
+    (p,) = (await offline_moves(batch_of_one(ctx), found)).objects()
     move = ActorMove(
         kind="action",
         endpoint=p.endpoint or "",

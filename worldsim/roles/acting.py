@@ -20,25 +20,30 @@ from worldsim.domain.bounds import MAX_CONNECTIONS
 from worldsim.domain.errors import ModelError, ReplayMissError, RoleError
 from worldsim.gateway import AgentTools
 from worldsim.roles.contracts import AgentRole
+from worldsim.world.columns import MoveColumns
 from worldsim.world.moves import Proposal
 from worldsim.world.views import TickBatch, TickContext
 
-__all__ = ["BatchRole", "act_each", "act_tick", "agent_context"]
+__all__ = ["Acted", "BatchRole", "act_each", "act_tick", "agent_context"]
 
 log = structlog.get_logger(__name__)
+
+
+Acted = Mapping[str, Sequence[Proposal]] | MoveColumns
+"""A tick's agents' proposals: by agent, or one move per agent as columns."""
 
 
 @runtime_checkable
 class BatchRole(AgentRole, Protocol):
     """A tick role that decides a tick's agents together: the same proposals as its ``act``
-    would give each agent."""
+    would give each agent, by agent or as columns."""
 
-    async def act_batch(self, batch: TickBatch) -> Mapping[str, Sequence[Proposal]]: ...
+    async def act_batch(self, batch: TickBatch) -> Acted: ...
 
 
-async def act_tick(role: AgentRole, batch: TickBatch) -> Mapping[str, Sequence[Proposal]]:
-    """Each agent's proposals, by agent: from ``act_batch`` when the role has it (a RoleError
-    when it answers for an agent it was not handed), else :func:`act_each`.
+async def act_tick(role: AgentRole, batch: TickBatch) -> Acted:
+    """Each agent's proposals, by agent or as columns: from ``act_batch`` when the role has it
+    (a RoleError when it answers for an agent it was not handed), else :func:`act_each`.
 
     When ``act_batch`` fails on a model call, its agents sit the tick out, as one agent does
     whose call fails in :func:`act_each` (a strict replay's miss ends the run)."""
@@ -59,7 +64,8 @@ async def act_tick(role: AgentRole, batch: TickBatch) -> Mapping[str, Sequence[P
             error=str(exc),
         )
         return {}
-    strays = sorted(set(answered).difference(batch.agents))
+    decided = answered.agents if isinstance(answered, MoveColumns) else answered
+    strays = sorted(set(decided).difference(batch.agents))
     if strays:
         raise RoleError(
             f"role '{name}': act_batch answered for "

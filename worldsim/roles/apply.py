@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import numpy as np
 from pydantic import ValidationError
 
 from worldsim.domain.cards import (
@@ -24,6 +25,7 @@ from worldsim.domain.cards import (
     RelationSeed,
     Seeds,
 )
+from worldsim.domain.errors import ModelError
 from worldsim.domain.outputs import (
     INIT_ACTORS,
     GovernanceOutput,
@@ -31,20 +33,18 @@ from worldsim.domain.outputs import (
     InitCohort,
     WorldOutput,
 )
+from worldsim.world.columns import ColumnVerdict, TickProposals, TickReview, rejected_of
 from worldsim.world.moves import BranchCandidate, RejectedProposal, Review
 from worldsim.world.state import SetHypothesis, ShiftPressure
 from worldsim.world.views import InitContext, ReviewContext
 
-__all__ = ["review_from_output", "seeds_from_output"]
+__all__ = ["review_from_columns", "review_from_output", "seeds_from_output"]
 
 
 def review_from_output(out: GovernanceOutput, ctx: ReviewContext) -> Review:
     """Turn a model's verdict into a Review, dropping what the world cannot take, with reasons."""
-    state = ctx.state
     notes: list[str] = []
     by_id = {f"{p.agent}#{p.index}": p for p in ctx.proposals}
-    scored = {ep.id for ep in state.scored}
-    known = {ep.id for ep in state.endpoints}
     # accepted proposals and ledger updates as plain data, validated with the review in one
     # call (one at a time costs about twice as much, with one of each per accepted proposal)
     accepted: list[dict[str, Any]] = []
@@ -69,6 +69,57 @@ def review_from_output(out: GovernanceOutput, ctx: ReviewContext) -> Review:
     for pid, p in by_id.items():
         if pid not in decided:
             rejected.append(RejectedProposal(agent=p.agent, index=p.index, reason="not reviewed"))
+    rest = _the_rest(out, ctx, notes, deltas)
+    return Review.model_validate({"accepted": accepted, "rejected": rejected, **rest})
+
+
+def review_from_columns(verdict: ColumnVerdict, ctx: ReviewContext) -> TickReview:
+    """Turn a verdict read from a tick's proposal columns into a :class:`TickReview`, with the
+    checks of :func:`review_from_output`: a rejection of an unknown or accepted proposal is
+    ignored, an undecided proposal is rejected as not reviewed, evidence on an unknown
+    endpoint is dropped, and the rest of the verdict is checked as a model's reply is."""
+    given = ctx.proposals
+    proposals = given if isinstance(given, TickProposals) else TickProposals(None, given)
+    n = len(proposals)
+    mask = np.asarray(verdict.accepted, dtype=bool)
+    if mask.shape != (n,):
+        raise ModelError(f"the verdict decides {mask.size} proposals of the tick's {n}")
+    notes: list[str] = []
+    deltas: list[Any] = []
+    for pos, p in proposals.objects_at():
+        if mask[pos]:
+            deltas.extend(p.deltas)
+    decided = mask.copy()
+    reasons: dict[int, str] = {}
+    for pos, reason in verdict.rejected.items():
+        if not 0 <= pos < n or decided[pos]:
+            notes.append(f"rejection of proposal {pos} ignored (unknown or already accepted)")
+            continue
+        reasons[pos] = reason
+        decided[pos] = True
+    rejected = rejected_of(proposals, reasons) + rejected_of(
+        proposals, dict.fromkeys(np.flatnonzero(~decided).tolist(), "not reviewed")
+    )
+    known = {ep.id for ep in ctx.state.endpoints}
+    evidence = verdict.evidence
+    unknown = set(evidence.endpoints).difference(known)
+    if unknown:
+        notes += [f"ledger move on unknown endpoint '{e}' dropped" for e in sorted(unknown)]
+        evidence = evidence.where([e in known for e in evidence.endpoints])
+    rest = _the_rest(verdict.rest, ctx, notes, deltas)
+    review = Review.model_validate({"accepted": [], "rejected": rejected, **rest})
+    return TickReview(review, np.flatnonzero(mask).tolist(), proposals, evidence)
+
+
+def _the_rest(
+    out: GovernanceOutput, ctx: ReviewContext, notes: list[str], deltas: list[Any]
+) -> dict[str, Any]:
+    """A review's parts beyond its decisions on proposals (``deltas`` holds the accepted
+    proposals' deltas): pressure shifts, ledger moves, decision, reason (with ``notes`` of
+    what was dropped), branches and forced values, each checked against the world."""
+    state = ctx.state
+    scored = {ep.id for ep in state.scored}
+    known = {ep.id for ep in state.endpoints}
     for shift in out.pressure:
         if shift.endpoint not in scored or state.ledger[shift.endpoint].status != "open":
             notes.append(f"pressure on '{shift.endpoint}' dropped: not an open scored endpoint")
@@ -161,21 +212,17 @@ def review_from_output(out: GovernanceOutput, ctx: ReviewContext) -> Review:
     reason = out.reason
     if notes:
         reason = (reason + " | dropped: " + "; ".join(notes))[:500]
-    return Review.model_validate(
-        {
-            "accepted": accepted,
-            "rejected": rejected,
-            "deltas": deltas,
-            "ledger": ledger,
-            "decision": "fork"
-            if branches and out.decision != "terminate"
-            else ("terminate" if out.decision == "terminate" else "continue"),
-            "reason": reason,
-            "branches": branches,
-            "forced_p_yes": forced,
-            "forced_probs": forced_probs,
-        }
-    )
+    return {
+        "deltas": deltas,
+        "ledger": ledger,
+        "decision": "fork"
+        if branches and out.decision != "terminate"
+        else ("terminate" if out.decision == "terminate" else "continue"),
+        "reason": reason,
+        "branches": branches,
+        "forced_p_yes": forced,
+        "forced_probs": forced_probs,
+    }
 
 
 def _slug(text: str, fallback: str, taken: set[str]) -> str:

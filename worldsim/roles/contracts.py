@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from worldsim.domain.contracts import Phase
+from worldsim.world.columns import TickReview
 from worldsim.world.moves import Proposal, Report, Review
 from worldsim.world.state import WorldState
 from worldsim.world.views import InitContext, ReportContext, ReviewContext, TickContext
@@ -49,7 +50,7 @@ class AgentRole(Role, Protocol):
 
 @runtime_checkable
 class ReviewRole(Role, Protocol):
-    async def review(self, ctx: ReviewContext) -> Review: ...
+    async def review(self, ctx: ReviewContext) -> Review | TickReview: ...
 
 
 @runtime_checkable

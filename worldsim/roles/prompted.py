@@ -27,7 +27,15 @@ from typing import Any
 import numpy as np
 
 from worldsim.domain.cards import Card
-from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest
+from worldsim.domain.contracts import (
+    BatchModel,
+    BatchRequest,
+    CallSite,
+    ChatMessage,
+    Model,
+    ModelRequest,
+    ModelResponse,
+)
 from worldsim.domain.errors import ConfigError, ModelError, ReplayMissError
 from worldsim.domain.outputs import (
     OUTPUTS,
@@ -37,13 +45,12 @@ from worldsim.domain.outputs import (
     ReportOutput,
     WorldOutput,
 )
-from worldsim.gateway.tools import GATEWAY_TOOLS
-from worldsim.models.routes import OFFLINE
-from worldsim.offline.agents import batch_of_one, offline_actors
+from worldsim.gateway.tools import GATEWAY_TOOLS, batch_of_one
 from worldsim.roles.acting import act_each
-from worldsim.roles.apply import review_from_output, seeds_from_output
+from worldsim.roles.apply import review_from_columns, review_from_output, seeds_from_output
 from worldsim.roles.prompts import PromptRole
 from worldsim.world.build import WorldSource, build_world
+from worldsim.world.columns import ColumnVerdict, MoveColumns, TickReview
 from worldsim.world.moves import (
     Claim,
     ClaimRef,
@@ -56,6 +63,7 @@ from worldsim.world.state import (
     SetCohort,
     UpdateMembers,
     WorldState,
+    actor_columns,
 )
 from worldsim.world.views import (
     InitContext,
@@ -103,6 +111,24 @@ class PromptedRole:
     def site(self, agent: str, timeline: str | None = None, tick: int | None = None) -> CallSite:
         return CallSite(role=self.name, agent=agent, timeline=timeline, tick=tick)
 
+    def batched(self) -> BatchModel | None:
+        """The role's model where it answers this role's output for a batch at once."""
+        model = self.model
+        if isinstance(model, BatchModel) and model.answers_batch(self.output_type):
+            return model
+        return None
+
+    async def ask_batch(self, model: BatchModel, site: CallSite, view: RoleView) -> Any:
+        """Ask a batch model for a batch's output in its column form."""
+        request = BatchRequest(
+            output_type=self.output_type,
+            site=site,
+            prompt_version=self.prompt.version,
+            view=view,
+            seed=self.seed,
+        )
+        return (await model.request_batch(request)).output
+
     async def ask(
         self,
         site: CallSite,
@@ -116,6 +142,19 @@ class PromptedRole:
         only when a model reads the messages; ``structured`` (values already at hand) joins
         the view. With ``tools`` (an agent's gateway tools) the model may search and open
         documents before it answers, every access logged by the tool."""
+        response = await self.reply(site, context, variables, tools=tools, **structured)
+        return response.output
+
+    async def reply(
+        self,
+        site: CallSite,
+        context: InitContext | TickContext | ReviewContext | ReportContext,
+        variables: Callable[[], Mapping[str, Any]],
+        *,
+        tools: Any = None,
+        **structured: Any,
+    ) -> ModelResponse:
+        """:meth:`ask`, the whole response (the call it made, if any)."""
         prompt = self.prompt
         once: list[tuple[ChatMessage, ...]] = []
 
@@ -158,7 +197,7 @@ class PromptedRole:
                 f"{self.model.route}: the reply is a {type(response.output).__name__}, "
                 f"not a {self.output_type.__name__}"
             )
-        return response.output
+        return response
 
 
 @functools.cache
@@ -203,14 +242,14 @@ def _card(ctx: Any) -> dict[str, Any]:
 class ActorPrompt(PromptedRole):
     """``ActorOutput``: an agent that proposes moves; it sees evidence the gateway found for it.
 
-    On the offline route a tick's actors are decided together (:func:`offline_actors`): each
-    searches for its name and the question as it would alone, and the offline rules read the
-    hits, without a model round per agent."""
+    Where its model answers a batch (the offline model), a tick's actors are decided together:
+    each searches for its name and the question as it would alone, and the model reads the
+    hits and answers every agent's move as columns, without a model round per agent."""
 
     async def act(self, ctx: TickContext) -> Sequence[Proposal]:
-        if self.route == OFFLINE:
-            (moves,) = (await self.act_batch(batch_of_one(ctx))).values()
-            return moves
+        if self.batched() is not None:
+            moves = await self.act_batch(batch_of_one(ctx))
+            return moves.objects() if isinstance(moves, MoveColumns) else moves[ctx.agent]
         actor = ctx.state.actors[ctx.agent]
         evidence: list[dict[str, Any]] = []
         if ctx.tools is not None:
@@ -240,28 +279,37 @@ class ActorPrompt(PromptedRole):
             for i, m in enumerate(out.proposals)
         ]
 
-    async def act_batch(self, batch: TickBatch) -> Mapping[str, Sequence[Proposal]]:
-        """The tick's agents of this role: on the offline route decided together, on any
-        other one agent at a time (:func:`act_each`)."""
-        if self.route != OFFLINE:
+    async def act_batch(self, batch: TickBatch) -> Mapping[str, Sequence[Proposal]] | MoveColumns:
+        """The tick's agents of this role: decided together where the model answers a batch,
+        else one agent at a time (:func:`act_each`)."""
+        model = self.batched()
+        if model is None:
             return await act_each(self, batch)
         found = None
         if batch.gateway is not None:
-            actors, card = batch.state.actors, batch.card
-            hits = await batch.gateway.search_each(
-                [(agent, _evidence_query(actors[agent].name, card)) for agent in batch.agents],
-                EVIDENCE_K,
-                timeline=batch.timeline,
-                tick=batch.tick,
+            columns = actor_columns(batch.state.actors)
+            question = batch.card.question
+            queries = [
+                _evidence_query(columns.names[r], question) for r in columns.rows(batch.agents)
+            ]
+            found = await batch.gateway.search_batch(
+                batch.agents, queries, EVIDENCE_K, timeline=batch.timeline, tick=batch.tick
             )
-            found = [[hit.id for hit in agent_hits] for agent_hits in hits]
-        moves = await offline_actors(batch, found)
-        return {move.agent: [move] for move in moves}
+        moves = await self.ask_batch(
+            model,
+            self.site(self.name, batch.timeline, batch.tick),
+            RoleView(context=batch, variables={"found": found}),
+        )
+        if not isinstance(moves, MoveColumns):
+            raise ModelError(
+                f"{model.route}: the batch's reply is a {type(moves).__name__}, not its moves"
+            )
+        return moves
 
 
-def _evidence_query(name: str, card: Card) -> str:
+def _evidence_query(name: str, question: str | Card) -> str:
     """What an actor searches the evidence for before it answers: its name and the question."""
-    return f"{name} {card.question}"
+    return f"{name} {question if isinstance(question, str) else question.question}"
 
 
 class CohortPrompt(PromptedRole):
@@ -358,7 +406,18 @@ def _members_move(
 class GovernancePrompt(PromptedRole):
     """``GovernanceOutput``: the tick's review, checked against the world before use."""
 
-    async def review(self, ctx: ReviewContext) -> Review:
+    async def review(self, ctx: ReviewContext) -> Review | TickReview:
+        model = self.batched()
+        if model is not None:
+            verdict = await self.ask_batch(
+                model, self.site(self.name, ctx.timeline, ctx.tick), RoleView(context=ctx)
+            )
+            if not isinstance(verdict, ColumnVerdict):
+                raise ModelError(
+                    f"{model.route}: the review's reply is a {type(verdict).__name__}, "
+                    "not a verdict"
+                )
+            return review_from_columns(verdict, ctx)
         state = ctx.state
         hypotheses = [
             h
@@ -386,7 +445,7 @@ class WorldPrompt(PromptedRole):
     async def initialize(self, ctx: InitContext) -> WorldState:
         own: WorldSource = "seeds" if ctx.card.seeds is not None else "generic"
         try:
-            out: WorldOutput = await self.ask(
+            response = await self.reply(
                 self.site(self.name), ctx, lambda: {"card": _card(ctx), "ticks": ctx.ticks}
             )
         except ModelError as exc:
@@ -397,8 +456,10 @@ class WorldPrompt(PromptedRole):
             self.problems = [f"initializer failed, world built from the card: {exc.message}", *more]
             self.world_source = own
             return state
-        # the offline route answers with the card's seeds, or the generic world without them
-        self.world_source = own if self.model.route == OFFLINE else "model"
+        # a reply made without a model call (the offline model's, which records none) is the
+        # card's own seeds, or the generic world without them
+        self.world_source = "model" if response.call else own
+        out: WorldOutput = response.output  # type: ignore[assignment]
         seeds, problems = seeds_from_output(out, ctx)
         card = ctx.card.model_copy(update={"seeds": seeds})
         state, more = build_world(card, ctx.ticks)

@@ -16,7 +16,7 @@ from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.contracts import Model
 from worldsim.domain.errors import ConfigError
 from worldsim.models import RouteTable
-from worldsim.models.tracing import Emit, TracingModel
+from worldsim.models.tracing import Emit, traced
 from worldsim.roles.registry import RoleSpec, get_role, registered_roles
 from worldsim.world.build import generic_seeds
 from worldsim.world.extraction import EXTRACTION_RULES
@@ -169,6 +169,6 @@ def build_roles(
 ) -> dict[str, Any]:
     """Build every planned role with the model its route resolves to, every call traced."""
     return {
-        key: spec.build(TracingModel(source.for_role(spec.name), emit), seed=config.seed)
+        key: spec.build(traced(source.for_role(spec.name), emit), seed=config.seed)
         for key, spec in plan.items()
     }

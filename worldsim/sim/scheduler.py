@@ -29,7 +29,7 @@ from worldsim.gateway import (
     RetrievalRecord,
     gateway_for_card,
 )
-from worldsim.gateway.access import Logged
+from worldsim.gateway.access import Calls
 from worldsim.models import LeakageGuard, LlmCallData
 from worldsim.roles.acting import act_tick
 from worldsim.roles.contracts import AgentRole, InitRole, ReportRole, ReviewRole
@@ -54,6 +54,7 @@ from worldsim.trace.records import (
 )
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.build import WorldSource, tick_dates
+from worldsim.world.columns import MoveColumns, TickProposals, TickReview, apply_evidence
 from worldsim.world.interventions import apply_interventions
 from worldsim.world.moves import Proposal, Review
 from worldsim.world.state import (
@@ -381,6 +382,7 @@ class Engine:
             by_role.setdefault(role_name, []).append(agent)
         roles = {name: self._tick_role(name) for name in by_role}
         results: dict[str, Sequence[Proposal]] = {}
+        batches: list[MoveColumns] = []
 
         async def act(role_name: str, agents: Sequence[str]) -> None:
             batch = TickBatch(
@@ -395,7 +397,11 @@ class Engine:
                 rngs=AgentSeeds(seed, "agent", tl.id, k, agents),
                 gateway=self.gateway,
             )
-            results.update(await act_tick(roles[role_name], batch))
+            acted = await act_tick(roles[role_name], batch)
+            if isinstance(acted, MoveColumns):
+                batches.append(acted)
+            else:
+                results.update(acted)
 
         async with anyio.create_task_group() as acting:
             for role_name, agents in by_role.items():
@@ -403,28 +409,30 @@ class Engine:
         await self._trace_retrievals(tl)
 
         # (4) canonical order: agent id, then proposal index — never arrival
-        proposals: list[Proposal] = []
-        roles_of = dict(active)
+        objects: list[Proposal] = []
         for agent in sorted(results):
             for i, p in enumerate(results[agent]):
                 named = p.agent == agent and p.index == i
-                proposals.append(p if named else p.model_copy(update={"agent": agent, "index": i}))
-        self.proposals_seen.update((tl.id, k, p.agent) for p in proposals)
-        cited = [(p.agent, p.cites) for p in proposals]
+                objects.append(p if named else p.model_copy(update={"agent": agent, "index": i}))
+        proposals = TickProposals(MoveColumns.merged(batches) if batches else None, objects)
+        agents = proposals.column("agent")
+        self.proposals_seen.update((tl.id, k, agent) for agent in agents)
+        cited = list(zip(agents, proposals.column("cites"), strict=True))
         unretrieved = (
             self.gateway.unretrieved_each(cited, timeline=tl.id)
             if self.gateway is not None
             else [list(dict.fromkeys(ids)) for _, ids in cited]
         )
         if proposals:
-            by = [roles_of[p.agent] for p in proposals]
-            made = ProposalsData.payload(proposals, by, unretrieved)
+            roles_of = dict(active)
+            by = [roles_of[agent] for agent in agents]
+            made = ProposalsData.payload_of(proposals, by, unretrieved)
             await self.writer.emit("proposals", made.data, tl=tl.id, tick=k, floats=made.floats)
 
         # (5) review, validated and applied
         reviewer: ReviewRole = self.roles["governance"]
         try:
-            review = await reviewer.review(
+            verdict = await reviewer.review(
                 ReviewContext(
                     card=self.card,
                     timeline=tl.id,
@@ -433,7 +441,7 @@ class Engine:
                     date=self.dates[k],
                     state=snapshot,
                     observations=observations,
-                    proposals=tuple(proposals),
+                    proposals=proposals,
                     rng=rng_for(seed, "review", tl.id, k),
                     mass=tl.mass,
                     depth=tl.depth,
@@ -448,11 +456,18 @@ class Engine:
             tl.end_tick = k
             await self._commit(tl, k, snapshot)
             return
-        made = ReviewData.payload(review)
-        await self.writer.emit("review", made.data, tl=tl.id, tick=k, floats=made.floats)
+        if isinstance(verdict, TickReview):
+            data, floats = verdict.payload()
+            review = verdict.review
+        else:
+            made = ReviewData.payload(verdict)
+            data, floats, review = made.data, made.floats, verdict
+        await self.writer.emit("review", data, tl=tl.id, tick=k, floats=floats)
         try:
             _check_refs(review, proposals)
             state = apply_review(snapshot, review.deltas, review.ledger, k)
+            if isinstance(verdict, TickReview):
+                state = apply_evidence(state, verdict.evidence, k)
         except StateError as exc:
             tl.status = "terminated"
             tl.settlement = snapshot.outcome() or "unresolved"
@@ -491,7 +506,7 @@ class Engine:
         the agent): one ``retrievals`` record per tick they were made at (the tick's own)."""
         if self.gateway is None:
             return
-        groups: dict[int | None, list[Logged]] = {}
+        groups: dict[int | None, list[Calls]] = {}
         for calls in self.gateway.take(tl.id):
             groups.setdefault(calls.tick, []).append(calls)
         for tick, accesses in groups.items():
@@ -522,11 +537,10 @@ class Engine:
         self._notify("tick_committed", timeline=tl.id, tick=k, ticks=self.ticks)
 
 
-def _check_refs(review: Review, proposals: Sequence[Proposal]) -> None:
-    known = {(p.agent, p.index) for p in proposals}
+def _check_refs(review: Review, proposals: TickProposals) -> None:
     refs = [(r.agent, r.index) for r in review.accepted] + [
         (r.agent, r.index) for r in review.rejected
     ]
     for agent, index in refs:
-        if (agent, index) not in known:
+        if proposals.position(agent, index) is None:
             raise StateError(f"review refers to unknown proposal {agent}#{index}")

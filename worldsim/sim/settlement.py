@@ -18,10 +18,9 @@ from worldsim.gateway import Gateway
 from worldsim.models import LeakageGuard
 from worldsim.roles.contracts import ReportRole
 from worldsim.trace.audit import audit_run
-from worldsim.trace.forecast import ForecastRecords, forecast_json
+from worldsim.trace.forecast import ForecastRecords, forecast_record
 from worldsim.trace.records import (
     ExtractionData,
-    ForecastGraphData,
     ReportData,
     RunCompletedData,
 )
@@ -101,8 +100,7 @@ async def settle(
     card, seed = config.card, config.seed
     if outcome.forecast is not None:
         writer.tap = None  # the graph's records are all kept: let them go with the graph
-        graph = forecast_json(outcome.forecast.views())
-        await writer.emit("forecast_graph", ForecastGraphData.of(graph))
+        await writer.emit("forecast_graph", forecast_record(outcome.forecast.views()))
     timelines = outcome.timelines.values()
     options = None if card.kind == "binary" else [ep.id for ep in card.scored_endpoints]
     leaves = [

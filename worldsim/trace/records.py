@@ -23,12 +23,13 @@ from pydantic import (
 )
 
 from worldsim.domain.cards import UtcDatetime, utc_iso
-from worldsim.domain.jsonbytes import floats_in
-from worldsim.gateway.access import ACCESS_DEFAULTS, Access, Logged
+from worldsim.domain.jsonbytes import floats_in, odd_positions, raw_json, standard_float
+from worldsim.gateway.access import ACCESS_DEFAULTS, Access, Calls, merged_accesses
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.models.call import LlmCallData
 from worldsim.world.build import WorldSource
 from worldsim.world.canonical import canonical_json
+from worldsim.world.columns import MoveColumns, TickProposals
 from worldsim.world.moves import PROPOSALS, BranchCandidate, Claim, Proposal, Review
 from worldsim.world.outcome import ExtractionData, LeafData
 from worldsim.world.state import Delta
@@ -209,6 +210,46 @@ class ProposalsData(_Data):
             floats += (item["direction"], item["magnitude"])
             if item["deltas"]:
                 floats.extend(floats_in(item["deltas"]))
+        return Payload({"proposals": items}, floats)
+
+    @staticmethod
+    def payload_of(
+        proposals: TickProposals, roles: Sequence[str], unretrieved: Sequence[list[str]]
+    ) -> Payload:
+        """:meth:`payload` for a tick's proposals held as columns (and objects): the same
+        data, the column rows made without an object each."""
+        cols = proposals.columns
+        if cols is None:
+            return ProposalsData.payload(proposals.objects(), roles, unretrieved)
+        items: list[dict[str, Any]] = []
+        floats: list[float] = []
+        at = 0
+        for part in proposals.segments():
+            if isinstance(part, tuple):
+                start, stop = part
+                n = stop - start
+                rows = MoveColumns(
+                    cols.agents[start:stop],
+                    cols.endpoints[start:stop],
+                    cols.direction[start:stop],
+                    cols.magnitude[start:stop],
+                    cols.summaries[start:stop],
+                    cols.cites[start:stop],
+                    cols.kind,
+                )
+                rows_json = rows.items(roles[at : at + n], unretrieved[at : at + n])
+                # the few floats msgspec spells otherwise, in the standard library's spelling
+                # (the record then holds no float for the writer to look for)
+                for field, values in (("direction", rows.direction), ("magnitude", rows.magnitude)):
+                    for i in odd_positions(values):
+                        rows_json[i][field] = standard_float(rows_json[i][field])
+                items += rows_json
+            else:
+                n = 1
+                made = ProposalsData.payload([part], roles[at : at + 1], unretrieved[at : at + 1])
+                items += made.data["proposals"]
+                floats += made.floats
+            at += n
         return Payload({"proposals": items}, floats)
 
 
@@ -443,10 +484,13 @@ class RetrievalsData(_Data):
         return utc_iso(value)
 
     @staticmethod
-    def payload(logged: Sequence[Logged]) -> Payload:
+    def payload(logged: Sequence[Calls]) -> Payload:
         """The record's ``data`` for the accesses ``logged`` (made at one timeline, tick and
         cut-off, each in its JSON form already, in call order): by agent, each agent's in call
         order. An access holds no float."""
+        merged = merged_accesses(logged)
+        if merged is not None:  # an offline tick's: its JSON made from the batches' columns
+            return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": raw_json(merged)}, [])
         accesses = [access for calls in logged for access in calls.accesses]
         accesses.sort(key=itemgetter("agent"))  # stable: call order
         return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": accesses}, [])

@@ -89,7 +89,8 @@ def encode_record(
     at for what msgspec could write otherwise (the ``prev`` digest would send most lines to
     the standard library for nothing; see :mod:`worldsim.domain.jsonbytes`); ``floats``, when
     given, are every float ``data`` holds."""
-    return msgspec_bytes(header)[:-1] + b',"data":' + compact_bytes(data, floats) + b"}"
+    # one join: a tick's record may be tens of MB, and each + would copy it again
+    return b"".join((msgspec_bytes(header)[:-1], b',"data":', compact_bytes(data, floats), b"}"))
 
 
 def _holder_pid(fd: int) -> int | None:

@@ -158,7 +158,7 @@ def _retrievals(effective: list[TraceLine]) -> list[dict[str, Any]]:
     return rows
 
 
-_ACCESS_TYPES = frozenset({"retrieval", "retrievals"})
+_ACCESS_TYPES = frozenset({"retrievals"})
 
 #: An access's fields the page does not show: the cut-off (the run's as-of date, in the meta)
 #: and a search's number of results asked for.

@@ -8,7 +8,7 @@ so neither a fork, nor an apply, nor a digest re-renders old evidence.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -34,10 +34,11 @@ class EvidenceTrail:
     Equal to another trail (or a tuple) holding the same entries, however they were chunked.
     """
 
-    __slots__ = ("_chunk", "_json", "_len", "_prev")
+    __slots__ = ("_chunk", "_cols", "_json", "_len", "_prev")
 
     def __init__(self, entries: Iterable[Evidence] = (), prev: EvidenceTrail | None = None) -> None:
-        self._chunk = tuple(entries)
+        self._chunk: tuple[Evidence, ...] | None = tuple(entries)
+        self._cols: tuple[Sequence[str], Sequence[str], Sequence[str], int] | None = None
         self._prev = prev if prev is not None and len(prev) else None
         self._len = len(self._chunk) + (len(self._prev) if self._prev is not None else 0)
         # the canonical JSON of the chunk's list, without its brackets: its entries' JSON joined
@@ -56,6 +57,38 @@ class EvidenceTrail:
         chunk = tuple(entries)
         return EvidenceTrail(chunk, self) if chunk else self
 
+    def added_columns(
+        self, kinds: Sequence[str], refs: Sequence[str], notes: Sequence[str], tick: int
+    ) -> EvidenceTrail:
+        """This trail with the entries ``(kinds[i], refs[i], tick, notes[i])`` after it, kept
+        as columns (an :class:`Evidence` each is made only when the trail is iterated)."""
+        if not kinds:
+            return self
+        trail = EvidenceTrail((), self)
+        trail._chunk, trail._cols = None, (kinds, refs, notes, tick)
+        trail._len += len(kinds)
+        # key-sorted, as canonical JSON is, and holding no float
+        trail._json = canonical_json(
+            [
+                {"kind": k, "note": n, "ref": r, "tick": tick}
+                for k, r, n in zip(kinds, refs, notes, strict=True)
+            ],
+            (),
+        )[1:-1]
+        return trail
+
+    def _entries(self) -> tuple[Evidence, ...]:
+        """This chunk's entries (made from its columns once, when first asked)."""
+        if self._chunk is None:
+            assert self._cols is not None
+            kinds, refs, notes, tick = self._cols
+            self._chunk = tuple(
+                Evidence(k, r, tick, n)  # type: ignore[arg-type]
+                for k, r, n in zip(kinds, refs, notes, strict=True)
+            )
+            self._cols = None
+        return self._chunk
+
     def _chunks(self) -> list[EvidenceTrail]:
         nodes: list[EvidenceTrail] = []
         node: EvidenceTrail | None = self
@@ -67,7 +100,7 @@ class EvidenceTrail:
 
     def __iter__(self) -> Iterator[Evidence]:
         for node in self._chunks():
-            yield from node._chunk
+            yield from node._entries()
 
     def __len__(self) -> int:
         return self._len

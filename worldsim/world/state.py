@@ -97,10 +97,19 @@ class ActorColumns:
     roles: tuple[str, ...]
     stance: FloatArray
     activity: FloatArray
+    influence: FloatArray
+    names: tuple[str, ...]
+    favours: tuple[str | None, ...]
+
+    def rows(self, agents: Sequence[str]) -> list[int]:
+        """The rows of the given actors."""
+        at = _ROWS.get("rows", self, lambda: dict(zip(self.ids, range(len(self.ids)), strict=True)))
+        return [at[a] for a in agents]
 
 
 #: Columns per actor map: a timeline's ticks share one until a delta moves an actor.
 _COLUMNS: IdentityMemo[ActorColumns] = IdentityMemo(16)
+_ROWS: IdentityMemo[dict[str, int]] = IdentityMemo(16)
 
 
 def actor_columns(actors: Map[str, Actor]) -> ActorColumns:
@@ -109,11 +118,18 @@ def actor_columns(actors: Map[str, Actor]) -> ActorColumns:
     def make() -> ActorColumns:
         ids = tuple(sorted(actors.keys()))
         rows = [actors[a] for a in ids]
-        stance = np.array([a.stance for a in rows], dtype=np.float64)
-        activity = np.array([a.activity for a in rows], dtype=np.float64)
-        stance.setflags(write=False)
-        activity.setflags(write=False)
-        return ActorColumns(ids, tuple(a.role for a in rows), stance, activity)
+        stance = _frozen(a.stance for a in rows)
+        activity = _frozen(a.activity for a in rows)
+        influence = _frozen(a.influence for a in rows)
+        return ActorColumns(
+            ids,
+            tuple(a.role for a in rows),
+            stance,
+            activity,
+            influence,
+            tuple(a.name for a in rows),
+            tuple(a.favours for a in rows),
+        )
 
     return _COLUMNS.get("columns", actors, make)
 

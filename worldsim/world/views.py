@@ -88,7 +88,9 @@ class ReviewContext:
     date: datetime
     state: WorldState
     observations: tuple[ScheduledEvent, ...]
-    proposals: tuple[Proposal, ...]
+    proposals: Sequence[Proposal]
+    """The tick's proposals in canonical order: a ``TickProposals`` (columns where a batch
+    model decided them) from the engine, or any sequence of proposals."""
     rng: np.random.Generator
     mass: float
     depth: int
@@ -128,6 +130,12 @@ class RoleView:
     """A prompt role's request as structure: its context and the variables its prompt shows."""
 
     context: (
-        InitContext | TickContext | ReviewContext | ReportContext | ForecastContext | BuildContext
+        InitContext
+        | TickContext
+        | TickBatch
+        | ReviewContext
+        | ReportContext
+        | ForecastContext
+        | BuildContext
     )
     variables: Mapping[str, Any] = field(default_factory=dict)

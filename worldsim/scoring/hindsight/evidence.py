@@ -18,7 +18,7 @@ from worldsim.trace.records import accesses_of, proposals_of
 
 __all__ = ["ACCESS_TYPES", "SourcePrecision", "accessed_documents", "source_precision"]
 
-ACCESS_TYPES = frozenset({"retrievals", "retrieval", "proposals", "proposal"})
+ACCESS_TYPES = frozenset({"retrievals", "proposals"})
 """The record types :func:`accessed_documents` reads."""
 
 
