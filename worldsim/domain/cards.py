@@ -221,6 +221,9 @@ class Seeds(_Model):
     """Structure for the offline model; every field is optional."""
 
     base_rate: Real | None = Field(None, gt=0.0, lt=1.0)
+    prior_source: Text | None = Field(
+        None, description="where base_rate (or base_rates) came from; the audit names it"
+    )
     base_rates: dict[Name, Real] | None = Field(None, max_length=bounds.MAX_ENDPOINTS)
     hazard: Real = Field(0.2, ge=0.0, le=1.0, description="per-tick chance the question resolves")
     actors: tuple[ActorSeed, ...] = Field((), max_length=bounds.MAX_ACTORS)

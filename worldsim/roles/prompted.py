@@ -43,7 +43,7 @@ from worldsim.offline.agents import batch_of_one, offline_actors
 from worldsim.roles.acting import act_each
 from worldsim.roles.apply import review_from_output, seeds_from_output
 from worldsim.roles.prompts import PromptRole
-from worldsim.world.build import WorldSource, build_world
+from worldsim.world.build import WorldSource, build_world, own_world_source
 from worldsim.world.moves import (
     Claim,
     ClaimRef,
@@ -384,7 +384,7 @@ class WorldPrompt(PromptedRole):
         self.world_source: WorldSource = "model"
 
     async def initialize(self, ctx: InitContext) -> WorldState:
-        own: WorldSource = "seeds" if ctx.card.seeds is not None else "generic"
+        own = own_world_source(ctx.card)
         try:
             out: WorldOutput = await self.ask(
                 self.site(self.name), ctx, lambda: {"card": _card(ctx), "ticks": ctx.ticks}

@@ -245,6 +245,20 @@ unless a revision below says otherwise.
   they are (replay, `verify`, `score`, `worldsim view`, `score --hindsight`, `run --resume`).
   The canonical hash takes each item of a `proposals` record as the `proposal` record it
   stands for: unchanged.
+* **0.2.0 — a question that resolves during a run counts as settled.** A timeline the
+  reviewer ends (`terminate`) with its outcome distribution (forced values) — the offline
+  model's question resolving before the deadline — ends `settled` with settlement `expected`,
+  its value the forced `p_yes` (or `forced_probs`), where it ended `terminated` and
+  `unresolved`. Its mass no longer counts as unresolved: the extraction's `unresolved_mass` is
+  the mass of timelines still open at the deadline (or terminated without a value), and a
+  binary `expected` path adds `q·m` to `yes_mass` and `(1 − q)·m` to `no_mass`;
+  `candidate-status-mass/1` values it at q instead of 0.5. `path-ledger/1`'s p_yes is
+  unchanged. The audit gains `prior`, where the card's prior came from (derived from the card,
+  left out of the canonical hash). Offline traces in which a question resolves before the
+  deadline differ in their `tick_committed` status, `timeline_ended`, extraction, report and
+  audit, and so in their canonical hash: three of the six demo cards (branching, seed 0:
+  `merger-review`, `product-launch`, `space-launch`, whose unresolved mass is now 0.925, 0.9
+  and 0.85 instead of 1.0; their p_yes is unchanged).
 
 ## Record types
 
@@ -265,7 +279,8 @@ _WHAT = {
     "fork": "an admitted fork: child id, candidate, masses, child/parent deltas",
     "fork_rejected": "a refused candidate, the policy's reason, and whether it was sampled",
     "tick_committed": "state digest, mass, status, ledger statuses, pressure, p_yes now",
-    "timeline_ended": "status (settled/terminated/deadline), settlement, forced values, mass",
+    "timeline_ended": "status (settled/terminated/deadline), settlement (yes/no/expected/"
+    "unresolved, or an endpoint), forced values, mass",
     "retrieval": "an evidence search or document open by an agent, recorded by the tool (in "
     "traces written before `retrievals` records)",
     "retrievals": "the evidence searches and document opens of a timeline's tick, by agent, "
