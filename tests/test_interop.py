@@ -18,7 +18,8 @@ QUESTION_SET = ROOT / "scenarios" / "forecastbench" / "question_set.json"
 def test_a_forecastbench_set_becomes_cards_and_rejects(tmp_path: Path) -> None:
     done = invoke("cards", "import", QUESTION_SET, "-o", tmp_path)
     assert done.code == 0, done.err
-    assert "4 card(s) and 2 reject(s)" in done.out
+    assert "4 card(s) from 5 question(s) of 2027-02-01-demo.json (due 2027-02-01)" in done.out
+    assert "2 rejected (DIR/rejects.jsonl): 1 combination; 1 no valid market close date" in done.out
     names = sorted(p.name for p in tmp_path.glob("*.yaml"))
     assert names == [
         "dbnomics-GRAIN-IDX-2027-03-02.yaml",
@@ -40,10 +41,7 @@ def test_a_forecastbench_set_becomes_cards_and_rejects(tmp_path: Path) -> None:
         json.loads(line)
         for line in (tmp_path / "rejects.jsonl").read_text(encoding="utf-8").splitlines()
     ]
-    assert [r["reason"] for r in rejects] == [
-        "a combination of questions: import its parts instead",
-        "no valid resolution date or market close date",
-    ]
+    assert [r["reason"] for r in rejects] == ["combination", "no valid market close date"]
     assert "toll-and-rail" in rejects[0]["where"]
 
 
@@ -175,10 +173,12 @@ def test_a_resolution_set_labels_the_imported_cards_and_scores_a_study(tmp_path:
     assert invoke("cards", "import", QUESTION_SET, "-o", cards).code == 0
     made = invoke("cards", "labels", resolutions, "-o", labels)
     assert made.code == 0, made.err
-    assert "4 label(s) and 2 reject(s)" in made.out
-    assert {p.stem for p in labels.glob("*.yaml")} == {p.stem for p in cards.glob("*.yaml")}
+    assert "5 label(s) from 6 row(s)" in made.out
+    assert "1 provisional market, 2 resolved data-set, 2 resolved market" in made.out
+    made_labels = {p.stem for p in labels.glob("*.yaml")}
+    assert made_labels == {p.stem for p in cards.glob("*.yaml")} | {"manifold-pending"}
     reasons = [json.loads(x)["reason"] for x in (labels / "rejects.jsonl").read_text().splitlines()]
-    assert reasons == ["resolved to 0.5, neither 0 nor 1", "not resolved yet"]
+    assert reasons == ["resolved to 0.5, neither 0 nor 1"]
     manifest = tmp_path / "study.yaml"
     manifest.write_text(
         yaml.safe_dump(

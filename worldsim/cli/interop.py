@@ -24,23 +24,49 @@ def import_cards(
             help="A ForecastBench question set (.json) or a question list (.csv, .jsonl).",
         ),
     ],
-    out: Annotated[Path, typer.Option("-o", "--out", metavar="DIR", help="Folder for the cards.")],
+    out: Annotated[
+        Path, typer.Option("-o", "--out", metavar="DIR", help="Folder for the cards (one round).")
+    ],
+    naive: Annotated[
+        Path | None,
+        typer.Option(
+            "--naive",
+            metavar="FILE",
+            help="ForecastBench's Naive Forecaster file of the round: its forecasts of the "
+            "data-set questions become their cards' priors (else 0.5).",
+        ),
+    ] = None,
 ) -> None:
     """Turn each question of SOURCE into a card in DIR, and list in DIR/rejects.jsonl each
     question that cannot make one, with the reason.
 
-    A data-set question with several resolution dates gives one card per date; a market
-    question one card that ends at the market's close. Cards record their provenance and
-    carry no seeds: the initializer role builds each world from the card's text."""
+    A data-set question gives one card per resolution date; a market question one card that
+    ends at the market's close, whose prior (seeds.base_rate) is the market's freeze value.
+    Combination questions are rejected ("combination"). Each card records the round
+    (question_set, forecast due date) in its provenance; a round goes into a folder of its
+    own: DIR holding cards of another question set is refused."""
+    from worldsim.interop.forecast_file import naive_forecasts
     from worldsim.interop.questions import import_questions, write_imported
 
-    imported = import_questions(source)
-    write_imported(imported, out)
+    imported = import_questions(source, naive_forecasts(naive) if naive is not None else None)
+    write_imported(imported, out, source)
+    what = f"{imported.questions} question(s) of {source.name}"
+    if imported.round is not None:
+        what = f"{imported.questions} question(s) of {imported.round.name}"
+        what += f" (due {imported.round.due})" if imported.round.due else ""
     out_console.print(
-        f"{len(imported.cards)} card(s) and {len(imported.rejects)} reject(s) → {escape(str(out))}",
+        f"{len(imported.cards)} card(s) from {escape(what)} → {escape(str(out))}",
         highlight=False,
         soft_wrap=True,
     )
+    reasons = imported.reasons()
+    if reasons:
+        listed = "; ".join(f"{n} {reason}" for reason, n in reasons.most_common())
+        out_console.print(
+            f"{len(imported.rejects)} rejected (DIR/rejects.jsonl): {escape(listed)}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @cards_app.command("labels")
@@ -49,17 +75,40 @@ def import_labels(
         Path, typer.Argument(metavar="RESOLUTION_SET", help="A ForecastBench resolution set.")
     ],
     out: Annotated[Path, typer.Option("-o", "--out", metavar="DIR", help="Folder for labels.")],
+    cards: Annotated[
+        Path | None,
+        typer.Option(
+            "--cards",
+            metavar="CARDS_DIR",
+            help="Only label the cards of this folder (`cards import`'s), of the same round.",
+        ),
+    ] = None,
 ) -> None:
-    """Write the label of each resolved question of RESOLUTION_SET into DIR, named after the
-    card `cards import` made of it; unresolved or unusable ones go to DIR/rejects.jsonl."""
+    """Write one label per row of RESOLUTION_SET into DIR, named after the card `cards import`
+    made of its question; rows left go to DIR/rejects.jsonl with the reason.
+
+    A resolved row is a yes/no label; an unresolved market row a provisional label holding the
+    market's value (scored by Brier only, never a resolution date); combination rows and
+    unresolved data-set rows are left. The counts of each kind are printed."""
+    from worldsim.interop.labels import cards_in
     from worldsim.interop.labels import import_labels as read_labels
 
-    labels, rejects = read_labels(source, out)
+    ids, due = cards_in(cards) if cards is not None else (None, None)
+    done = read_labels(source, out, ids, due)
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(done.kinds().items()))
     out_console.print(
-        f"{len(labels)} label(s) and {len(rejects)} reject(s) → {escape(str(out))}",
+        f"{len(done.labels)} label(s) from {done.rows} row(s) → {escape(str(out))}"
+        + (f": {kinds}" if kinds else ""),
         highlight=False,
         soft_wrap=True,
     )
+    if done.left:
+        listed = "; ".join(f"{n} {reason}" for reason, n in done.reasons().most_common())
+        out_console.print(
+            f"{len(done.left)} row(s) left (DIR/rejects.jsonl): {escape(listed)}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @app.command()

@@ -160,7 +160,8 @@ def _mean_options(rows: list[dict[str, object]]) -> list[tuple[str, float]]:
 def study_tables(
     folder: Path, labels: LabelSet, axes: Mapping[Path, TraceAxes] | None = None
 ) -> StudyTables:
-    """Score the complete rows of the study in ``folder``; cards without a label are left out.
+    """Score the complete rows of the study in ``folder``; cards without a label, or whose
+    label is provisional, are left out.
 
     ``axes`` are the traces' KER and SrcP (by resolved trace path, from ``score
     --hindsight``); without them the tables have no KER or SrcP."""
@@ -170,8 +171,9 @@ def study_tables(
         date = str(row["forecast_date"])
         if date not in dates:
             dates.append(date)
-        if row.get("status") != "complete" or str(row["card_id"]) not in labels.entries:
-            continue
+        entry = labels.entries.get(str(row["card_id"]))
+        if row.get("status") != "complete" or entry is None or entry.label.provisional:
+            continue  # a provisional label (a question still open) is scored by Brier only
         key = (str(row["card_id"]), str(row["method"]), str(row["condition"]), date)
         groups[key].append(row)
     units: list[Unit] = []
