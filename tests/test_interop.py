@@ -130,18 +130,27 @@ def test_a_study_on_imported_cards_exports_a_valid_submission(tmp_path: Path) ->
         "Lab",
         "--aggregate",
         "mean",
+        "--question-set",
+        QUESTION_SET,
     )
     assert done.code == 0, done.err
     submission = Submission.model_validate_json(out.read_text(encoding="utf-8"))
     assert submission.organization == "Lab" and submission.model == "sim"
-    assert submission.forecast_due_date == "2027-01-31"
+    assert submission.model_organization == "Lab"
+    assert (submission.question_set, submission.forecast_due_date) == (
+        "2027-02-01-demo.json",
+        "2027-02-01",
+    )
     by_key = {(f.id, f.resolution_date): f for f in submission.forecasts}
     assert set(by_key) == {
         ("GRAIN-IDX", "2027-03-02"),
         ("GRAIN-IDX", "2027-05-01"),
         ("harbour-bridge-toll", None),
         ("orchard-valley-rail", None),
+        ("undated", None),  # no card: the fallback, listed
     }
+    assert by_key[("undated", None)].forecast == 0.5
+    assert "fallback infer undated: 0.5" in done.out
     rows = [json.loads(line) for line in (study / "predictions.jsonl").read_text().splitlines()]
     toll = [
         r["p_yes"] for r in rows if r["method"] == "sim" and r["card_id"].startswith("manifold")
@@ -154,12 +163,20 @@ def test_a_study_on_imported_cards_exports_a_valid_submission(tmp_path: Path) ->
     assert invoke("export", study, "--method", "sim", "--format", "csv", "-o", table).code == 0
     assert len(table.read_text(encoding="utf-8").splitlines()) == 1 + 4
 
-    unknown = invoke("export", study, "--method", "nope", "-o", tmp_path / "x.json")
-    assert unknown.code == 2 and "sim" in unknown.err and not (tmp_path / "x.json").exists()
-    bad_date = invoke(
-        "export", study, "--method", "sim", "-o", tmp_path / "y.json", "--forecast-due-date", "soon"
+    unknown = invoke(
+        "export",
+        study,
+        "--method",
+        "nope",
+        "-o",
+        tmp_path / "x.json",
+        "--question-set",
+        QUESTION_SET,
     )
-    assert bad_date.code == 2 and "--forecast-due-date" in bad_date.err
+    assert unknown.code == 2 and "sim" in unknown.err and not (tmp_path / "x.json").exists()
+    no_round = invoke("export", study, "--method", "sim", "-o", tmp_path / "y.json")
+    assert no_round.code == 2 and "--question-set" in no_round.err
+    assert not (tmp_path / "y.json").exists()
 
 
 def test_the_published_submission_schema_matches_the_model() -> None:

@@ -113,9 +113,32 @@ def import_labels(
 
 @app.command()
 def export(
-    study: Annotated[Path, typer.Argument(metavar="STUDY_DIR", help="A study folder.")],
-    out: Annotated[Path, typer.Option("-o", "--out", metavar="FILE", help="File to write.")],
-    method: Annotated[str, typer.Option(metavar="LABEL", help="The method to export.")],
+    study: Annotated[
+        Path | None, typer.Argument(metavar="STUDY_DIR", help="A study folder.")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("-o", "--out", metavar="FILE", help="File to write.")
+    ] = None,
+    method: Annotated[
+        str | None, typer.Option(metavar="LABEL", help="The method to export.")
+    ] = None,
+    question_set: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="SET",
+            help="The round's question set file (the one `cards import` read): every row of "
+            "it is answered. Required for a submission and for --check.",
+        ),
+    ] = None,
+    check: Annotated[
+        Path | None,
+        typer.Option(
+            "--check",
+            metavar="FILE",
+            help="Check a forecast file by ForecastBench's reader rules against --question-set "
+            "instead of exporting (exit 1 on any problem).",
+        ),
+    ] = None,
     fmt: Annotated[
         str,
         typer.Option("--format", metavar="forecastbench|csv", help="Submission JSON or a table."),
@@ -127,27 +150,37 @@ def export(
         str | None,
         typer.Option("--model-name", metavar="NAME", help="The model's name (default: LABEL)."),
     ] = None,
-    question_set: Annotated[
+    model_organization: Annotated[
         str | None,
-        typer.Option(metavar="NAME", help="The question set's file name (default: STUDY_DIR)."),
-    ] = None,
-    forecast_due_date: Annotated[
-        str | None,
-        typer.Option(metavar="YYYY-MM-DD", help="Default: the earliest card as-of."),
+        typer.Option(
+            metavar="NAME",
+            help="The organization that made the model (default: --organization).",
+        ),
     ] = None,
     aggregate: Annotated[
         str,
         typer.Option(metavar="mean|median|logit_mean", help="How a card's seeds are combined."),
     ] = "mean",
 ) -> None:
-    """Write one method's forecasts of a study as a ForecastBench submission, or a CSV.
+    """Write one method's forecasts of a study as a ForecastBench submission, or a CSV; or
+    check a forecast file (--check) as ForecastBench's reader would.
 
-    One forecast per question (its provenance id and source), the seeds combined by
-    --aggregate, the run's report summary as reasoning. Jobs that did not complete, are not
-    binary or are not at the card's own forecast date are left out and counted."""
+    One row per row of the round's question set (SET): a card's seeds combined by --aggregate,
+    with a reasoning saying how; a question the study did not forecast gets the fallback (a
+    market's freeze value, else 0.5) and is listed. Jobs that did not complete, are not binary
+    or are not at the card's own forecast date are left out and counted."""
     from typing import cast
 
     from worldsim.domain.errors import ConfigError
+
+    if check is not None:
+        _check(check, question_set)
+        return
+    if study is None or out is None or method is None:
+        missing = [
+            n for n, v in (("STUDY_DIR", study), ("--out", out), ("--method", method)) if v is None
+        ]
+        raise ConfigError(f"give {', '.join(missing)} (or --check FILE)", field=missing[0])
     from worldsim.interop.export import Aggregate, export_study
 
     if fmt not in ("forecastbench", "csv"):
@@ -163,13 +196,38 @@ def export(
         method=method,
         organization=organization,
         model=model_name or method,
+        model_organization=model_organization or organization,
         question_set=question_set,
-        forecast_due_date=forecast_due_date,
         aggregate=cast("Aggregate", aggregate),
     )
     out_console.print(
         f"{done.questions} forecast(s) → {escape(str(done.path))} "
-        f"({done.left_out} job(s) left out)",
+        f"({len(done.fallbacks)} fallback(s), {done.left_out} job(s) left out)",
+        highlight=False,
+        soft_wrap=True,
+    )
+    for line in done.fallbacks:
+        out_console.print(f"fallback {escape(line)}", highlight=False, soft_wrap=True)
+
+
+def _check(path: Path, question_set: Path | None) -> None:
+    """``export --check``: every problem ForecastBench's reader would meet, one per line."""
+    from worldsim.domain.errors import ConfigError
+    from worldsim.interop.forecast_file import check_forecast_file
+
+    if question_set is None:
+        raise ConfigError("--check needs the round's question set", field="--question-set")
+    checked = check_forecast_file(path, question_set)
+    for problem in checked.problems:
+        out_console.print(
+            f"{escape(str(path))}: {escape(problem)}", highlight=False, soft_wrap=True
+        )
+    if not checked.ok:
+        out_console.print(f"{len(checked.problems)} problem(s)", highlight=False)
+        raise typer.Exit(1)
+    out_console.print(
+        f"OK: {escape(str(path))} answers all {checked.questions} question(s) of the round due "
+        f"{checked.due}, as ForecastBench's reader reads it",
         highlight=False,
         soft_wrap=True,
     )

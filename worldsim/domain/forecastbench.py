@@ -18,10 +18,15 @@ __all__ = [
     "FORECAST_HORIZONS_DAYS",
     "MARKET_SOURCES",
     "SOURCES",
+    "QuestionRow",
+    "card_id_for",
     "due_date_in",
+    "freeze_value",
     "horizon_dates",
     "is_combination",
     "is_na",
+    "question_rows",
+    "slug",
 ]
 
 MARKET_SOURCES = frozenset({"infer", "manifold", "metaculus", "polymarket"})
@@ -34,6 +39,11 @@ FORECAST_HORIZONS_DAYS: tuple[int, ...] = (7, 30, 90, 180, 365, 1095, 1825, 3650
 """Days from the forecast due date to a data-set question's resolution dates."""
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
+
+QuestionRow = tuple[str, str, str | None]
+"""(source, id, resolution date) of one row of a question set: a market question (date None),
+or a data-set question at one of its resolution dates."""
 
 
 def due_date_in(question_set: str) -> str | None:
@@ -66,3 +76,41 @@ def is_combination(question: dict[str, object]) -> bool:
     if isinstance(combined, list | tuple | dict):
         return len(combined) > 0
     return not is_na(combined) and combined is not False
+
+
+def slug(*parts: str) -> str:
+    """Parts joined into an id: letters, digits, ``_``, ``.``, ``-``; at most 120 characters."""
+    return _SLUG.sub("-", "-".join(p for p in parts if p)).strip("-.")[:120]
+
+
+def card_id_for(source: str, question_id: str, resolution_date: str | None) -> str:
+    """The card id an imported question gets: ``<source>-<id>``, and ``-<date>`` for each
+    resolution date of a data-set question (labels are matched to cards by it)."""
+    return slug(source, question_id, resolution_date or "")
+
+
+def question_rows(doc: object) -> list[QuestionRow]:
+    """The rows a question set asks for: each market question, and each data-set question at
+    each of its resolution dates (combination questions are left out)."""
+    questions = doc.get("questions") if isinstance(doc, dict) else None
+    rows: list[QuestionRow] = []
+    for q in questions if isinstance(questions, list) else ():
+        if not isinstance(q, dict) or is_combination(q):
+            continue
+        source, qid = str(q.get("source") or "").lower(), str(q.get("id") or "")
+        if source in MARKET_SOURCES:
+            rows.append((source, qid, None))
+        elif isinstance(q.get("resolution_dates"), list):
+            rows.extend((source, qid, str(d)[:10]) for d in q["resolution_dates"] if not is_na(d))
+    return rows
+
+
+def freeze_value(question: dict[str, object]) -> float | None:
+    """A market question's value at its freeze date as a probability, or None."""
+    if str(question.get("source") or "").lower() not in MARKET_SOURCES:
+        return None
+    try:
+        value = float(str(question.get("freeze_datetime_value")))
+    except ValueError:
+        return None
+    return value if 0.0 <= value <= 1.0 else None

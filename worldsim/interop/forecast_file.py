@@ -38,31 +38,24 @@ from worldsim.domain.errors import CardError
 from worldsim.domain.files import load_document
 from worldsim.domain.forecastbench import (
     DATASET_SOURCES,
-    MARKET_SOURCES,
     SOURCES,
+    QuestionRow,
     due_date_in,
     horizon_dates,
-    is_combination,
-    is_na,
+    question_rows,
 )
 
 __all__ = [
     "IMPUTED_CUTOFF_PCT",
     "Checked",
-    "QuestionRow",
     "check_forecast_file",
     "naive_forecasts",
-    "question_rows",
     "read_rows",
 ]
 
 IMPUTED_CUTOFF_PCT = 5.0
 """The leaderboard leaves out a forecaster with more than this per cent of forecasts imputed."""
 _REQUIRED = ("organization", "model", "model_organization", "question_set", "forecasts")
-
-QuestionRow = tuple[str, str, str | None]
-"""(source, id, resolution date) of one row of a question set: a market question (date None),
-or a data-set question at one of its resolution dates."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,23 +160,6 @@ def read_rows(data: Any) -> tuple[list[str], dict[QuestionRow, float], str | Non
                 continue
             kept[(source, text_id, None)] = float(value)
     return problems, kept, due
-
-
-def question_rows(doc: Any) -> list[QuestionRow]:
-    """The rows a question set asks for: each market question, and each data-set question at
-    each of its resolution dates (combination questions are left out)."""
-    rows: list[QuestionRow] = []
-    questions = doc.get("questions") if isinstance(doc, dict) else None
-    for q in questions if isinstance(questions, list) else ():
-        if not isinstance(q, dict) or is_combination(q):
-            continue
-        source = str(q.get("source") or "").lower()
-        qid = str(q.get("id") or "")
-        if source in MARKET_SOURCES:
-            rows.append((source, qid, None))
-        elif isinstance(q.get("resolution_dates"), list):
-            rows.extend((source, qid, str(d)[:10]) for d in q["resolution_dates"] if not is_na(d))
-    return rows
 
 
 def check_forecast_file(path: Path, question_set: Path) -> Checked:

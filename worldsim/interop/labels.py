@@ -36,8 +36,8 @@ from pydantic import ValidationError
 from worldsim.domain.cards import PROVISIONAL, Label
 from worldsim.domain.errors import CardError
 from worldsim.domain.files import first_error, load_document, write_files
-from worldsim.domain.forecastbench import MARKET_SOURCES, SOURCES, is_na
-from worldsim.interop.question_set import COMBINATION, card_id_for
+from worldsim.domain.forecastbench import MARKET_SOURCES, SOURCES, card_id_for, is_na
+from worldsim.interop.question_set import COMBINATION
 
 __all__ = ["LabelImport", "cards_in", "import_labels"]
 

@@ -17,15 +17,15 @@ introduction, the background, the resolution criteria (the set's and the market'
 market's dates and the value at the freeze date. Its provenance records the set's file and
 ``question_set`` name, the round's due date, the question id, source and url, the resolution
 date, the market's open and close dates as given and the freeze value with its explanation.
-A market card's prior (``seeds.base_rate``) is its freeze value; a data-set card's is the
-round's naive forecast when one is given, else none (0.5). A market closing after
-``bounds.LATEST_DATE`` (Metaculus writes 2300-01-01 for "never") ends at that date, its close
-kept as given. A combination question is rejected with the reason ``combination``.
+A market card's prior (``seeds.base_rate``) is its freeze value (0 or 1 held at 0.001 or
+0.999); a data-set card's is the round's naive forecast when one is given, else none (0.5). A
+market closing after ``bounds.LATEST_DATE`` (Metaculus writes 2300-01-01 for "never") ends at
+that date, its close kept as given. A combination question is rejected with the reason
+``combination``.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,9 +36,12 @@ from worldsim.domain.cards import parse_utc
 from worldsim.domain.forecastbench import (
     MARKET_SOURCES,
     SOURCES,
+    card_id_for,
     due_date_in,
+    freeze_value,
     is_combination,
     is_na,
+    slug,
 )
 
 __all__ = [
@@ -47,6 +50,7 @@ __all__ = [
     "Round",
     "binary_endpoints",
     "card_id_for",
+    "held_prior",
     "iso_utc",
     "question_set_cards",
     "round_of",
@@ -56,13 +60,11 @@ __all__ = [
 COMBINATION = "combination"
 """The reason a combination question is rejected (ForecastBench dropped them from 2025-10-26)."""
 PRIOR_BOUNDS = (0.001, 0.999)
-"""A prior lies strictly between 0 and 1: a freeze value of 0 or 1 is held at these."""
+"""A prior lies strictly between 0 and 1: a value of 0 or 1 (or beyond) is held at these."""
 
 NaiveForecasts = Mapping[tuple[str, str, str], float]
 """ForecastBench's naive forecast by (source, id, resolution date) of the round's data-set
 questions."""
-
-_SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,17 +81,6 @@ def round_of(doc: Mapping[str, Any], file_name: str) -> Round:
     name = name.strip() if isinstance(name, str) and name.strip() else file_name
     due = iso_utc(doc.get("forecast_due_date"))
     return Round(name, due[:10] if due else due_date_in(name))
-
-
-def card_id_for(source: str, question_id: str, resolution_date: str | None) -> str:
-    """The card id an imported question gets: ``<source>-<id>``, and ``-<date>`` for each
-    resolution date of a data-set question (labels are matched to cards by it)."""
-    return slug(source, question_id, resolution_date or "")
-
-
-def slug(*parts: str) -> str:
-    """Parts joined into an id: letters, digits, ``_``, ``.``, ``-``; at most 120 characters."""
-    return _SLUG.sub("-", "-".join(p for p in parts if p)).strip("-.")[:120]
 
 
 def binary_endpoints(question: str) -> list[dict[str, Any]]:
@@ -229,14 +220,10 @@ def _freeze_line(q: Mapping[str, Any], as_of: str) -> str:
 
 def _market_prior(q: Mapping[str, Any], as_of: str) -> dict[str, Any] | None:
     """The market's freeze value as the card's prior, or None when it has no numeric one."""
-    try:
-        value = float(_text(q.get("freeze_datetime_value")))
-    except ValueError:
+    value = freeze_value(dict(q))
+    if value is None:
         return None
-    if not 0.0 <= value <= 1.0:
-        return None
-    low, high = PRIOR_BOUNDS
-    held = min(high, max(low, value))
+    held = held_prior(value)
     what = _text(q.get("freeze_datetime_value_explanation")) or "the market's value"
     source = f"the market's freeze value {value:g} at {as_of[:10]} ({what.rstrip('.')})"
     if held != value:
@@ -244,12 +231,22 @@ def _market_prior(q: Mapping[str, Any], as_of: str) -> dict[str, Any] | None:
     return {"base_rate": held, "prior_source": source}
 
 
+def held_prior(value: float) -> float:
+    """A probability as a card's prior: itself when strictly between 0 and 1, else held at
+    `PRIOR_BOUNDS` (so a market's freeze value of 0.0005 stays 0.0005)."""
+    low, high = PRIOR_BOUNDS
+    if 0.0 < value < 1.0:
+        return value
+    return low if value <= 0.0 else high
+
+
 def _naive_prior(value: float | None) -> dict[str, Any] | None:
     if value is None:
         return None
-    low, high = PRIOR_BOUNDS
-    held = min(high, max(low, value))
-    return {"base_rate": held, "prior_source": f"ForecastBench's naive forecast {value:g}"}
+    return {
+        "base_rate": held_prior(value),
+        "prior_source": f"ForecastBench's naive forecast {value:g}",
+    }
 
 
 def _text(value: object) -> str:
