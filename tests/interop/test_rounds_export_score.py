@@ -227,3 +227,14 @@ def test_forecastbench_accuracy_counts_a_half_as_neither_right_nor_wrong(
     assert (m.method, m.n_decided, m.accuracy) == ("m", 2, 1.0)
     plain = [binary_scores(0.5, 1 if outcomes[k] == "yes" else 0).correct for k in resolved[:2]]
     assert plain == [outcomes[k] == "yes" for k in resolved[:2]]
+
+
+def test_export_without_its_inputs_is_one_line_naming_the_flag(tmp_path: Path) -> None:
+    for args, flag in (
+        (("export", "--method", "direct", "-o", tmp_path / "x.json"), "STUDY_DIR"),
+        (("export", "--check", tmp_path / "x.json"), "--question-set"),
+    ):
+        done = invoke(*args)
+        assert done.code == 2 and flag in done.err
+        assert len(done.err.strip().splitlines()) == 1
+    assert not (tmp_path / "x.json").exists()

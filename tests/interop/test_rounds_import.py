@@ -176,6 +176,10 @@ def test_a_market_card_starts_at_its_freeze_value_and_a_data_set_card_at_the_nai
     card = load_card(out / f"polymarket-{market['id']}.yaml")
     assert card.seeds is not None
     assert card.seeds.base_rate == float(market["freeze_datetime_value"])
+    other = naive | {"question_set": "2025-10-26-llm.json", "forecast_due_date": "2025-10-26"}
+    naive_file.write_text(json.dumps(other), encoding="utf-8")
+    refused = invoke("cards", "import", HUMAN, "-o", tmp_path / "x", "--naive", naive_file)
+    assert refused.code == 2 and "--naive" in refused.err and not (tmp_path / "x").exists()
 
 
 def test_a_round_is_refused_in_a_folder_holding_another_rounds_cards(tmp_path: Path) -> None:

@@ -45,10 +45,18 @@ def import_cards(
     Combination questions are rejected ("combination"). Each card records the round
     (question_set, forecast due date) in its provenance; a round goes into a folder of its
     own: DIR holding cards of another question set is refused."""
+    from worldsim.domain.errors import ConfigError
     from worldsim.interop.forecast_file import naive_forecasts
     from worldsim.interop.questions import import_questions, write_imported
 
-    imported = import_questions(source, naive_forecasts(naive) if naive is not None else None)
+    naive_due, priors = naive_forecasts(naive) if naive is not None else (None, None)
+    imported = import_questions(source, priors)
+    if naive_due is not None and imported.round is not None and imported.round.due != naive_due:
+        raise ConfigError(
+            f"the naive forecasts are of the round due {naive_due}, the question set's is due "
+            f"{imported.round.due}",
+            field="--naive",
+        )
     write_imported(imported, out, source)
     what = f"{imported.questions} question(s) of {source.name}"
     if imported.round is not None:

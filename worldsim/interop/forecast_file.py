@@ -215,9 +215,10 @@ def check_forecast_file(path: Path, question_set: Path) -> Checked:
     return Checked(tuple(problems), kept, due, len(unanswered), len(wanted))
 
 
-def naive_forecasts(path: Path) -> dict[tuple[str, str, str], float]:
-    """The data-set forecasts of a ForecastBench forecast file (the round's Naive Forecaster
-    file), by (source, id, resolution date): the rows its reader keeps."""
+def naive_forecasts(path: Path) -> tuple[str, dict[tuple[str, str, str], float]]:
+    """The round's due date and the data-set forecasts of a ForecastBench forecast file (the
+    round's Naive Forecaster file), by (source, id, resolution date): the rows its reader
+    keeps."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -225,4 +226,4 @@ def naive_forecasts(path: Path) -> dict[tuple[str, str, str], float]:
     problems, kept, due = read_rows(data)
     if due is None:
         raise CardError(problems[0] if problems else "not a forecast file", file=path)
-    return {(s, i, d): p for (s, i, d), p in kept.items() if d is not None}
+    return due, {(s, i, d): p for (s, i, d), p in kept.items() if d is not None}

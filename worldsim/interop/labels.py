@@ -38,11 +38,11 @@ from worldsim.domain.errors import CardError
 from worldsim.domain.files import first_error, load_document, write_files
 from worldsim.domain.forecastbench import MARKET_SOURCES, SOURCES, card_id_for, is_na
 from worldsim.interop.question_set import COMBINATION
+from worldsim.interop.questions import check_one_origin, read_yaml
 
 __all__ = ["LabelImport", "cards_in", "import_labels"]
 
 REJECTS = "rejects.jsonl"
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
@@ -184,24 +184,12 @@ def _text(value: object) -> str:
 
 def _check_folder(out: Path, name: str) -> None:
     """Refuse ``out`` when a label in it came from another resolution set than ``name``."""
-    if not out.is_dir():
-        return
-    for f in sorted(out.iterdir()):
-        if not f.is_file() or f.suffix.lower() not in (".yaml", ".yml", ".json"):
-            continue
-        try:
-            data = yaml.load(f.read_text(encoding="utf-8"), Loader=_LOADER)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            data = None
+
+    def label_origin(data: Any) -> str | None:
         sources = data.get("sources") if isinstance(data, dict) else None
-        theirs = sources[0] if isinstance(sources, list) and sources else None
-        if theirs != name:
-            held = f"labels of {theirs}" if theirs else "labels not made from it"
-            raise CardError(
-                f"holds {held} (e.g. {f.name}), not of {name}: put each round's labels in a "
-                "folder of its own",
-                file=out,
-            )
+        return str(sources[0]) if isinstance(sources, list) and sources else None
+
+    check_one_origin(out, name, label_origin, "labels", "put each round's labels in a folder")
 
 
 def cards_in(folder: Path) -> tuple[set[str], str | None]:
@@ -212,12 +200,9 @@ def cards_in(folder: Path) -> tuple[set[str], str | None]:
     files = sorted(f for f in folder.glob("*.yaml") if f.is_file())
     if not files:
         raise CardError("no cards (.yaml) in this folder", file=folder)
+    data = read_yaml(files[0])
+    provenance = data.get("provenance") if isinstance(data, dict) else None
     due = None
-    try:
-        data = yaml.load(files[0].read_text(encoding="utf-8"), Loader=_LOADER)
-        provenance = data.get("provenance") if isinstance(data, dict) else None
-        if isinstance(provenance, dict) and provenance.get("forecast_due_date"):
-            due = str(provenance["forecast_due_date"])[:10]
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        due = None
+    if isinstance(provenance, dict) and provenance.get("forecast_due_date"):
+        due = str(provenance["forecast_due_date"])[:10]
     return {f.stem for f in files}, due
