@@ -20,6 +20,7 @@ from worldsim.scoring.axes import Axes, CorrectnessGroup
 from worldsim.scoring.metrics import CLIP
 from worldsim.scoring.paired import Comparison
 from worldsim.scoring.per_card import per_card_rows
+from worldsim.scoring.provisional import print_provisional, provisional_json
 
 __all__ = [
     "SCHEMA",
@@ -131,34 +132,8 @@ def _analysis_json(analysis: Analysis) -> dict[str, Any]:
         "methods": methods,
         "comparisons": [_comparison_json(c) for c in analysis.comparisons],
         "calibration": calibration,
-        "provisional": _provisional_json(analysis),
+        "provisional": provisional_json(analysis.table),
     }
-
-
-PROVISIONAL_NOTE = (
-    "units whose label is provisional (a question still open, scored against its market "
-    "value) count in brier_with_provisional only; log loss, accuracy, calibration and the "
-    "comparisons leave them out"
-)
-
-
-def _provisional_json(analysis: Analysis) -> dict[str, Any] | None:
-    """Per method: the Brier score over its units with a provisional label, and over those and
-    its resolved units together; None when no label is provisional."""
-    table = analysis.table
-    if not table.provisional:
-        return None
-    methods: dict[str, Any] = {}
-    for name, by_unit in sorted(table.provisional.items()):
-        open_briers = [p.brier for p in by_unit.values()]
-        resolved = [sf.score.brier for sf in table.methods.get(name, {}).values()]
-        methods[name] = {
-            "n": len(open_briers),
-            "brier": math.fsum(open_briers) / len(open_briers),
-            "brier_with_provisional": math.fsum(open_briers + resolved)
-            / (len(open_briers) + len(resolved)),
-        }
-    return {"note": PROVISIONAL_NOTE, "methods": methods}
 
 
 def _group_json(group: CorrectnessGroup) -> dict[str, Any]:
@@ -402,19 +377,7 @@ def _print_analysis(doc: Mapping[str, Any], console: Console, *, title: str) -> 
             _fmt(m["mean_unresolved_mass"], 3),
         )
     console.print(table)
-    if doc.get("provisional"):
-        prov = doc["provisional"]
-        console.print(
-            "provisional labels: "
-            + "; ".join(
-                f"{name} {m['n']} unit(s), Brier {m['brier']:.4f}, Brier with them "
-                f"{m['brier_with_provisional']:.4f}"
-                for name, m in prov["methods"].items()
-            )
-            + f" — {prov['note']}",
-            highlight=False,
-            soft_wrap=True,
-        )
+    print_provisional(doc, console)
     if not doc["comparisons"]:
         return
     level = doc["comparisons"][0]["bootstrap"]["level"]

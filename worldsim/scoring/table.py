@@ -19,6 +19,7 @@ from worldsim.domain.errors import CardError, ConfigError
 from worldsim.scoring.inputs import Kind, PredictionRow
 from worldsim.scoring.labels import LabelSet
 from worldsim.scoring.metrics import CardScore, binary_scores, multiclass_scores
+from worldsim.scoring.provisional import Provisional
 from worldsim.scoring.units import unit_suffixes
 
 __all__ = [
@@ -26,7 +27,6 @@ __all__ = [
     "Exclusion",
     "Forecast",
     "MatchedTable",
-    "Provisional",
     "ScoredForecast",
     "add_blends",
     "add_uniform",
@@ -79,20 +79,6 @@ class ScoredForecast:
     forecast: Forecast
     outcome: str
     score: CardScore
-
-
-@dataclass(frozen=True, slots=True)
-class Provisional:
-    """A binary forecast of a question still open, against its provisional label's value:
-    scored by Brier only, ``(p − value)²``."""
-
-    forecast: Forecast
-    value: float
-
-    @property
-    def brier(self) -> float:
-        assert self.forecast.p_yes is not None
-        return (self.forecast.p_yes - self.value) ** 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,7 +270,8 @@ def match_labels(
                     field="outcome",
                     line=entry.line,
                 )
-            provisional[fc.method][fc.unit] = Provisional(fc, entry.label.value)
+            assert fc.p_yes is not None
+            provisional[fc.method][fc.unit] = Provisional(fc.p_yes, entry.label.value)
             continue
         outcome = entry.outcome
         if fc.kind == "binary":
