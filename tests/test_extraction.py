@@ -59,12 +59,34 @@ def test_masses_stay_probabilities_when_normalised_weights_round_above_one() -> 
     assert yes.yes_mass == 1.0
 
 
+def test_a_path_settled_at_a_value_counts_as_settled_not_unresolved() -> None:
+    """An ``expected`` path (the question resolved at value q) is valued at q by both rules and
+    splits its mass q : 1 − q between yes and no; only the open path stays unresolved."""
+    leaves = [
+        Leaf("t0", 0.6, "expected", forced_p_yes=0.3),
+        Leaf("t0.1", 0.4, "unresolved", forced_p_yes=0.9),
+    ]
+    ledger = extract(leaves, "path-ledger/1")
+    assert ledger.p_yes == pytest.approx(0.6 * 0.3 + 0.4 * 0.9)
+    assert ledger.unresolved_mass == pytest.approx(0.4)
+    assert (ledger.yes_mass, ledger.no_mass) == pytest.approx((0.18, 0.42))
+    status = extract(leaves, "candidate-status-mass/1")
+    assert status.p_yes == pytest.approx(0.18 + 0.5 * 0.4)
+    options = extract(
+        [Leaf("t0", 1.0, "expected", forced_probs={"a": 0.2, "b": 0.8})],
+        "candidate-status-mass/1",
+        ["a", "b"],
+    )
+    assert options.p_options == pytest.approx({"a": 0.2, "b": 0.8})
+    assert options.unresolved_mass == 0.0
+
+
 def test_unknown_rule_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="unknown extraction rule"):
         extract(LEAVES, "oracle/1")
 
 
-_settle = st.sampled_from(["yes", "no", "unresolved"])
+_settle = st.sampled_from(["yes", "no", "expected", "unresolved"])
 
 
 @given(
@@ -79,10 +101,15 @@ def test_p_yes_is_a_probability_bounded_by_the_settled_mass(
     rows: list[tuple[float, str, float | None]], rule: str
 ) -> None:
     total = sum(m for m, _, _ in rows)
-    leaves = [Leaf(f"t0.{i}" if i else "t0", m / total, s, f) for i, (m, s, f) in enumerate(rows)]
+    leaves = [
+        Leaf(f"t0.{i}" if i else "t0", m / total, s, 0.5 if f is None and s == "expected" else f)
+        for i, (m, s, f) in enumerate(rows)
+    ]
     e = extract(leaves, rule)
     assert e.p_yes is not None and 0.0 <= e.p_yes <= 1.0
     assert e.yes_mass - 1e-9 <= e.p_yes <= e.yes_mass + e.unresolved_mass + 1e-9
+    open_mass = sum(leaf.mass for leaf in leaves if leaf.settlement == "unresolved")
+    assert e.unresolved_mass == pytest.approx(open_mass, abs=1e-9)
     assert e.yes_mass + e.no_mass + e.unresolved_mass == pytest.approx(1.0)
     assert all(0.0 <= m <= 1.0 for m in (e.yes_mass, e.no_mass, e.unresolved_mass))
     assert 1.0 - 1e-9 <= e.effective_paths <= len(leaves) + 1e-9

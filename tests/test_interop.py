@@ -18,7 +18,8 @@ QUESTION_SET = ROOT / "scenarios" / "forecastbench" / "question_set.json"
 def test_a_forecastbench_set_becomes_cards_and_rejects(tmp_path: Path) -> None:
     done = invoke("cards", "import", QUESTION_SET, "-o", tmp_path)
     assert done.code == 0, done.err
-    assert "4 card(s) and 2 reject(s)" in done.out
+    assert "4 card(s) from 5 question(s) of 2027-02-01-demo.json (due 2027-02-01)" in done.out
+    assert "2 rejected (DIR/rejects.jsonl): 1 combination; 1 no valid market close date" in done.out
     names = sorted(p.name for p in tmp_path.glob("*.yaml"))
     assert names == [
         "dbnomics-GRAIN-IDX-2027-03-02.yaml",
@@ -40,10 +41,7 @@ def test_a_forecastbench_set_becomes_cards_and_rejects(tmp_path: Path) -> None:
         json.loads(line)
         for line in (tmp_path / "rejects.jsonl").read_text(encoding="utf-8").splitlines()
     ]
-    assert [r["reason"] for r in rejects] == [
-        "a combination of questions: import its parts instead",
-        "no valid resolution date or market close date",
-    ]
+    assert [r["reason"] for r in rejects] == ["combination", "no valid market close date"]
     assert "toll-and-rail" in rejects[0]["where"]
 
 
@@ -132,18 +130,27 @@ def test_a_study_on_imported_cards_exports_a_valid_submission(tmp_path: Path) ->
         "Lab",
         "--aggregate",
         "mean",
+        "--question-set",
+        QUESTION_SET,
     )
     assert done.code == 0, done.err
     submission = Submission.model_validate_json(out.read_text(encoding="utf-8"))
     assert submission.organization == "Lab" and submission.model == "sim"
-    assert submission.forecast_due_date == "2027-01-31"
+    assert submission.model_organization == "Lab"
+    assert (submission.question_set, submission.forecast_due_date) == (
+        "2027-02-01-demo.json",
+        "2027-02-01",
+    )
     by_key = {(f.id, f.resolution_date): f for f in submission.forecasts}
     assert set(by_key) == {
         ("GRAIN-IDX", "2027-03-02"),
         ("GRAIN-IDX", "2027-05-01"),
         ("harbour-bridge-toll", None),
         ("orchard-valley-rail", None),
+        ("undated", None),  # no card: the fallback, listed
     }
+    assert by_key[("undated", None)].forecast == 0.5
+    assert "fallback infer undated: 0.5" in done.out
     rows = [json.loads(line) for line in (study / "predictions.jsonl").read_text().splitlines()]
     toll = [
         r["p_yes"] for r in rows if r["method"] == "sim" and r["card_id"].startswith("manifold")
@@ -156,12 +163,20 @@ def test_a_study_on_imported_cards_exports_a_valid_submission(tmp_path: Path) ->
     assert invoke("export", study, "--method", "sim", "--format", "csv", "-o", table).code == 0
     assert len(table.read_text(encoding="utf-8").splitlines()) == 1 + 4
 
-    unknown = invoke("export", study, "--method", "nope", "-o", tmp_path / "x.json")
-    assert unknown.code == 2 and "sim" in unknown.err and not (tmp_path / "x.json").exists()
-    bad_date = invoke(
-        "export", study, "--method", "sim", "-o", tmp_path / "y.json", "--forecast-due-date", "soon"
+    unknown = invoke(
+        "export",
+        study,
+        "--method",
+        "nope",
+        "-o",
+        tmp_path / "x.json",
+        "--question-set",
+        QUESTION_SET,
     )
-    assert bad_date.code == 2 and "--forecast-due-date" in bad_date.err
+    assert unknown.code == 2 and "sim" in unknown.err and not (tmp_path / "x.json").exists()
+    no_round = invoke("export", study, "--method", "sim", "-o", tmp_path / "y.json")
+    assert no_round.code == 2 and "--question-set" in no_round.err
+    assert not (tmp_path / "y.json").exists()
 
 
 def test_the_published_submission_schema_matches_the_model() -> None:
@@ -175,10 +190,12 @@ def test_a_resolution_set_labels_the_imported_cards_and_scores_a_study(tmp_path:
     assert invoke("cards", "import", QUESTION_SET, "-o", cards).code == 0
     made = invoke("cards", "labels", resolutions, "-o", labels)
     assert made.code == 0, made.err
-    assert "4 label(s) and 2 reject(s)" in made.out
-    assert {p.stem for p in labels.glob("*.yaml")} == {p.stem for p in cards.glob("*.yaml")}
+    assert "5 label(s) from 6 row(s)" in made.out
+    assert "1 provisional market, 2 resolved data-set, 2 resolved market" in made.out
+    made_labels = {p.stem for p in labels.glob("*.yaml")}
+    assert made_labels == {p.stem for p in cards.glob("*.yaml")} | {"manifold-pending"}
     reasons = [json.loads(x)["reason"] for x in (labels / "rejects.jsonl").read_text().splitlines()]
-    assert reasons == ["resolved to 0.5, neither 0 nor 1", "not resolved yet"]
+    assert reasons == ["resolved to 0.5, neither 0 nor 1"]
     manifest = tmp_path / "study.yaml"
     manifest.write_text(
         yaml.safe_dump(

@@ -80,22 +80,40 @@ def test_actors_leaning_toward_yes_never_lower_p_yes(
     assert p_lean >= p_base - 1e-12
 
 
-def test_a_question_resolved_before_the_deadline_keeps_its_distribution(run: RunFn) -> None:
-    """With hazard 1 the question resolves in tick 0: the timeline ends there, unresolved, with
-    that tick's probability as its value, instead of a realized 0 or 1 (or 0.5)."""
+def test_a_question_resolved_before_the_deadline_settles_at_its_distribution(run: RunFn) -> None:
+    """With hazard 1 the question resolves in tick 0: the timeline ends there, settled at that
+    tick's probability (settlement ``expected``) instead of a realized 0 or 1, and nothing of
+    the run's mass stays unresolved."""
     result = run(card_with(CARD, hazard=1.0), "no_branch", 3)
     trace = read_trace(result.trace)
     (ended,) = [line.record for line in trace.of_type("timeline_ended")]
     (committed,) = [line.record for line in trace.of_type("tick_committed")]
     assert (ended.data.end_tick, ended.data.status, ended.data.settlement) == (
         0,
-        "terminated",
-        "unresolved",
+        "settled",
+        "expected",
     )
     assert committed.data.ledger["cleared"] == committed.data.ledger["not_cleared"] == "open"
     p_now = committed.data.p_yes_now
     assert p_now is not None and 0.0 < p_now < 1.0
     assert ended.data.forced_p_yes == result.p_yes == p_now
+    assert result.unresolved_mass == 0.0
+    (extraction,) = [line.record.data for line in trace.of_type("extraction")]
+    assert extraction.yes_mass == p_now and extraction.no_mass == 1.0 - p_now
+
+
+def test_only_timelines_that_reach_the_deadline_open_stay_unresolved(run: RunFn) -> None:
+    """A run's unresolved mass is the mass of the timelines that reach the deadline with their
+    question open: with hazard 0 that is all of it, and a run with a hazard in between leaves
+    exactly the deadline timelines' mass unresolved."""
+    never = run(card_with(CARD, hazard=0.0), "branching", 0)
+    assert never.unresolved_mass == pytest.approx(1.0)
+    some = run(card_with(CARD, hazard=0.3), "branching", 0)
+    ended = [line.record.data for line in read_trace(some.trace).of_type("timeline_ended")]
+    open_mass = sum(e.mass for e in ended if e.status == "deadline")
+    assert {e.settlement for e in ended if e.status != "deadline"} <= {"expected"}
+    assert 0.0 < some.unresolved_mass < 1.0
+    assert some.unresolved_mass == pytest.approx(open_mass)
 
 
 def test_news_fades_by_half_each_tick_toward_the_prior(run: RunFn) -> None:

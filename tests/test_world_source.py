@@ -100,3 +100,36 @@ def test_a_direct_forecast_has_no_world(demo_card: Card, tmp_path: Path) -> None
     result = anyio.run(lambda: forecast(config, tmp_path, fsync=False))
     audit = read_trace(result.trace).first("audit")
     assert audit is not None and audit.data.world == "none"
+
+
+def test_seeds_that_give_only_a_prior_get_the_generic_world_around_it(
+    demo_card: Card, run: RunFn, tmp_path: Path
+) -> None:
+    """A card whose seeds hold a base rate and its source but no world runs in the generic
+    world started at that prior; the audit names the prior's source, and the offline direct
+    forecast is the prior itself."""
+    from worldsim.domain.cards import Seeds
+    from worldsim.world.build import prior_pressure
+
+    source = "the market's freeze value (the market price at 2025-10-16)"
+    card = demo_card.model_copy(
+        update={"seeds": Seeds(base_rate=0.42, prior_source=source), "evidence": None}
+    )
+    trace = read_trace(run(card, ticks=2).trace)
+    assert _sources(trace) == ("generic", "generic")
+    init = trace.first("world_initialized")
+    assert init is not None
+    state = init.data.state
+    assert {a["id"] for a in state["actors"]} == {"decision_maker", "proponents", "opponents"}
+    pressure = prior_pressure(card)
+    assert state["pressure"] == pressure
+    audit = trace.first("audit")
+    assert audit is not None and audit.data.prior == source
+    config = RunConfig(card=card, policy=load_policy("no_branch"), seed=0)
+    direct = anyio.run(lambda: forecast(config, tmp_path, fsync=False))
+    assert direct.p_yes == 0.42
+    direct_audit = read_trace(direct.trace).first("audit")
+    assert direct_audit is not None and direct_audit.data.prior == source
+    plain = _seedless(demo_card).model_copy(update={"evidence": None})
+    audit_plain = read_trace(run(plain, ticks=2).trace).first("audit")
+    assert audit_plain is not None and audit_plain.data.prior == "none given: 0.5"

@@ -82,6 +82,11 @@ def hindsight(
     entries = load_labels(label).entries
     if card.id not in entries:
         raise ConfigError(f"no label for card '{card.id}'", file=label)
+    if entries[card.id].label.provisional:
+        raise ConfigError(
+            f"the label of card '{card.id}' is provisional: its question is still open",
+            file=label,
+        )
     policy, _ = load_quality_policy(gates)
     models = ModelConfig(model=model, cache_dir=cache_dir)
     log = BuildLog(_log_path(out))

@@ -151,6 +151,25 @@ def _study_tables(
     return tables
 
 
+def _forecastbench(question_set: Path, inputs: list[Path], labels: Path, out: Path | None) -> None:
+    """``score --forecastbench SET``: the round's leaderboard scores (scoring.forecastbench)."""
+    from worldsim.domain.files import write_files
+    from worldsim.scoring.forecastbench import print_round, score_round
+    from worldsim.scoring.inputs import load_predictions
+    from worldsim.scoring.labels import load_labels
+    from worldsim.study.folder import expand_study_inputs
+
+    expanded, _, heads = expand_study_inputs(inputs)
+    loaded = load_predictions(expanded, heads=heads)
+    for warning in loaded.warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    scores = score_round(question_set, load_labels(labels), loaded.rows)
+    if out is not None:
+        doc = {"forecastbench": scores.to_json()}
+        write_files({out: (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode()})
+    print_round(scores, out_console)
+
+
 def parse_tie_eps(text: str) -> tuple[float, ...]:
     """Read ``0,0.0001,0.001`` into thresholds."""
     try:
@@ -295,6 +314,17 @@ def score_command(
         Path | None,
         typer.Option("--plots", metavar="DIR", help="Folder for figures and their CSVs."),
     ] = None,
+    forecastbench: Annotated[
+        Path | None,
+        typer.Option(
+            "--forecastbench",
+            metavar="SET",
+            help="Score as ForecastBench's leaderboard scores the round of question set SET: "
+            "dataset, market and overall (their mean) Brier, missing forecasts imputed 0.5, "
+            "open markets against their value, beside ForecastBench's baselines; accuracy "
+            "counts p = 0.5 as neither right nor wrong.",
+        ),
+    ] = None,
 ) -> None:
     """Score forecasts against labels: proper scores, paired comparisons, calibration.
 
@@ -331,6 +361,9 @@ def score_command(
             only = {"effects": [{"study": str(f), **e.to_json()} for f, e in effects]}
             write_files({json_path: (json.dumps(only, indent=2) + "\n").encode()})
         _print_effects(effects)
+        return
+    if forecastbench is not None:
+        _forecastbench(forecastbench, inputs, labels, json_path)
         return
     if plots is not None:
         require_matplotlib()

@@ -36,6 +36,7 @@ from worldsim.domain.jsonbytes import canonical_bytes
 
 __all__ = [
     "ACTOR_SEEDS",
+    "PROVISIONAL",
     "ActorSeed",
     "Card",
     "CohortSeed",
@@ -221,6 +222,9 @@ class Seeds(_Model):
     """Structure for the offline model; every field is optional."""
 
     base_rate: Real | None = Field(None, gt=0.0, lt=1.0)
+    prior_source: Text | None = Field(
+        None, description="where base_rate (or base_rates) came from; the audit names it"
+    )
     base_rates: dict[Name, Real] | None = Field(None, max_length=bounds.MAX_ENDPOINTS)
     hazard: Real = Field(0.2, ge=0.0, le=1.0, description="per-tick chance the question resolves")
     actors: tuple[ActorSeed, ...] = Field((), max_length=bounds.MAX_ACTORS)
@@ -292,6 +296,18 @@ class Provenance(_Model):
     articles: tuple[Title, ...] = Field(
         (), max_length=200, description="ids of the articles a built question came from"
     )
+    question_set: Title | None = Field(
+        None, description="a ForecastBench round: its question set's name (`question_set`)"
+    )
+    forecast_due_date: date | None = Field(None, description="the round's forecast due date")
+    resolution_date: date | None = Field(
+        None, description="a data-set question: the resolution date this card asks about"
+    )
+    market_open: Title | None = Field(None, description="when the market opened, as given")
+    market_close: Title | None = Field(None, description="when the market closes, as given")
+    freeze_datetime: Title | None = Field(None, description="when the freeze value was taken")
+    freeze_value: Title | None = Field(None, description="the question's value at its freeze")
+    freeze_value_explanation: Text | None = None
 
 
 class Card(_Model):
@@ -438,12 +454,23 @@ def load_card(path: str | Path) -> Card:
         raise CardError(message, file=path, field=field) from None
 
 
+PROVISIONAL = "provisional"
+"""The outcome of a provisional label: the question is still open, and ``value`` is its market
+value on ``valued_at``. Scored by Brier only; never a resolution date."""
+
+
 class Label(_Model):
-    """The private resolution of a card."""
+    """The private resolution of a card, or a provisional one (see `PROVISIONAL`)."""
 
     card_id: str
     outcome: str
     resolved_at: UtcDatetime | None = None
+    value: float | None = Field(
+        None, ge=0.0, le=1.0, description="a provisional label: the market's value (Brier only)"
+    )
+    valued_at: UtcDatetime | None = Field(
+        None, description="a provisional label: the date of its value (not a resolution)"
+    )
     sources: tuple[str, ...] = ()
     masked_entities: tuple[str, ...] = ()
     mask_map: dict[str, str] = Field(default_factory=dict)
@@ -456,6 +483,24 @@ class Label(_Model):
     @classmethod
     def _normalise(cls, value: Any) -> str:
         return _outcome(value)
+
+    @model_validator(mode="after")
+    def _provisional_has_a_value(self) -> Label:
+        if self.outcome == PROVISIONAL:
+            if self.value is None:
+                raise ValueError("a provisional label needs the market's value in 'value'")
+            if self.resolved_at is not None:
+                raise ValueError(
+                    "a provisional label has no resolved_at (its date goes in 'valued_at')"
+                )
+        elif self.value is not None or self.valued_at is not None:
+            raise ValueError("only a provisional label carries 'value' and 'valued_at'")
+        return self
+
+    @property
+    def provisional(self) -> bool:
+        """Whether the question is still open (see `PROVISIONAL`)."""
+        return self.outcome == PROVISIONAL
 
     @field_validator("auxiliary", mode="before")
     @classmethod

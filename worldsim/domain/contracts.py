@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
 __all__ = [
+    "EXPECTED",
     "PHASE_METHODS",
     "BatchModel",
     "BatchRequest",
@@ -51,7 +52,13 @@ PHASE_METHODS: dict[Phase, str] = {
 """When a role runs: world initialization, each tick (actors, cohorts), review, final report."""
 
 TimelineStatus = Literal["running", "settled", "terminated", "deadline"]
-Settlement = Literal["yes", "no", "unresolved"]
+Settlement = Literal["yes", "no", "expected", "unresolved"]
+"""A binary timeline's settlement (a multiple-choice one settles on an endpoint id)."""
+
+EXPECTED = "expected"
+"""The settlement of a timeline whose question resolved at a value rather than an outcome: the
+reviewer ended it with its outcome distribution (forced values), as the offline model does when
+the question resolves before the deadline. It counts as settled, at that value."""
 
 
 @dataclass(frozen=True, slots=True)

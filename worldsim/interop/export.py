@@ -1,15 +1,18 @@
-"""Forecasts out: a study's predictions as a ForecastBench submission or a flat table.
+"""Forecasts out: a study's forecasts as a ForecastBench submission or a flat table.
 
-``forecastbench`` writes the forecast-set JSON a ForecastBench submission takes:
-``organization``, ``model``, ``question_set``, ``forecast_due_date`` and ``forecasts``, one per
-question: ``id`` and ``source`` (from the card's provenance, else the card id and
-``worldsim``), ``forecast`` (p_yes), ``resolution_date`` (the card's deadline for a data-set
-question, ``null`` for a market question) and ``reasoning`` (the run's report summary). One
-method is exported; its seeds are aggregated per card (``mean``, ``median`` or
-``logit_mean``, p clipped to [0.001, 0.999] before the logit). Only complete binary jobs at the
-study's ``card`` forecast date count; the others are left out and counted. ``csv`` writes one
-row per exported question with the same fields. `Submission` is the file's schema; the
-published JSON schema is ``docs/forecastbench-submission.schema.json``.
+``forecastbench`` writes the forecast file ForecastBench's reader accepts
+(`worldsim.interop.forecast_file` ports its rules): ``organization``, ``model``,
+``model_organization``, ``question_set`` (the round's question set's name, which holds its due
+date), ``forecast_due_date`` (the set's) and ``forecasts``: one per row of the round's question
+set — each market question, each data-set question at each resolution date — with ``id``,
+``source``, ``direction`` (null: a single question), ``forecast``, ``resolution_date`` (null
+for a market) and ``reasoning``, which says how the number was made. One method is exported;
+its seeds' p_yes (read from their traces) are combined per card (``mean``, ``median`` or
+``logit_mean``). A question the study did not forecast — no card, or no complete job at the
+card's own date — gets the **fallback**: its prior as `cards import` writes it, a market's
+freeze value (0 or 1 held at 0.001 or 0.999), else 0.5, and is listed. ``csv`` writes the same rows
+as a table; without a question set, the study's cards only. `Submission` is the file's schema;
+the published JSON schema is ``docs/forecastbench-submission.schema.json``.
 """
 
 from __future__ import annotations
@@ -24,16 +27,24 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from worldsim.domain.errors import ConfigError
-from worldsim.domain.files import first_error, write_files
+from worldsim.domain.errors import ConfigError, TraceIncomplete
+from worldsim.domain.files import first_error, load_document, write_files
+from worldsim.domain.forecastbench import MARKET_SOURCES, card_id_for, freeze_value, is_combination
+from worldsim.interop.question_set import held_prior, round_of
 from worldsim.scoring.aggregates import Aggregate
 from worldsim.scoring.aggregates import aggregate as combine
-from worldsim.study.folder import open_study, verified_jobs
+from worldsim.study.folder import open_study
 from worldsim.trace.verify import verified_lines
 
-__all__ = ["Aggregate", "Exported", "Submission", "export_study", "submission_schema"]
-
-MARKET_SOURCES = frozenset({"manifold", "metaculus", "polymarket", "infer"})
+__all__ = [
+    "Aggregate",
+    "Exported",
+    "JobForecast",
+    "Submission",
+    "export_study",
+    "study_forecasts",
+    "submission_schema",
+]
 
 
 class SubmittedForecast(BaseModel):
@@ -41,6 +52,7 @@ class SubmittedForecast(BaseModel):
 
     id: str = Field(min_length=1)
     source: str = Field(min_length=1)
+    direction: list[int] | None = None
     forecast: float = Field(ge=0.0, le=1.0)
     resolution_date: str | None = Field(None, pattern=r"^\d{4}-\d{2}-\d{2}$")
     reasoning: str | None = None
@@ -53,29 +65,85 @@ class Submission(BaseModel):
 
     organization: str = Field(min_length=1)
     model: str = Field(min_length=1)
-    question_set: str = Field(min_length=1)
+    model_organization: str = Field(min_length=1)
+    question_set: str = Field(min_length=1, pattern=r"^\d{4}-\d{2}-\d{2}")
     forecast_due_date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
     forecasts: list[SubmittedForecast]
 
 
 @dataclass(frozen=True, slots=True)
+class JobForecast:
+    """One complete binary job of a study at its card's own date, as its trace tells it."""
+
+    card_id: str
+    seed: int
+    p_yes: float
+    rule: str
+    card: dict[str, Any]
+    summary: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Exported:
-    """What was written: the file, how many questions, and how many jobs were left out."""
+    """What was written: the file, how many rows, those given the fallback (each with why),
+    and how many of the study's jobs were left out."""
 
     path: Path
     questions: int
+    fallbacks: tuple[str, ...]
     left_out: int
 
 
-def _card_and_report(trace: Path) -> tuple[dict[str, Any], str | None]:
+def study_forecasts(folder: Path, method: str) -> tuple[list[JobForecast], int]:
+    """``method``'s complete binary jobs of the study in ``folder`` at the card's own date,
+    each read from its trace, verified with the head the study's job log recorded (the
+    forecast, the rule, the card, the report), and how many of the method's jobs are not such.
+    The one place export reads a study: a trace replaced since the study ran is refused as
+    ``verify --expect-head`` refuses it (exit 1)."""
+    study = open_study(folder)
+    if study is None:
+        raise ConfigError("not a study folder (no experiment.lock.json)", file=folder)
+    methods = sorted({str(plan["method"]) for plan in study.plans})
+    if method not in methods:
+        raise ConfigError(
+            f"no method '{method}' in this study (it has {', '.join(methods)})", field="--method"
+        )
+    heads = study.heads()
+    jobs: list[JobForecast] = []
+    left_out = 0
+    for plan in study.plans:
+        if plan["method"] != method:
+            continue
+        trace = study.path / str(plan["trace"])
+        usable = (
+            trace in heads and plan["kind"] == "binary" and plan["forecast_date"] == "card"
+        )
+        job = _job(trace, int(plan["seed"]), heads[trace]) if usable else None
+        if job is None:
+            left_out += 1
+        else:
+            jobs.append(job)
+    return jobs, left_out
+
+
+def _job(trace: Path, seed: int, head: str) -> JobForecast | None:
     card: dict[str, Any] = {}
     summary: str | None = None
-    for line in verified_lines(trace):
-        if line.type == "run_started":
-            card = dict(line.fields.get("card") or {})
-        elif line.type == "report":
-            summary = line.fields.get("summary") or None
-    return card, summary
+    p_yes: float | None = None
+    rule = ""
+    try:
+        for line in verified_lines(trace, expect_head=head):
+            if line.type == "run_started":
+                card = dict(line.fields.get("card") or {})
+            elif line.type == "extraction":
+                p_yes, rule = line.fields.get("p_yes"), str(line.fields.get("rule") or "")
+            elif line.type == "report":
+                summary = line.fields.get("summary") or None
+    except TraceIncomplete:
+        return None  # sound, but no result: left out and counted
+    if p_yes is None or not card.get("id"):
+        return None
+    return JobForecast(str(card["id"]), seed, float(p_yes), rule, card, summary)
 
 
 def export_study(
@@ -86,82 +154,141 @@ def export_study(
     method: str,
     organization: str,
     model: str,
-    question_set: str | None = None,
-    forecast_due_date: str | None = None,
+    model_organization: str,
+    question_set: Path | None = None,
     aggregate: Aggregate = "mean",
 ) -> Exported:
-    """Write ``method``'s forecasts of the study in ``folder`` to ``out`` (see the module); every
-    number comes from a job's verified trace, with the head its job log recorded."""
-    study = open_study(folder)
-    if study is None:
-        raise ConfigError("not a study folder (no experiment.lock.json)", file=folder)
-    jobs = verified_jobs(study)
-    rows = [job.row.to_dict() for job in jobs]
-    methods = sorted({str(r.get("method")) for r in rows})
-    if method not in methods:
+    """Write ``method``'s forecasts of the study in ``folder`` to ``out`` (see the module)."""
+    if fmt == "forecastbench" and question_set is None:
         raise ConfigError(
-            f"no method '{method}' in this study (it has {', '.join(methods)})", field="--method"
+            "a ForecastBench submission answers a round: give its question set file",
+            field="--question-set",
         )
-    by_card: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    left_out = 0
-    for row in rows:
-        if row.get("method") != method:
-            continue
-        usable = (
-            row.get("status") == "complete"
-            and isinstance(row.get("p_yes"), int | float)
-            and row.get("forecast_date") == "card"
-        )
-        if usable:
-            by_card[str(row["card_id"])].append(row)
-        else:
-            left_out += 1
-    forecasts: list[SubmittedForecast] = []
-    as_ofs: list[str] = []
-    for card_id in sorted(by_card):
-        group = by_card[card_id]
-        card, reasoning = _card_and_report(folder / str(group[0]["trace"]))
-        provenance = card.get("provenance") or {}
-        source = provenance.get("source") or "worldsim"
-        as_ofs.append(str(card.get("as_of", ""))[:10])
-        forecasts.append(
-            SubmittedForecast(
-                id=str(provenance.get("question_id") or card_id),
-                source=str(source),
-                forecast=round(combine([float(r["p_yes"]) for r in group], aggregate), 6),
-                resolution_date=None
-                if source in MARKET_SOURCES
-                else str(card.get("deadline", ""))[:10] or None,
-                reasoning=reasoning,
-            )
-        )
-    if not forecasts:
+    jobs, left_out = study_forecasts(folder, method)
+    by_card: dict[str, list[JobForecast]] = defaultdict(list)
+    for job in jobs:
+        by_card[job.card_id].append(job)
+    fallbacks: list[str] = []
+    if question_set is None:
+        rows = [_from_card(group, method, aggregate) for _, group in sorted(by_card.items())]
+        name = due = ""
+    else:
+        rows, fallbacks, name, due, outside = _round_rows(question_set, by_card, method, aggregate)
+        left_out += outside
+    if not rows:
         raise ConfigError(
             f"method '{method}' has no complete binary forecast at the card's date to export",
             field="--method",
         )
-    try:
-        submission = Submission(
-            organization=organization,
-            model=model,
-            question_set=question_set or folder.name,
-            forecast_due_date=forecast_due_date or min(as_ofs),
-            forecasts=forecasts,
-        )
-    except ValidationError as exc:
-        field, message = first_error(exc)
-        raise ConfigError(message, field=f"--{field.replace('_', '-')}") from None
     if fmt == "forecastbench":
+        try:
+            submission = Submission(
+                organization=organization,
+                model=model,
+                model_organization=model_organization,
+                question_set=name,
+                forecast_due_date=due,
+                forecasts=rows,
+            )
+        except ValidationError as exc:
+            field, message = first_error(exc)
+            raise ConfigError(message, field=f"--{field.replace('_', '-')}") from None
         content = submission.model_dump_json(indent=1) + "\n"
     else:
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=list(SubmittedForecast.model_fields))
         writer.writeheader()
-        for f in submission.forecasts:
+        for f in rows:
             writer.writerow(f.model_dump())
         content = buffer.getvalue()
     write_files({out: content.encode("utf-8")})
-    return Exported(out, len(forecasts), left_out)
+    return Exported(out, len(rows), tuple(fallbacks), left_out)
+
+
+def _round_rows(
+    path: Path,
+    by_card: dict[str, list[JobForecast]],
+    method: str,
+    how: Aggregate,
+) -> tuple[list[SubmittedForecast], list[str], str, str, int]:
+    """One row per row of the round's question set; the fallbacks listed; the round's name and
+    due date; how many of the study's jobs answer no row of it."""
+    doc = load_document(path, what="question set", error=ConfigError)
+    if not isinstance(doc, dict) or not isinstance(doc.get("questions"), list):
+        raise ConfigError(
+            "expected a ForecastBench question set: an object with 'questions'", file=path
+        )
+    this = round_of(doc, path.name)
+    rows: list[SubmittedForecast] = []
+    fallbacks: list[str] = []
+    used: set[str] = set()
+    for q in doc["questions"]:
+        if not isinstance(q, dict) or is_combination(q):
+            continue
+        source, qid = str(q.get("source") or "").lower(), str(q.get("id") or "")
+        market = source in MARKET_SOURCES
+        dates = [None] if market else [str(d)[:10] for d in q.get("resolution_dates") or ()]
+        for day in dates:
+            card_id = card_id_for(source, qid, day)
+            group = by_card.get(card_id)
+            if group:
+                used.add(card_id)
+                rows.append(_from_card(group, method, how, day))
+                continue
+            value, why = _fallback(q)
+            at = f" at {day}" if day else ""
+            fallbacks.append(f"{source} {qid}{at}: {value:g} ({why})")
+            rows.append(
+                SubmittedForecast(
+                    id=qid,
+                    source=source,
+                    forecast=value,
+                    resolution_date=day,
+                    reasoning=f"worldsim has no forecast of this question from method "
+                    f"'{method}' (no card, or no complete job at the card's date); this is the "
+                    f"fallback: {why}.",
+                )
+            )
+    outside = sum(len(g) for c, g in by_card.items() if c not in used)
+    return rows, fallbacks, this.name, this.due or "", outside
+
+
+def _fallback(q: dict[str, Any]) -> tuple[float, str]:
+    """A question's prior as `cards import` writes it: a market's freeze value, else 0.5."""
+    value = freeze_value(q)
+    if value is None:
+        return 0.5, "0.5"
+    when = str(q.get("freeze_datetime"))[:10]
+    return round(held_prior(value), 6), f"the market's freeze value at {when}"
+
+
+def _from_card(
+    group: list[JobForecast], method: str, how: Aggregate, day: str | None = None
+) -> SubmittedForecast:
+    card = group[0].card
+    provenance = card.get("provenance") or {}
+    source = str(provenance.get("source") or "worldsim")
+    values = [j.p_yes for j in sorted(group, key=lambda j: j.seed)]
+    forecast = round(combine(values, how), 6)
+    rules = ", ".join(sorted({j.rule for j in group}))
+    shown = ", ".join(f"{v:.4g}" for v in values[:10]) + (", ..." if len(values) > 10 else "")
+    word = {"mean": "mean", "median": "median", "logit_mean": "logit-mean"}[how]
+    first = min(group, key=lambda j: j.seed)
+    reasoning = (
+        f"The {word} of {len(values)} seed(s)' p_yes ({shown}) from worldsim method "
+        f"'{method}', extraction rule {rules}."
+    )
+    if first.summary:
+        reasoning += f" Seed {first.seed}'s report: {first.summary}"
+    if day is None and source not in MARKET_SOURCES:
+        day = str(provenance.get("resolution_date") or card.get("deadline") or "")[:10] or None
+    return SubmittedForecast(
+        id=str(provenance.get("question_id") or card.get("id")),
+        source=source,
+        forecast=forecast,
+        resolution_date=None if source in MARKET_SOURCES else day,
+        reasoning=reasoning,
+    )
 
 
 def submission_schema() -> str:

@@ -1,85 +1,208 @@
-"""Labels from a ForecastBench resolution set: each resolved question becomes the label of the
-card `worldsim cards import` made of it.
+"""Labels from a ForecastBench resolution set: each row becomes the label of the card
+`worldsim cards import` made of its question.
 
-A resolution set is a JSON list of resolutions (or an object holding one under
-``resolutions``), each with ``id``, ``source``, ``resolution_date``, ``resolved_to`` and
-``resolved``. The card id is the import's: ``<source>-<id>`` for a market question (sources
-manifold, metaculus, polymarket, infer), ``<source>-<id>-<resolution_date>`` for a data-set
-question. ``resolved_to`` 1 is the outcome ``yes`` and 0 ``no``; a question not yet resolved,
-or resolved to anything else, is listed as a reject with the reason.
+A resolution set is an object with ``forecast_due_date``, ``question_set`` and ``resolutions``
+(or a bare list of resolutions), each with ``id``, ``source``, ``direction``,
+``resolution_date``, ``resolved_to`` and ``resolved``. One label is made per (id, source,
+resolution date, direction), named after the card: ``<source>-<id>`` for a market question,
+``<source>-<id>-<resolution_date>`` for a data-set question.
+
+* A resolved row (``resolved_to`` 1 or 0) is a label ``yes`` / ``no`` resolved on its date.
+* An unresolved market row is a **provisional** label: ``outcome: provisional`` with the
+  market's value (``resolved_to``) as ``value`` and the row's date as ``valued_at``. ForecastBench
+  scores such a question against that value; worldsim scores it by Brier only and never takes
+  its date for a resolution date. A later resolution set of the round replaces it.
+* Left, with the reason: combination rows (a list of ids and a direction; they have no card),
+  an unresolved data-set row, a resolved value other than 0 or 1, a second row for a market
+  question (the resolved one, else the latest, is kept), a row repeated, and with ``cards``
+  a question that is not among them.
+
+Each label lists the resolution set's file name in ``sources``. A folder takes the labels of
+one resolution set only: one holding labels from another is refused before anything is written.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-from worldsim.domain.cards import Label
+from worldsim.domain.cards import PROVISIONAL, Label
 from worldsim.domain.errors import CardError
 from worldsim.domain.files import first_error, load_document, write_files
-from worldsim.interop.export import MARKET_SOURCES
-from worldsim.interop.questions import REJECTS, Reject, card_id_for
+from worldsim.domain.forecastbench import MARKET_SOURCES, SOURCES, card_id_for, is_na
+from worldsim.interop.question_set import COMBINATION
+from worldsim.interop.questions import check_one_origin, read_yaml
 
-__all__ = ["import_labels"]
+__all__ = ["LabelImport", "cards_in", "import_labels"]
+
+REJECTS = "rejects.jsonl"
+_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-def import_labels(path: str | Path, out: Path) -> tuple[list[Label], list[Reject]]:
-    """Read a resolution set and write one label file per resolved question into ``out``,
-    with ``out/rejects.jsonl``; returns the labels and the rejects."""
+@dataclass(frozen=True, slots=True)
+class LabelImport:
+    """The labels a resolution set gave, by kind, and the rows left with their reasons."""
+
+    labels: tuple[Label, ...]
+    left: tuple[tuple[str, str], ...]
+    """(where, reason) of each row that gave no label."""
+    rows: int
+    due: str | None
+
+    def kinds(self) -> Counter[str]:
+        """Labels by kind: ``resolved market``, ``resolved data-set``, ``provisional market``."""
+        out: Counter[str] = Counter()
+        for label in self.labels:
+            market = label.card_id.split("-", 1)[0] in MARKET_SOURCES
+            kind = "provisional" if label.provisional else "resolved"
+            out[f"{kind} {'market' if market else 'data-set'}"] += 1
+        return out
+
+    def reasons(self) -> Counter[str]:
+        return Counter(reason for _, reason in self.left)
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    where: str
+    key: tuple[str, str, str, str]  # source, id, date, direction
+    card_id: str
+    data: dict[str, Any]
+
+
+def import_labels(
+    path: str | Path,
+    out: Path,
+    cards: Collection[str] | None = None,
+    cards_due: str | None = None,
+) -> LabelImport:
+    """Read a resolution set and write one label file per row that makes one into ``out``,
+    with ``out/rejects.jsonl`` (see the module). ``cards``: the card ids labels may name, of
+    the round due on ``cards_due`` (a resolution set of another round is refused)."""
     p = Path(path)
     doc = load_document(p, what="resolution set")
     items = doc.get("resolutions") if isinstance(doc, dict) else doc
     if not isinstance(items, list):
         raise CardError("expected a list of resolutions (or an object with 'resolutions')", file=p)
-    labels: dict[str, Label] = {}
-    rejects: list[Reject] = []
+    due = doc.get("forecast_due_date") if isinstance(doc, dict) else None
+    if cards_due and due and str(due)[:10] != cards_due:
+        raise CardError(
+            f"resolves the round due {str(due)[:10]}, but the cards are of the round due "
+            f"{cards_due}",
+            file=p,
+            field="forecast_due_date",
+        )
+    left: list[tuple[str, str]] = []
+    kept: dict[str, _Row] = {}
+    seen: set[tuple[str, str, str, str]] = set()
     for i, item in enumerate(items):
-        where = f"{i} (id {item.get('id', '?')})" if isinstance(item, dict) else str(i)
-        made = _label(item)
+        where = f"resolutions.{i}"
+        made = _row(item, where, p.name)
         if isinstance(made, str):
-            rejects.append(Reject(where, made))
+            left.append((where, made))
             continue
+        if made.key in seen:
+            left.append((where, "a row repeated (same id, source, date and direction)"))
+            continue
+        seen.add(made.key)
+        if cards is not None and made.card_id not in cards:
+            left.append((where, "no card of this question among the cards given"))
+            continue
+        other = kept.get(made.card_id)
+        if other is not None:
+            first, second = sorted((other, made), key=_preference)
+            kept[made.card_id] = second
+            left.append((first.where, f"another row of market question '{made.card_id}' kept"))
+            continue
+        kept[made.card_id] = made
+    labels: list[Label] = []
+    for card_id in sorted(kept):
         try:
-            label = Label.model_validate(made)
+            labels.append(Label.model_validate(kept[card_id].data))
         except ValidationError as exc:
             field, message = first_error(exc)
-            rejects.append(Reject(where, f"field '{field}': {message}"))
-            continue
-        if label.card_id in labels:
-            rejects.append(Reject(where, f"card id '{label.card_id}' resolved twice"))
-            continue
-        labels[label.card_id] = label
+            left.append((kept[card_id].where, f"field '{field}': {message}"))
+    _check_folder(out, p.name)
     files: dict[Path, bytes] = {}
-    for card_id in sorted(labels):
-        data = labels[card_id].model_dump(mode="json", exclude_defaults=True)
-        data["card_id"] = card_id
-        files[out / f"{card_id}.yaml"] = yaml.safe_dump(data, sort_keys=False).encode("utf-8")
-    lines = "".join(json.dumps({"where": r.where, "reason": r.reason}) + "\n" for r in rejects)
+    for label in labels:
+        data = label.model_dump(mode="json", exclude_defaults=True)
+        data = {"card_id": label.card_id, **data}
+        text = yaml.dump(data, Dumper=_DUMPER, sort_keys=False)
+        files[out / f"{label.card_id}.yaml"] = text.encode()
+    lines = "".join(json.dumps({"where": w, "reason": r}) + "\n" for w, r in left)
     files[out / REJECTS] = lines.encode("utf-8")
     write_files(files)
-    return [labels[k] for k in sorted(labels)], rejects
+    return LabelImport(tuple(labels), tuple(left), len(items), str(due) if due else None)
 
 
-def _label(item: object) -> dict[str, Any] | str:
+def _preference(row: _Row) -> tuple[bool, str]:
+    """Of two rows of one market question the later in this order is kept: resolved over
+    provisional, then the later date."""
+    return row.data["outcome"] != PROVISIONAL, row.key[2]
+
+
+def _row(item: object, where: str, file_name: str) -> _Row | str:
     if not isinstance(item, Mapping):
         return "not an object"
-    qid, source = str(item.get("id") or "").strip(), str(item.get("source") or "").strip()
-    date = str(item.get("resolution_date") or "").strip()[:10]
+    raw_id, direction = item.get("id"), item.get("direction")
+    if isinstance(raw_id, list) or (isinstance(direction, list) and direction):
+        return COMBINATION
+    qid, source = _text(raw_id), _text(item.get("source")).lower()
+    date = _text(item.get("resolution_date"))[:10]
     if not qid or not source or not date:
         return "needs id, source and resolution_date"
-    if item.get("resolved") is not True:
-        return "not resolved yet"
-    value = item.get("resolved_to")
-    if value not in (0, 1, 0.0, 1.0) or isinstance(value, bool):
-        return f"resolved to {value!r}, neither 0 nor 1"
+    if source not in SOURCES:
+        return f"unknown source '{source}'"
     market = source in MARKET_SOURCES
-    return {
-        "card_id": card_id_for(source, qid, None if market else date),
-        "outcome": "yes" if value == 1 else "no",
-        "resolved_at": date,
-    }
+    value = item.get("resolved_to")
+    number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    card_id = card_id_for(source, qid, None if market else date)
+    data: dict[str, Any] = {"card_id": card_id, "sources": [file_name]}
+    if item.get("resolved") is True:
+        if number not in (0, 1):
+            return f"resolved to {value!r}, neither 0 nor 1"
+        data |= {"outcome": "yes" if number == 1 else "no", "resolved_at": date}
+    elif not market:
+        return "a data-set question not resolved yet"
+    elif number is None or not 0.0 <= number <= 1.0:
+        return f"an unresolved market without a value in [0, 1] ({value!r})"
+    else:
+        data |= {"outcome": PROVISIONAL, "value": float(number), "valued_at": date}
+    return _Row(where, (source, qid, date, ""), card_id, data)
+
+
+def _text(value: object) -> str:
+    return "" if is_na(value) else str(value).strip()
+
+
+def _check_folder(out: Path, name: str) -> None:
+    """Refuse ``out`` when a label in it came from another resolution set than ``name``."""
+
+    def label_origin(data: Any) -> str | None:
+        sources = data.get("sources") if isinstance(data, dict) else None
+        return str(sources[0]) if isinstance(sources, list) and sources else None
+
+    check_one_origin(out, name, label_origin, "labels", "put each round's labels in a folder")
+
+
+def cards_in(folder: Path) -> tuple[set[str], str | None]:
+    """The card ids of a folder of imported cards (its YAML files' names) and their round's due
+    date (the first card's ``provenance.forecast_due_date``), for `import_labels`' ``cards``."""
+    if not folder.is_dir():
+        raise CardError("--cards must be a folder of cards", file=folder)
+    files = sorted(f for f in folder.glob("*.yaml") if f.is_file())
+    if not files:
+        raise CardError("no cards (.yaml) in this folder", file=folder)
+    data = read_yaml(files[0])
+    provenance = data.get("provenance") if isinstance(data, dict) else None
+    due = None
+    if isinstance(provenance, dict) and provenance.get("forecast_due_date"):
+        due = str(provenance["forecast_due_date"])[:10]
+    return {f.stem for f in files}, due

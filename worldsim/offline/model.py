@@ -55,7 +55,7 @@ from worldsim.offline.build import (
 )
 from worldsim.offline.governance import OfflineGovernance
 from worldsim.offline.reporter import OfflineReporter
-from worldsim.world.build import generic_seeds
+from worldsim.world.build import world_seeds
 from worldsim.world.state import SetCohort
 from worldsim.world.views import (
     ForecastContext,
@@ -215,7 +215,7 @@ async def _world(view: RoleView) -> WorldOutput:
     ctx = view.context
     assert isinstance(ctx, InitContext)
     card = ctx.card
-    return world_output(card.seeds or generic_seeds(card), card)
+    return world_output(world_seeds(card), card)
 
 
 def world_output(seeds: Seeds, card: Card) -> WorldOutput:
@@ -291,6 +291,8 @@ async def _forecast(view: RoleView) -> ForecastOutput:
             f"Offline route: no language model was asked. This is the card's seeds base rate "
             f"({p_yes})."
         )
+        if seeds.prior_source:
+            rationale += f" It comes from {seeds.prior_source}."
     else:
         p_yes = 0.5
         rationale = (

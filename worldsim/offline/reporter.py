@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from worldsim.domain.contracts import EXPECTED
 from worldsim.world.moves import Claim, ClaimRef, Report
 from worldsim.world.views import ReportContext
 
@@ -18,18 +19,19 @@ class OfflineReporter:
         claims: list[Claim] = []
         heaviest = sorted(ctx.timelines, key=lambda t: (-t.mass, t.id))[:3]
         for tl in heaviest:
-            if tl.settlement != "unresolved":
+            forced = f" (forced p_yes {tl.forced_p_yes:.3f})" if tl.forced_p_yes is not None else ""
+            if tl.settlement == EXPECTED:
+                # the offline governance ends a timeline when its question resolves, keeping
+                # the outcome as a distribution: settled at that value
+                outcome = "resolved before the deadline" + forced
+            elif tl.settlement != "unresolved":
                 outcome = f"settled {tl.settlement}"
             else:
-                # the offline governance ends a timeline when its question resolves, keeping
-                # the outcome as a distribution: terminated, unresolved, with a forced value
                 outcome = (
                     "reached the deadline unresolved"
                     if tl.status == "deadline"
                     else "ended before the deadline unresolved"
-                ) + (
-                    f" (forced p_yes {tl.forced_p_yes:.3f})" if tl.forced_p_yes is not None else ""
-                )
+                ) + forced
             claims.append(
                 Claim(
                     text=(

@@ -49,7 +49,7 @@ from worldsim.gateway.tools import GATEWAY_TOOLS, batch_of_one
 from worldsim.roles.acting import act_each
 from worldsim.roles.apply import review_from_columns, review_from_output, seeds_from_output
 from worldsim.roles.prompts import PromptRole
-from worldsim.world.build import WorldSource, build_world
+from worldsim.world.build import WorldSource, build_world, own_world_source
 from worldsim.world.columns import ColumnVerdict, MoveColumns, TickReview
 from worldsim.world.moves import (
     Claim,
@@ -443,7 +443,7 @@ class WorldPrompt(PromptedRole):
         self.world_source: WorldSource = "model"
 
     async def initialize(self, ctx: InitContext) -> WorldState:
-        own: WorldSource = "seeds" if ctx.card.seeds is not None else "generic"
+        own = own_world_source(ctx.card)
         try:
             response = await self.reply(
                 self.site(self.name), ctx, lambda: {"card": _card(ctx), "ticks": ctx.ticks}

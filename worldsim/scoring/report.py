@@ -21,6 +21,7 @@ from worldsim.scoring.axes import Axes, CorrectnessGroup
 from worldsim.scoring.metrics import CLIP
 from worldsim.scoring.paired import Comparison
 from worldsim.scoring.per_card import per_card_rows
+from worldsim.scoring.provisional import print_provisional, provisional_json
 from worldsim.scoring.table import unverified_methods
 
 __all__ = [
@@ -133,6 +134,7 @@ def _analysis_json(analysis: Analysis) -> dict[str, Any]:
         "methods": methods,
         "comparisons": [_comparison_json(c) for c in analysis.comparisons],
         "calibration": calibration,
+        "provisional": provisional_json(analysis.table),
     }
 
 
@@ -301,6 +303,7 @@ def to_json(result: ScoreResult) -> dict[str, Any]:
         "unverified_methods": unverified_methods(result.analysis.table),
         "comparisons": main["comparisons"],
         "calibration": main["calibration"],
+        "provisional": main["provisional"],
         "coverage": coverage(result),
         "contamination": contamination,
         "per_card": per_card_rows(result),
@@ -394,6 +397,7 @@ def _print_analysis(
             _fmt(m["mean_unresolved_mass"], 3),
         )
     console.print(table)
+    print_provisional(doc, console)
     if not doc["comparisons"]:
         return
     level = doc["comparisons"][0]["bootstrap"]["level"]

@@ -162,7 +162,7 @@ def study_tables(
 ) -> StudyTables:
     """Score a study's complete job rows (each its job's card, method, condition, forecast
     date, status, forecast and resolved ``trace`` path, in job order: numbers read from its
-    verified trace); cards without a label are left out.
+    verified trace); cards without a label, or whose label is provisional, are left out.
 
     ``axes`` are the traces' KER and SrcP (by resolved trace path, from ``score
     --hindsight``); without them the tables have no KER or SrcP."""
@@ -172,8 +172,9 @@ def study_tables(
         date = str(row["forecast_date"])
         if date not in dates:
             dates.append(date)
-        if row.get("status") != "complete" or str(row["card_id"]) not in labels.entries:
-            continue
+        entry = labels.entries.get(str(row["card_id"]))
+        if row.get("status") != "complete" or entry is None or entry.label.provisional:
+            continue  # a provisional label (a question still open) is scored by Brier only
         key = (str(row["card_id"]), str(row["method"]), str(row["condition"]), date)
         groups[key].append(row)
     units: list[Unit] = []

@@ -12,13 +12,14 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from worldsim.domain.errors import CardError, ConfigError
 from worldsim.scoring.inputs import Kind, PredictionRow
 from worldsim.scoring.labels import LabelSet
 from worldsim.scoring.metrics import CardScore, binary_scores, multiclass_scores
+from worldsim.scoring.provisional import Provisional
 from worldsim.scoring.units import unit_suffixes
 
 __all__ = [
@@ -86,10 +87,12 @@ class ScoredForecast:
 
 @dataclass(frozen=True, slots=True)
 class MatchedTable:
-    """Scored forecasts by method, then by unit id."""
+    """Scored forecasts by method, then by unit id; forecasts of questions still open (their
+    labels provisional) apart, by method and unit, for the Brier score alone."""
 
     methods: Mapping[str, Mapping[str, ScoredForecast]]
     unlabelled: tuple[str, ...] = ()
+    provisional: Mapping[str, Mapping[str, Provisional]] = field(default_factory=dict)
 
     @property
     def units(self) -> list[str]:
@@ -258,6 +261,7 @@ def match_labels(
     ``allow_unlabelled``, in which case its card id is reported as unmatched.
     """
     methods: dict[str, dict[str, ScoredForecast]] = defaultdict(dict)
+    provisional: dict[str, dict[str, Provisional]] = defaultdict(dict)
     unlabelled: set[str] = set()
     for fc in forecasts:
         entry = labels.entries.get(fc.card_id)
@@ -271,6 +275,18 @@ def match_labels(
                 field="card_id",
                 line=fc.sources[0][1],
             )
+        if entry.label.provisional:
+            if fc.kind != "binary" or entry.label.value is None:
+                raise CardError(
+                    f"card '{fc.card_id}' is not binary: a provisional label scores a binary "
+                    "forecast only",
+                    file=entry.file,
+                    field="outcome",
+                    line=entry.line,
+                )
+            assert fc.p_yes is not None
+            provisional[fc.method][fc.unit] = Provisional(fc.p_yes, entry.label.value)
+            continue
         outcome = entry.outcome
         if fc.kind == "binary":
             if outcome not in ("yes", "no"):
@@ -296,7 +312,11 @@ def match_labels(
                 )
             score = multiclass_scores(fc.p_options, outcome)
         methods[fc.method][fc.unit] = ScoredForecast(forecast=fc, outcome=outcome, score=score)
-    return MatchedTable(methods=dict(methods), unlabelled=tuple(sorted(unlabelled)))
+    return MatchedTable(
+        methods=dict(methods),
+        unlabelled=tuple(sorted(unlabelled)),
+        provisional=dict(provisional),
+    )
 
 
 def _label_place(labels: LabelSet) -> str:

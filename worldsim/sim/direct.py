@@ -51,6 +51,7 @@ from worldsim.trace.records import (
 )
 from worldsim.trace.signing import Signer
 from worldsim.trace.writer import TraceWriter
+from worldsim.world.build import prior_of
 from worldsim.world.canonical import canonical_json
 from worldsim.world.moves import Claim
 from worldsim.world.outcome import DIRECT_RULE, direct_extraction, direct_options
@@ -228,6 +229,7 @@ def _audit(
         leakage=leakage,
         leakage_findings=findings,
         world="none",
+        prior=prior_of(card),
     )
 
 

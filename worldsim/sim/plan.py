@@ -18,7 +18,7 @@ from worldsim.domain.errors import ConfigError
 from worldsim.models import RouteTable
 from worldsim.models.tracing import Emit, traced
 from worldsim.roles.registry import RoleSpec, get_role, registered_roles
-from worldsim.world.build import generic_seeds
+from worldsim.world.build import world_seeds
 from worldsim.world.extraction import EXTRACTION_RULES
 
 __all__ = [
@@ -112,7 +112,7 @@ def agent_count(config: RunConfig, plan: Mapping[str, RoleSpec]) -> int:
     """The agents acting on each timeline: the card's actors and cohorts (the generic world's
     without seeds) and every added tick role. A model-built world may differ, and is not known
     before the run."""
-    seeds = config.card.seeds or generic_seeds(config.card)
+    seeds = world_seeds(config.card)
     own = {f"tick:{name}" for name in BUILTIN_TICK_ROLES}
     own |= {f"tick:{a.role}" for a in seeds.actors} | {f"tick:{c.role}" for c in seeds.cohorts}
     added = [key for key in plan if key.startswith("tick:") and key not in own]

@@ -24,7 +24,7 @@ from worldsim.trace.reader import Trace
 from worldsim.trace.replay import replay_steps
 from worldsim.world.build import WorldSource
 from worldsim.world.state import WorldState
-from worldsim.world.timeline import Timeline
+from worldsim.world.timeline import Timeline, settlement_of
 
 __all__ = ["Cut", "recorded_spend", "restore_point", "resume_config"]
 
@@ -169,7 +169,7 @@ def restore_point(cut: Cut, config: RunConfig) -> RestorePoint:
         if c.status in {"settled", "terminated"}:
             tl.status = c.status
             tl.end_tick = k
-            tl.settlement = tl.state.outcome() or "unresolved"
+            tl.settlement = settlement_of(tl.state, c.status, c.forced_p_yes, c.forced_probs)
             starts.append((tl, ticks, False))
         else:
             starts.append((tl, k + 1, False))

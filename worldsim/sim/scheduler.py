@@ -21,6 +21,7 @@ from anyio.abc import TaskGroup
 
 from worldsim.domain.cards import public_card_hash
 from worldsim.domain.config import RunConfig
+from worldsim.domain.contracts import EXPECTED
 from worldsim.domain.errors import ModelError, ReplayMissError, StateError
 from worldsim.domain.rng import AgentSeeds, rng_for
 from worldsim.domain.version import __version__, git_revision
@@ -65,10 +66,13 @@ from worldsim.world.state import (
     deliver_events,
     state_digest,
 )
-from worldsim.world.timeline import Timeline
+from worldsim.world.timeline import Timeline, settlement_of
 from worldsim.world.views import InitContext, ReviewContext, TickBatch
 
 __all__ = ["Engine", "Observer", "RestorePoint", "Start"]
+
+_AT_VALUES = ("unresolved", EXPECTED)
+"""Settlements whose value is the timeline's forced values (recorded in ``timeline_ended``)."""
 
 Observer = Callable[[str, Mapping[str, Any]], None]
 Start = tuple[Timeline, int, bool]
@@ -331,8 +335,8 @@ class Engine:
             TimelineEndedData(
                 status=tl.status,
                 settlement=tl.settlement,
-                forced_p_yes=tl.forced_p_yes if tl.settlement == "unresolved" else None,
-                forced_probs=tl.forced_probs if tl.settlement == "unresolved" else None,
+                forced_p_yes=tl.forced_p_yes if tl.settlement in _AT_VALUES else None,
+                forced_probs=tl.forced_probs if tl.settlement in _AT_VALUES else None,
                 mass=tl.mass,
                 end_tick=tl.end_tick,
                 reason=tl.reason,
@@ -485,9 +489,13 @@ class Engine:
         if not ending and review.branches:
             state = await self.fork_book.branch(tl, k, state, review.branches, children)
 
-        if state.all_scored_settled():
+        # a timeline the reviewer ends with its outcome distribution has settled at that value
+        # (the offline model's question resolving before the deadline); without one it is
+        # terminated, unresolved
+        resolved = review.forced_p_yes is not None or review.forced_probs is not None
+        if state.all_scored_settled() or (review.decision == "terminate" and resolved):
             tl.status = "settled"
-            tl.settlement = state.outcome() or "unresolved"
+            tl.settlement = settlement_of(state, "settled", tl.forced_p_yes, tl.forced_probs)
             tl.end_tick = k
             tl.reason = review.reason
         elif review.decision == "terminate":

@@ -6,10 +6,10 @@ from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 
 from worldsim.domain.cards import Card
-from worldsim.domain.contracts import lineage
+from worldsim.domain.contracts import EXPECTED, lineage
 from worldsim.models.leakage import LeakageGuard
 from worldsim.trace.records import AuditData, ExtractionData
-from worldsim.world.build import WorldSource
+from worldsim.world.build import WorldSource, prior_of
 from worldsim.world.moves import Claim, TimelineSummary
 from worldsim.world.state import WorldState
 
@@ -43,11 +43,11 @@ def endpoint_problems(card: Card, timelines: Sequence[TimelineSummary]) -> list[
     problems: list[str] = []
     scored = card.scored_endpoints
     if card.kind == "binary":
-        allowed = {"yes", "no", "unresolved"}
+        allowed = {"yes", "no", EXPECTED, "unresolved"}
         if sorted(ep.polarity or "" for ep in scored) != ["no", "yes"]:
             problems.append("binary card without one yes and one no scored endpoint")
     else:
-        allowed = {ep.id for ep in scored} | {"unresolved"}
+        allowed = {ep.id for ep in scored} | {EXPECTED, "unresolved"}
     for ep in card.endpoints:
         if ep.kind == "auxiliary" and ep.polarity is not None:
             problems.append(f"auxiliary endpoint '{ep.id}' carries a polarity")
@@ -126,4 +126,5 @@ def audit_run(
         leakage="not-checked" if leakage is None else ("findings" if findings else "clean"),
         leakage_findings=findings,
         world=world_source,
+        prior=prior_of(card),
     )

@@ -56,9 +56,9 @@ _KEEP: dict[str, tuple[str, ...] | None] = {
 }
 
 
-_DROP: dict[str, frozenset[str]] = {"audit": frozenset({"world"})}
-"""Fields derived from what is kept elsewhere (the audit's world source follows from the card
-and the routes), left out so that adding them changed no hash."""
+_DROP: dict[str, frozenset[str]] = {"audit": frozenset({"world", "prior"})}
+"""Fields derived from what is kept elsewhere (the audit's world source and prior follow from
+the card and the routes), left out so that adding them changed no hash."""
 
 
 def _content(type_: str, data: dict[str, Any]) -> dict[str, Any]:

@@ -345,6 +345,9 @@ class AuditData(_Data):
     world: WorldSource
     """Where the initial world came from (`WorldSource`): ``generic`` says the run's world
     is the documented generic one, not the card's."""
+    prior: str = ""
+    """Where the card's prior came from (its seeds' ``prior_source``, its base rates, or none:
+    0.5): the offline world starts there and the offline direct forecast is it."""
 
 
 class InterventionData(_Data):

@@ -26,6 +26,7 @@ from worldsim.world.state import (
     deliver_events,
     state_digest,
 )
+from worldsim.world.timeline import settlement_of
 
 __all__ = [
     "REPLAYED_TYPES",
@@ -298,10 +299,12 @@ def replay_lines(
                     d = rec.data
                     if d.mass != cursor.mass:
                         raise _fail(line, "final mass differs from the rebuilt mass")
-                    outcome = cursor.state.outcome()
-                    if d.settlement != "unresolved" and d.settlement != outcome:
+                    outcome = settlement_of(cursor.state, d.status, d.forced_p_yes, d.forced_probs)
+                    if d.settlement != outcome and (
+                        d.settlement != "unresolved" or d.status == "settled"
+                    ):
                         raise _fail(line, f"settlement '{d.settlement}' contradicts the ledger")
-                    if d.status == "settled" and not cursor.state.all_scored_settled():
+                    if d.status == "settled" and outcome == "unresolved":
                         raise _fail(line, "settled timeline with open scored endpoints")
                     ended[tl] = Leaf(tl, d.mass, d.settlement, d.forced_p_yes, d.forced_probs)
             elif t == "extraction":

@@ -133,6 +133,23 @@ format v2 only; worldsim 0.2.0 reads v1`, exit 1). Two runs of the same card, po
 routes and replies have the same canonical hash within a format; what changed a canonical hash
 from one release to the next is listed in CHANGELOG.md.
 
+Within format v2 (worldsim 0.3.0), these changed what offline traces hold, and so canonical
+hashes, against worldsim 0.2.0 (the pins of `tests/test_canonical_pins.py` follow them):
+
+* **A question that resolves during a run counts as settled.** A timeline the reviewer ends
+  (`terminate`) with its outcome distribution (forced values) — the offline model's question
+  resolving before the deadline — ends `settled` with settlement `expected`, its value the
+  forced `p_yes` (or `forced_probs`), where it ended `terminated` and `unresolved`. Its mass no
+  longer counts as unresolved: the extraction's `unresolved_mass` is the mass of timelines
+  still open at the deadline (or terminated without a value), and a binary `expected` path
+  adds `q·m` to `yes_mass` and `(1 − q)·m` to `no_mass`; `candidate-status-mass/1` values it
+  at q instead of 0.5. `path-ledger/1`'s p_yes is unchanged. The audit gains `prior`, where
+  the card's prior came from (derived from the card, left out of the canonical hash). Offline
+  traces in which a question resolves before the deadline differ in their `tick_committed`
+  status, `timeline_ended`, extraction, report and audit, and so in their canonical hash: three
+  of the six demo cards (branching, seed 0: `merger-review`, `product-launch`, `space-launch`,
+  whose unresolved mass is now 0.925, 0.9 and 0.85 instead of 1.0; their p_yes is unchanged).
+
 ## Record types
 
 | type | `tl` / `tick` | what it records |
@@ -151,7 +168,8 @@ _WHAT = {
     "fork": "an admitted fork: child id, candidate, masses, child/parent deltas",
     "fork_rejected": "a refused candidate, the policy's reason, and whether it was sampled",
     "tick_committed": "state digest, mass, status, ledger statuses, pressure, p_yes now",
-    "timeline_ended": "status (settled/terminated/deadline), settlement, forced values, mass",
+    "timeline_ended": "status (settled/terminated/deadline), settlement (yes/no/expected/"
+    "unresolved, or an endpoint), forced values, mass",
     "retrievals": "the evidence searches and document opens of a timeline's tick, by agent, "
     "recorded by the tool",
     "llm_call": "one model call: route, requested and resolved model, response id, prompt, prompt "

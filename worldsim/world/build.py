@@ -25,9 +25,12 @@ __all__ = [
     "WorldSource",
     "build_world",
     "generic_seeds",
+    "own_world_source",
+    "prior_of",
     "prior_pressure",
     "tick_dates",
     "tick_of",
+    "world_seeds",
 ]
 
 
@@ -95,6 +98,50 @@ def generic_seeds(card: Card) -> Seeds:
     )
 
 
+def world_seeds(card: Card) -> Seeds:
+    """The seeds a card's world is built from: its own when they describe a world (agents,
+    relations, events or hypotheses); else the generic world around the card's prior — the base
+    rates, hazard, variables and constraints its seeds give, if any."""
+    seeds = card.seeds
+    if seeds is not None and not _prior_only(seeds):
+        return seeds
+    generic = generic_seeds(card)
+    if seeds is None:
+        return generic
+    kept = {"hazard", "variables", "constraints", "prior_source"}
+    if card.kind == "binary" and seeds.base_rate is not None:
+        kept.add("base_rate")
+    if seeds.base_rates is not None:
+        kept.add("base_rates")
+    return generic.model_copy(update={name: getattr(seeds, name) for name in kept})
+
+
+def own_world_source(card: Card) -> WorldSource:
+    """Where a card's world comes from without a model: ``seeds`` when its seeds describe a
+    world, else ``generic`` (the generic world, around the card's prior if it gives one)."""
+    return "seeds" if card.seeds is not None and not _prior_only(card.seeds) else "generic"
+
+
+def _prior_only(seeds: Seeds) -> bool:
+    return not (
+        seeds.actors or seeds.cohorts or seeds.relations or seeds.events or seeds.hypotheses
+    )
+
+
+def prior_of(card: Card) -> str:
+    """Where the card's prior comes from, for the audit: its seeds' ``prior_source`` when
+    given, else its seeds' base rates, else the generic world's."""
+    seeds = card.seeds
+    given = seeds is not None and (seeds.base_rate is not None or seeds.base_rates is not None)
+    if seeds is not None and seeds.prior_source:
+        return seeds.prior_source
+    if given and seeds is not None:
+        if card.kind == "binary" and seeds.base_rate is not None:
+            return f"the card's seeds: base_rate {seeds.base_rate:g}"
+        return "the card's seeds: base_rates"
+    return "none given: " + ("0.5" if card.kind == "binary" else "uniform over the outcomes")
+
+
 def prior_pressure(card: Card) -> dict[str, float]:
     """The scored endpoints' pressure before anything happens: the card's base rate as logits.
 
@@ -116,7 +163,7 @@ def prior_pressure(card: Card) -> dict[str, float]:
 
 def build_world(card: Card, ticks: int) -> tuple[WorldState, list[str]]:
     """The initial world state and the problems met while building it (for the audit vector)."""
-    seeds = card.seeds or generic_seeds(card)
+    seeds = world_seeds(card)
     problems: list[str] = []
     endpoints = tuple(EndpointInfo(ep.id, ep.title, ep.kind, ep.polarity) for ep in card.endpoints)
     scored = [ep for ep in endpoints if ep.kind == "scored"]

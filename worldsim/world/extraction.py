@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from worldsim.domain.contracts import lineage
+from worldsim.domain.contracts import EXPECTED, lineage
 from worldsim.domain.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ class Leaf:
 
     timeline: str
     mass: float
-    settlement: str  # "yes", "no", "unresolved", or an endpoint id for multiple choice
+    settlement: str  # "yes", "no", "expected", "unresolved", or an endpoint id (multiple choice)
     forced_p_yes: float | None = None
     forced_probs: dict[str, float] | None = None
 
@@ -43,12 +43,16 @@ def _path_ledger_options(leaf: Leaf, options: Sequence[str]) -> dict[str, float]
 
 
 def _status_mass_options(leaf: Leaf, options: Sequence[str]) -> dict[str, float]:
+    if leaf.settlement == EXPECTED:
+        return _path_ledger_options(leaf, options)
     if leaf.settlement in options:
         return {o: 1.0 if o == leaf.settlement else 0.0 for o in options}
     return {o: 1.0 / len(options) for o in options}
 
 
 def _status_mass_value(leaf: Leaf) -> float:
+    if leaf.settlement == EXPECTED:
+        return _path_ledger_value(leaf)
     return {"yes": 1.0, "no": 0.0}.get(leaf.settlement, 0.5)
 
 
@@ -69,7 +73,9 @@ def extract(
     """Apply ``rule`` to the leaves; ``options`` (scored endpoint ids) for multiple choice.
 
     ``candidate-status-mass/1`` is ``(M_yes + 0.5·M_unres) / (M_yes + M_no + M_unres)``, which is
-    the same as valuing unresolved paths at 0.5 and ignoring forced values.
+    the same as valuing unresolved paths at 0.5 and ignoring their forced values. A path settled
+    at a value q (``expected``) is not unresolved: it adds ``q·m`` to ``M_yes`` and
+    ``(1 − q)·m`` to ``M_no`` and is valued at q under both rules.
     """
     from worldsim.world.outcome import ExtractionData, LeafData
 
@@ -91,6 +97,9 @@ def extract(
             no_mass += w
         elif leaf.settlement == "unresolved":
             unresolved_mass += w
+        elif leaf.settlement == EXPECTED and leaf.forced_p_yes is not None:
+            yes_mass += w * leaf.forced_p_yes
+            no_mass += w * (1.0 - leaf.forced_p_yes)
 
     p_yes: float | None = None
     p_options: dict[str, float] | None = None

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from worldsim.domain.contracts import TimelineId, TimelineStatus
+from worldsim.domain.contracts import EXPECTED, TimelineId, TimelineStatus
 from worldsim.world.state import WorldState
 
-__all__ = ["Timeline", "child_id"]
+__all__ = ["Timeline", "child_id", "settlement_of"]
 
 
 def child_id(parent: TimelineId, n: int) -> TimelineId:
@@ -33,3 +33,16 @@ class Timeline:
     end_tick: int = -1
     reason: str = ""
     children: int = 0
+
+
+def settlement_of(
+    state: WorldState, status: TimelineStatus, forced_p_yes: float | None, forced: object
+) -> str:
+    """A finished timeline's settlement: the outcome its ledger realized; else ``expected`` when
+    it settled at forced values (see `EXPECTED`); else ``unresolved``."""
+    outcome = state.outcome()
+    if outcome is not None:
+        return outcome
+    if status == "settled" and (forced_p_yes is not None or forced is not None):
+        return EXPECTED
+    return "unresolved"

@@ -1,0 +1,229 @@
+"""A ForecastBench forecast file read as ForecastBench reads it, and checked against its round.
+
+The rules are ported from ``forecastingresearch/forecastbench`` (commit 05f612e):
+
+* ``src/orchestration/_io.py`` ``read_forecast_file``: the file is a non-empty JSON object;
+  ``organization``, ``model``, ``model_organization``, ``question_set`` and ``forecasts`` are
+  all given (non-empty); ``question_set`` holds a ``YYYY-MM-DD``, the round's due date;
+  ``forecasts`` is a non-empty list. A file failing any of these is dropped whole.
+* ``src/orchestration/func_resolve/main.py`` ``driver``: the resolver takes the due date from
+  the *first ten characters* of ``question_set`` and resolves the round's published set of that
+  date (``-human`` when the name says ``human``); a row without ``direction`` has none.
+* ``src/resolve/_prepare.py`` ``check_and_prepare_forecast_file``: a row whose ``source``
+  (lower-cased) is not a ForecastBench source, or whose ``forecast`` is missing or outside
+  [0, 1], is dropped; a data-set row whose ``resolution_date`` (first ten characters) is not the
+  due date plus one of the horizons is dropped (the ``resolution_date`` key must exist: the
+  reader slices it); a market row's date is ignored; two data-set rows with the same id,
+  source, resolution date and direction refuse the whole file. ``set_resolution_dates`` then
+  joins the round's resolutions to the rows (market rows on id, source and direction), so a
+  market question forecast twice is counted twice.
+* ``src/resolve/_impute.py`` ``impute_missing_forecasts``: a question of the round without a
+  forecast is imputed 0.5; ``src/leaderboard/main.py`` leaves out of the leaderboard a
+  forecaster with more than ``IMPUTED_CUTOFF_PCT`` (5) per cent imputed.
+
+`check_forecast_file` applies them all and lists every problem; `naive_forecasts` reads a
+Naive Forecaster file's data-set forecasts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from worldsim.domain.errors import CardError
+from worldsim.domain.files import load_document
+from worldsim.domain.forecastbench import (
+    DATASET_SOURCES,
+    SOURCES,
+    QuestionRow,
+    due_date_in,
+    horizon_dates,
+    question_rows,
+)
+
+__all__ = [
+    "IMPUTED_CUTOFF_PCT",
+    "Checked",
+    "check_forecast_file",
+    "naive_forecasts",
+    "read_rows",
+]
+
+IMPUTED_CUTOFF_PCT = 5.0
+"""The leaderboard leaves out a forecaster with more than this per cent of forecasts imputed."""
+_REQUIRED = ("organization", "model", "model_organization", "question_set", "forecasts")
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What ForecastBench's reader makes of a forecast file: the problems it would meet (the
+    file is dropped, a row is dropped, a question is imputed), and the rows it keeps."""
+
+    problems: tuple[str, ...]
+    kept: dict[QuestionRow, float] = field(default_factory=dict)
+    due: str | None = None
+    imputed: int = 0
+    questions: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _refused(problem: str) -> Checked:
+    return Checked((problem,))
+
+
+def read_rows(data: Any) -> tuple[list[str], dict[QuestionRow, float], str | None]:
+    """The reader's file-level rules and row rules on a loaded file: (problems, the kept rows'
+    forecasts, the due date)."""
+    if not data or not isinstance(data, dict):
+        return ["the file is not a JSON object: the reader drops it"], {}, None
+    missing = [k for k in _REQUIRED if not data.get(k)]
+    if missing:
+        return (
+            [f"missing required field(s) {', '.join(missing)}: the reader drops the file"],
+            {},
+            None,
+        )
+    name = data["question_set"]
+    if not isinstance(name, str) or due_date_in(name) is None:
+        return [f"question_set {name!r} holds no YYYY-MM-DD: the reader drops the file"], {}, None
+    due = due_date_in(name)
+    problems: list[str] = []
+    if name[:10] != due:
+        problems.append(
+            f"question_set {name!r} does not start with its date: the resolver takes the due "
+            f"date from its first ten characters ({name[:10]!r})"
+        )
+    forecasts = data["forecasts"]
+    if not isinstance(forecasts, list) or not all(isinstance(f, dict) for f in forecasts):
+        return [*problems, "forecasts is not a list of objects: the reader drops the file"], {}, due
+    if not any("resolution_date" in f for f in forecasts):
+        problems.append("no forecast has a resolution_date key: the reader fails on the file")
+        return problems, {}, due
+    assert due is not None
+    valid_dates = set(horizon_dates(date.fromisoformat(due)))
+    kept: dict[QuestionRow, float] = {}
+    dataset_seen: set[tuple[str, str, str, str]] = set()
+    for i, row in enumerate(forecasts):
+        where = f"forecasts.{i}"
+        source = row.get("source")
+        source = source.lower() if isinstance(source, str) else source
+        if source not in SOURCES:
+            problems.append(f"{where}: source {row.get('source')!r} is unknown: row dropped")
+            continue
+        value = row.get("forecast")
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+            problems.append(f"{where}: forecast {value!r} is not a number: row dropped")
+            continue
+        if not 0.0 <= value <= 1.0:
+            problems.append(f"{where}: forecast {value!r} is outside [0, 1]: row dropped")
+            continue
+        qid = row.get("id")
+        direction = row.get("direction")
+        if isinstance(qid, list) or (isinstance(direction, list) and direction):
+            problems.append(f"{where}: a combination question, which the round does not hold")
+            continue
+        if not isinstance(qid, str) or not qid:
+            problems.append(f"{where}: id {qid!r} is not text: it matches no question")
+            continue
+        text_id = qid
+        resolution = row.get("resolution_date")
+        if source in DATASET_SOURCES:
+            day = resolution[:10] if isinstance(resolution, str) else None
+            if day not in valid_dates:
+                problems.append(
+                    f"{where}: resolution_date {resolution!r} is not the due date {due} plus a "
+                    "horizon: row dropped"
+                )
+                continue
+            key = (source, text_id, day, "")
+            if key in dataset_seen:
+                problems.append(
+                    f"{where}: {source} {text_id} at {day} is forecast twice: the reader "
+                    "refuses the whole file"
+                )
+                continue
+            dataset_seen.add(key)
+            kept[(source, text_id, day)] = float(value)
+        else:
+            if (source, text_id, None) in kept:
+                problems.append(
+                    f"{where}: market question {source} {text_id} is forecast twice: it would "
+                    "be scored twice"
+                )
+                continue
+            kept[(source, text_id, None)] = float(value)
+    return problems, kept, due
+
+
+def check_forecast_file(path: Path, question_set: Path) -> Checked:
+    """Apply the reader's rules (see the module) to the forecast file ``path`` for the round of
+    ``question_set``; a question set that cannot be read is a `CardError`."""
+    doc = load_document(question_set, what="question set")
+    if not isinstance(doc, dict) or not isinstance(doc.get("questions"), list):
+        raise CardError(
+            "expected a ForecastBench question set: an object with 'questions'", file=question_set
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return _refused(f"cannot be read as JSON ({exc}): the reader drops it")
+    problems, kept, due = read_rows(data)
+    if due is None:
+        return Checked(tuple(problems))
+    set_name = doc.get("question_set") or question_set.name
+    if data.get("question_set") != set_name:
+        problems.append(
+            f"question_set is {data.get('question_set')!r}, but the set given is {set_name!r}: "
+            "the resolver scores it against the set its name gives"
+        )
+    set_due = str(doc.get("forecast_due_date") or "")[:10]
+    if set_due and due != set_due:
+        problems.append(f"its due date {due} is not the set's ({set_due})")
+    given_due = data.get("forecast_due_date")
+    if given_due is not None and str(given_due)[:10] != due:
+        problems.append(
+            f"forecast_due_date {given_due!r} differs from the date in question_set ({due}), "
+            "which the reader uses"
+        )
+    wanted = question_rows(doc)
+    answered = set(kept)
+    unanswered = [row for row in wanted if row not in answered]
+    for source, qid, day in unanswered[:20]:
+        at = f" at {day}" if day else ""
+        problems.append(f"{source} {qid}{at} is not answered: ForecastBench imputes 0.5")
+    if len(unanswered) > 20:
+        problems.append(f"... and {len(unanswered) - 20} more questions not answered")
+    extra = [row for row in kept if row not in set(wanted)]
+    if extra:
+        problems.append(
+            f"{len(extra)} forecast(s) for questions not in the set (e.g. {extra[0][0]} "
+            f"{extra[0][1]}): never scored"
+        )
+    share = 100.0 * len(unanswered) / len(wanted) if wanted else 0.0
+    if share > IMPUTED_CUTOFF_PCT:
+        problems.append(
+            f"{share:.1f}% of the round imputed: the leaderboard leaves out a forecaster with "
+            f"more than {IMPUTED_CUTOFF_PCT:g}%"
+        )
+    return Checked(tuple(problems), kept, due, len(unanswered), len(wanted))
+
+
+def naive_forecasts(path: Path) -> tuple[str, dict[tuple[str, str, str], float]]:
+    """The round's due date and the data-set forecasts of a ForecastBench forecast file (the
+    round's Naive Forecaster file), by (source, id, resolution date): the rows its reader
+    keeps."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CardError(f"cannot read the naive forecasts: {exc}", file=path) from None
+    problems, kept, due = read_rows(data)
+    if due is None:
+        raise CardError(problems[0] if problems else "not a forecast file", file=path)
+    return due, {(s, i, d): p for (s, i, d), p in kept.items() if d is not None}

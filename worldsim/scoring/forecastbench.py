@@ -1,0 +1,302 @@
+"""Scores as ForecastBench's leaderboard scores a round, before its difficulty adjustment.
+
+Ported from ``forecastingresearch/forecastbench`` (commit 05f612e): ``src/resolve/_prepare.py``
+and ``src/resolve/_impute.py`` (which forecast meets which resolution; a missing one is imputed
+0.5), and the leaderboard's ``get_leaderboard_entry`` in ``src/leaderboard/main.py`` as it
+stood before the leaderboard ranked by difficulty-adjusted Brier (commit 2c09d6a's parent; the
+adjustment needs the other forecasters' forecasts):
+
+* the rows scored are the round's question-set rows (each market question; each data-set
+  question at each resolution date) that its resolution set resolves — here, that have a
+  label; a row the method did not forecast is **imputed** 0.5;
+* **dataset**: the mean Brier ``(p − y)²`` over resolved data-set rows; **market**: over every
+  market row, a resolved one against its outcome and one still open against the market's value
+  (a provisional label); **overall**: the mean of the two. ``market resolved`` and ``overall
+  resolved`` (the dataset with the resolved markets only) are given beside them; the
+  leaderboard since 2025-10-06 leaves markets still open out;
+* **accuracy** over the resolved rows, a forecast of exactly 0.5 counting as neither right nor
+  wrong (it is left out of the count);
+* comparison rows from ForecastBench's own baselines (``src/base_eval/
+  naive_and_dummy_forecasters/main.py``): *Always 0.5*, and the *Imputed Forecaster* — a
+  market question's value on the due date, 0.5 on a data-set question — with the freeze value
+  standing in for the value on the due date (a question set carries the value at its freeze
+  date only). The *Naive Forecaster*'s data-set rule fits each series' history, which a
+  question set does not carry, so it is not reproduced.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from worldsim.domain.errors import CardError
+from worldsim.domain.files import load_document
+from worldsim.domain.forecastbench import (
+    MARKET_SOURCES,
+    card_id_for,
+    due_date_in,
+    freeze_value,
+    is_combination,
+    question_rows,
+)
+from worldsim.scoring.inputs import PredictionRow
+from worldsim.scoring.labels import LabelSet
+
+__all__ = [
+    "ALWAYS_HALF",
+    "IMPUTED_FORECASTER",
+    "RoundScore",
+    "RoundScores",
+    "print_round",
+    "score_round",
+]
+
+ALWAYS_HALF = "Always 0.5 (ForecastBench)"
+IMPUTED_FORECASTER = "Imputed Forecaster (ForecastBench, freeze values)"
+IMPUTED = 0.5
+"""What ForecastBench imputes for a question a forecaster did not answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class RoundScore:
+    """One forecaster's scores over a round (None where there is nothing to average)."""
+
+    method: str
+    dataset: float | None
+    market: float | None
+    overall: float | None
+    market_resolved: float | None
+    market_open: float | None
+    overall_resolved: float | None
+    accuracy: float | None
+    n_dataset: int
+    n_market: int
+    n_market_resolved: int
+    n_decided: int
+    imputed: int
+    baseline: bool = False
+
+    @property
+    def n(self) -> int:
+        return self.n_dataset + self.n_market
+
+    @property
+    def imputed_pct(self) -> float:
+        return 100.0 * self.imputed / self.n if self.n else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "baseline": self.baseline,
+            "dataset": self.dataset,
+            "market": self.market,
+            "overall": self.overall,
+            "market_resolved": self.market_resolved,
+            "market_open": self.market_open,
+            "overall_resolved": self.overall_resolved,
+            "accuracy": self.accuracy,
+            "n_dataset": self.n_dataset,
+            "n_market": self.n_market,
+            "n_market_resolved": self.n_market_resolved,
+            "n_decided": self.n_decided,
+            "imputed": self.imputed,
+            "imputed_pct": self.imputed_pct,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RoundScores:
+    """The round's scores: each method, then ForecastBench's baselines."""
+
+    question_set: str
+    due: str | None
+    rows: int
+    """The question set's rows (market questions, data-set questions × resolution dates)."""
+    scored_rows: int
+    """Those with a label: resolved, or a market still open (provisional)."""
+    scores: tuple[RoundScore, ...]
+    unverified: tuple[str, ...] = ()
+    """The methods with a forecast read from a prediction table, not from a verified trace."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "question_set": self.question_set,
+            "forecast_due_date": self.due,
+            "rows": self.rows,
+            "scored_rows": self.scored_rows,
+            "scores": [s.to_json() for s in self.scores],
+            "unverified_methods": list(self.unverified),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    card_id: str
+    market: bool
+    outcome: float  # 1, 0, or an open market's value
+    resolved: bool
+    freeze: float | None
+
+
+def score_round(
+    question_set: Path, labels: LabelSet, predictions: Sequence[PredictionRow]
+) -> RoundScores:
+    """Score every method of ``predictions`` over the round of ``question_set`` (see the
+    module); a question set that cannot be read is a `CardError`."""
+    doc = load_document(question_set, what="question set")
+    if not isinstance(doc, dict) or not isinstance(doc.get("questions"), list):
+        raise CardError(
+            "expected a ForecastBench question set: an object with 'questions'", file=question_set
+        )
+    name = str(doc.get("question_set") or question_set.name)
+    due = str(doc.get("forecast_due_date") or "")[:10] or due_date_in(name)
+    freeze = {
+        (str(q.get("source") or "").lower(), str(q.get("id") or "")): freeze_value(q)
+        for q in doc["questions"]
+        if isinstance(q, dict) and not is_combination(q)
+    }
+    wanted = question_rows(doc)
+    rows: list[_Row] = []
+    for source, qid, day in wanted:
+        card_id = card_id_for(source, qid, day)
+        entry = labels.entries.get(card_id)
+        if entry is None:
+            continue
+        label = entry.label
+        if label.provisional:
+            if source not in MARKET_SOURCES or label.value is None:
+                continue
+            outcome, resolved = label.value, False
+        elif label.outcome in ("yes", "no"):
+            outcome, resolved = (1.0 if label.outcome == "yes" else 0.0), True
+        else:
+            continue
+        market = source in MARKET_SOURCES
+        rows.append(_Row(card_id, market, outcome, resolved, freeze.get((source, qid))))
+    if not rows:
+        raise CardError(
+            f"no question of {name} has a label: give the labels of its resolution set",
+            file=question_set,
+        )
+    forecasts = _forecasts(predictions)
+    scores = [_score(m, rows, by_card) for m, by_card in sorted(forecasts.items())]
+    scores.append(_score(ALWAYS_HALF, rows, {}, baseline=True))
+    imputed = {r.card_id: r.freeze for r in rows if r.market and r.freeze is not None}
+    scores.append(_score(IMPUTED_FORECASTER, rows, imputed, baseline=True))
+    unverified = tuple(sorted({r.method for r in predictions if not r.trace}))
+    return RoundScores(name, due, len(wanted), len(rows), tuple(scores), unverified)
+
+
+def _forecasts(predictions: Iterable[PredictionRow]) -> dict[str, dict[str, float]]:
+    """Per method, per card: the mean p_yes of its binary forecasts at the earliest forecast
+    date it has (the card's own date when the study includes it)."""
+    grouped: dict[tuple[str, str], list[PredictionRow]] = defaultdict(list)
+    for row in predictions:
+        if row.kind == "binary" and row.p_yes is not None:
+            grouped[(row.method, row.card_id)].append(row)
+    out: dict[str, dict[str, float]] = defaultdict(dict)
+    for (method, card_id), group in grouped.items():
+        dates = [r.as_of for r in group if r.as_of is not None]
+        first = min(dates) if dates else None
+        chosen = [r.p_yes for r in group if r.as_of == first and r.p_yes is not None]
+        out[method][card_id] = math.fsum(chosen) / len(chosen)
+    return out
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def _score(
+    method: str, rows: Sequence[_Row], forecast: Mapping[str, float], *, baseline: bool = False
+) -> RoundScore:
+    dataset: list[float] = []
+    market: list[float] = []
+    market_resolved: list[float] = []
+    market_open: list[float] = []
+    right = decided = imputed = 0
+    for row in rows:
+        p = forecast.get(row.card_id)
+        if p is None:
+            p, imputed = IMPUTED, imputed + 1
+        brier = (p - row.outcome) ** 2
+        if row.market:
+            market.append(brier)
+            (market_resolved if row.resolved else market_open).append(brier)
+        else:
+            dataset.append(brier)
+        if row.resolved and p != 0.5:
+            decided += 1
+            right += (p > 0.5) == (row.outcome == 1.0)
+    d, m, mr = _mean(dataset), _mean(market), _mean(market_resolved)
+    return RoundScore(
+        method=method,
+        dataset=d,
+        market=m,
+        overall=None if d is None or m is None else (d + m) / 2,
+        market_resolved=mr,
+        market_open=_mean(market_open),
+        overall_resolved=None if d is None or mr is None else (d + mr) / 2,
+        accuracy=right / decided if decided else None,
+        n_dataset=len(dataset),
+        n_market=len(market),
+        n_market_resolved=len(market_resolved),
+        n_decided=decided,
+        imputed=0 if baseline else imputed,
+        baseline=baseline,
+    )
+
+
+def print_round(scores: RoundScores, console: Any) -> None:
+    """The round's table: each forecaster's dataset, market and overall Brier beside the
+    baselines, the resolved-only figures, accuracy and the share imputed."""
+    from rich.table import Table
+
+    def fmt(x: float | None, n: int | None = None, digits: int = 4) -> str:
+        text = "—" if x is None else f"{x:.{digits}f}"
+        return text if n is None else f"{text} ({n})"
+
+    table = Table(
+        title=f"ForecastBench · {scores.question_set} (due {scores.due}) · Brier, before the "
+        "leaderboard's difficulty adjustment",
+        title_justify="left",
+    )
+    columns = (
+        "method",
+        "dataset (n)",
+        "market (n)",
+        "overall",
+        "market resolved (n)",
+        "market open",
+        "overall resolved",
+        "accuracy (n)",
+        "imputed",
+    )
+    for col in columns:
+        table.add_column(col, justify="left" if col == "method" else "right")
+    for s in scores.scores:
+        table.add_row(
+            f"{s.method} (unverified)" if s.method in scores.unverified else s.method,
+            fmt(s.dataset, s.n_dataset),
+            fmt(s.market, s.n_market),
+            fmt(s.overall),
+            fmt(s.market_resolved, s.n_market_resolved),
+            fmt(s.market_open),
+            fmt(s.overall_resolved),
+            fmt(s.accuracy, s.n_decided, 3),
+            "—" if s.baseline else f"{s.imputed} ({s.imputed_pct:.1f}%)",
+        )
+    console.print(table)
+    console.print(
+        f"{scores.scored_rows} of the round's {scores.rows} question rows have a label "
+        "(resolved, or a market still open, scored against its value); a forecaster's missing "
+        "rows are imputed 0.5; overall = (dataset + market) / 2; accuracy leaves p = 0.5 out "
+        "(neither right nor wrong). The leaderboard leaves out a forecaster with more than 5% "
+        "imputed.",
+        highlight=False,
+        soft_wrap=True,
+    )
