@@ -277,8 +277,10 @@ def run(
             min=0.0,
             metavar="USD",
             help="Never spend more: each call reserves its worst case first, and the run stops "
-            "cleanly, resumable, when the next one does not fit. With --resume, the cap of the "
-            "whole run, counting what its trace already spent (default: the recorded cap).",
+            "cleanly, resumable, when the next one does not fit, or when a reply reports more "
+            "usage than its request could cost (a provider anomaly, docs/models.md). With "
+            "--resume, the cap of the whole run, counting what its trace already spent "
+            "(default: the recorded cap).",
         ),
     ] = None,
     prices: Annotated[

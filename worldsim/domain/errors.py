@@ -9,6 +9,7 @@
         ├── ModelError         a model call failed for good
         │   └── ReplayMissError  strict replay found no cached reply for a call
         ├── BudgetExhausted    the run reached its cost budget
+        │   └── ProviderAnomaly  a provider reported usage no call of it could cost
         ├── LeakageError       a prompt or reply held a forbidden string (fail mode)
         ├── StateError         a state delta or ledger move is invalid
         ├── TraceError         a trace is corrupt or inconsistent
@@ -32,6 +33,7 @@ __all__ = [
     "LeakageError",
     "ModelError",
     "PolicyError",
+    "ProviderAnomaly",
     "ReplayMissError",
     "RoleError",
     "StateError",
@@ -147,6 +149,17 @@ class BudgetExhausted(WorldsimRuntimeError):
     def __init__(self, message: str, *, call: Mapping[str, Any] | None = None, **where: Any):
         super().__init__(message, **where)
         self.call: dict[str, Any] = dict(call) if call is not None else {}
+
+
+class ProviderAnomaly(BudgetExhausted):
+    """A provider reported usage that costs more than its request could: more than the call's
+    reservation. The cap bounds what worldsim sends; it cannot bound what a provider bills, so
+    the run stops (resumable) and no later call on that route is sent under the same budget.
+
+    ``call`` holds the ``llm_call`` record of the call whose reply reported it (its
+    ``anomaly`` field: the reported usage and cost beside the reservation it was charged); it is
+    empty for a call refused because another call on its route already reported one.
+    """
 
 
 class LeakageError(WorldsimRuntimeError):

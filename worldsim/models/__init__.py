@@ -6,6 +6,8 @@ Errors raised by models (all from `worldsim.domain.errors`)::
     ModelError         a call failed for good; ``.call`` holds its llm_call record
     └── ReplayMissError  strict replay found no cached reply
     BudgetExhausted    the budget cannot hold the next call's worst case; no new call starts
+    └── ProviderAnomaly  a reply reported more usage than its request could cost; its route
+                         gets no more calls under that budget
     LeakageError       a forbidden string in a prompt or reply (fail mode)
 """
 

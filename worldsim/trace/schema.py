@@ -245,6 +245,12 @@ unless a revision below says otherwise.
   they are (replay, `verify`, `score`, `worldsim view`, `score --hindsight`, `run --resume`).
   The canonical hash takes each item of a `proposals` record as the `proposal` record it
   stands for: unchanged.
+* **0.2.0 — provider anomalies.** An `llm_call` gains `anomaly` (`null` unless set): a reply
+  whose reported usage costs more than its round trip's reservation records the `attempt`,
+  the `reported_usage`, its `reported_cost_usd` and the `reserved_usd` it was charged instead;
+  the call's `usage` holds the reported counts and its `cost_usd` what was charged. The run
+  then ends with a resumable `run_failed` of kind `ProviderAnomaly` (docs/models.md). The
+  canonical hash keeps only a call's request hash, reply and error: unchanged.
 
 ## Record types
 
