@@ -7,7 +7,8 @@
     │   └── RoleError          a role is unknown, duplicated or malformed
     └── WorldsimRuntimeError   what went wrong while running (exit code 1)
         ├── ModelError         a model call failed for good
-        │   └── ReplayMissError  strict replay found no cached reply for a call
+        │   ├── ReplayMissError  strict replay found no cached reply for a call
+        │   └── RouteFailed      a route gave no usable reply after its retries
         ├── BudgetExhausted    the run reached its cost budget
         │   └── ProviderAnomaly  a provider reported usage no call of it could cost
         ├── LeakageError       a prompt or reply held a forbidden string (fail mode)
@@ -36,6 +37,7 @@ __all__ = [
     "ProviderAnomaly",
     "ReplayMissError",
     "RoleError",
+    "RouteFailed",
     "StateError",
     "TraceError",
     "TraceIncomplete",
@@ -117,7 +119,13 @@ class ModelError(WorldsimRuntimeError):
 
     ``call`` holds the ``llm_call`` record of the failed call (attempts, retried errors, usage,
     the last reply), so the engine can trace the failure; it never holds a key.
+
+    ``ends_run`` says what the engine does with it: a failure that is the reply's (it stayed
+    invalid after its repair) is part of the simulation (the agent sits the tick out, the
+    reviewer's timeline ends, ...); one that ``ends_run`` stops the run at once.
     """
+
+    ends_run = False
 
     def __init__(
         self,
@@ -136,6 +144,17 @@ class ModelError(WorldsimRuntimeError):
 
 class ReplayMissError(ModelError):
     """Strict replay asked the response cache for a call it does not hold."""
+
+    ends_run = True
+
+
+class RouteFailed(ModelError):
+    """A route gave no usable reply after its retries: it could not be reached, timed out,
+    refused the request (a bad key, an unknown model, a format it cannot serve) or ran out of
+    attempts or time. A run goes no further without it: a forecast made from the calls that
+    did answer is not the method's forecast. The run ends resumable; the call is asked again."""
+
+    ends_run = True
 
 
 class BudgetExhausted(WorldsimRuntimeError):

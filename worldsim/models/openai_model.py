@@ -35,7 +35,7 @@ from openai import AsyncOpenAI
 from pydantic import ValidationError
 
 from worldsim.domain.contracts import ModelRequest, ModelResponse
-from worldsim.domain.errors import BudgetExhausted, ModelError, ProviderAnomaly
+from worldsim.domain.errors import BudgetExhausted, ModelError, ProviderAnomaly, RouteFailed
 from worldsim.models.call import (
     CallErrorEntry,
     LlmCallData,
@@ -57,6 +57,7 @@ from worldsim.models.refusals import (
     CallFailed,
     CutStreams,
     FormatRejected,
+    InvalidReply,
     OverReported,
     ParamRejected,
     ToolsRejected,
@@ -284,7 +285,7 @@ class OpenAIModel:
                         CallErrorEntry(attempt=attempts, kind="invalid_output", message=problem)
                     )
                     if repaired:
-                        raise CallFailed(f"invalid output after one repair: {problem}") from None
+                        raise InvalidReply(f"invalid output after one repair: {problem}") from None
                     repaired = True
                     messages = [
                         *messages,
@@ -344,7 +345,9 @@ class OpenAIModel:
                 attempts=attempts,
                 error=record.error,
             )
-            raise ModelError(
+            # an invalid reply is the model's answer; any other failure is the route's
+            error = ModelError if isinstance(failure, InvalidReply) else RouteFailed
+            raise error(
                 f"{self.route}: {record.error}",
                 call=record.model_dump(mode="json"),
                 timeline=request.site.timeline,

@@ -19,6 +19,7 @@ __all__ = [
     "CallFailed",
     "CutStreams",
     "FormatRejected",
+    "InvalidReply",
     "OverReported",
     "ParamRejected",
     "ToolsRejected",
@@ -90,6 +91,11 @@ class CallFailed(Exception):
         super().__init__(message)
         self.message = message
         self.entry = entry
+
+
+class InvalidReply(CallFailed):
+    """The route answered, but the reply stayed invalid after its repair: the model's answer,
+    not the route's failure."""
 
 
 def _text(exc: openai.APIStatusError) -> str:

@@ -172,7 +172,11 @@ def score(options: ScoreOptions) -> ScoreResult:
 
     loaded = load_predictions(options.inputs, watch=watch)  # each trace read once, audited
     if not loaded.rows:
-        raise CardError("no completed predictions to score", file=options.inputs[0])
+        why = "; ".join(loaded.warnings[:3]) + (" ..." if len(loaded.warnings) > 3 else "")
+        raise CardError(
+            "no completed predictions to score" + (f" ({why})" if why else ""),
+            file=options.inputs[0],
+        )
     check_auxiliary_labels(loaded.rows, labels)
     forecasts = aggregate(loaded.rows, split_versions=options.split_versions)
 

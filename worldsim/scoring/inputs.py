@@ -132,14 +132,37 @@ def load_predictions(
             # A run that crashed before its first record leaves an empty trace.
             warnings.append(f"{f}: empty file (a trace without records?); skipped")
         elif f.suffix.lower() == ".jsonl" and looks_like_trace(f):
-            row = rows_from_trace(f, watch(f) if watch is not None else None)
+            seen = _LastLine(watch(f) if watch is not None else None)
+            row = rows_from_trace(f, seen)
             if row is None:
-                warnings.append(f"{f}: trace is incomplete (no run_completed record); skipped")
+                warnings.append(f"{f}: {_unfinished(seen.line)}; skipped")
             else:
                 rows.append(row)
         else:
             rows.extend(rows_from_table(f))
     return LoadedPredictions(rows=tuple(rows), files=tuple(files), warnings=tuple(warnings))
+
+
+class _LastLine:
+    """A line watcher that keeps the last line it saw and passes each on to ``inner``."""
+
+    def __init__(self, inner: LineWatcher | None) -> None:
+        self.inner = inner
+        self.line: TraceLine | None = None
+
+    def __call__(self, line: TraceLine) -> None:
+        self.line = line
+        if self.inner is not None:
+            self.inner(line)
+
+
+def _unfinished(last: TraceLine | None) -> str:
+    """Why a trace gives no forecast: its run failed (and with what error), or it was cut off."""
+    if last is not None and last.type == "run_failed":
+        data = last.obj.get("data")
+        error = data.get("error") if isinstance(data, dict) else None
+        return f"the run failed ({error})" if isinstance(error, str) else "the run failed"
+    return "trace is incomplete (no run_completed record)"
 
 
 # --------------------------------------------------------------------------------------------
