@@ -494,6 +494,32 @@ def _trace_cases() -> list[Case]:
     return cases
 
 
+def _registration_cases() -> list[Case]:
+    """A pre-registration naming methods its predictions do not hold, refused at lock time."""
+    table = text("card_id,method,p_yes\nmerger-review,branching,0.6\nmerger-review,no_branch,0.4\n")
+    lock = ("prereg", "lock", "prereg.yaml", "--predictions", "t.csv", "-o", "lock.json")
+    prereg = "methods: [branching, direct, no_branch]\nbaseline: branching\n"
+    return [
+        Case(
+            "prereg/method-not-held",
+            lock,
+            {"t.csv": table, "prereg.yaml": text(prereg + "comparisons: ['branching:direct']\n")},
+            ("prereg.yaml", "field 'methods'", "'direct'", "branching, no_branch"),
+        ),
+        Case(
+            "prereg/baseline-not-held",
+            lock,
+            {
+                "t.csv": table,
+                "prereg.yaml": text(
+                    "methods: [branching]\nbaseline: direct\ncomparisons: ['direct:branching']\n"
+                ),
+            },
+            ("prereg.yaml", "field 'baseline'", "'direct'"),
+        ),
+    ]
+
+
 CASES: tuple[Case, ...] = (
     *_card_cases(),
     *_json_card_cases(),
@@ -503,6 +529,7 @@ CASES: tuple[Case, ...] = (
     *_table_cases(),
     *_evidence_cases(),
     *_trace_cases(),
+    *_registration_cases(),
 )
 """Every hostile input of the corpus."""
 

@@ -46,6 +46,9 @@ def lock_command(
 ) -> None:
     """Hash the prereg and every prediction file into a lock, with each trace's head.
 
+    A prereg naming a method (methods, baseline) that the prediction inputs do not hold is
+    refused (exit 2, naming the prereg's field) and nothing is written.
+
     `score --prereg LOCK` then refuses any changed, missing or added input, and names a trace
     whose head differs from the locked one (another run under the registered name).
     """

@@ -1,7 +1,8 @@
 """Pre-registration: the analysis fixed before labels are opened, and the lock that proves it.
 
-``worldsim prereg lock`` hashes the prereg file and every prediction input (recursively for
-folders) into a lock file, and records the head of every trace among them (see
+``worldsim prereg lock`` checks that the prereg names only methods its prediction inputs hold,
+then hashes the prereg file and every prediction input (recursively for folders) into a lock
+file, and records the head of every trace among them (see
 ``worldsim.trace.reader.Trace.head``). ``worldsim score --prereg LOCK`` re-hashes them and
 refuses to score if anything changed, was removed or was added; a trace whose head differs from
 the locked one is named with both heads, so a substituted trace cannot pass as the registered
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.domain.files import first_error, load_mapping, sha256_file
+from worldsim.scoring.inputs import load_predictions
 from worldsim.scoring.recalibrate import SUFFIX as RECALIBRATED
 from worldsim.scoring.table import Blend
 from worldsim.trace.reader import looks_like_trace, trace_head
@@ -32,6 +34,7 @@ __all__ = [
     "Lock",
     "LockedFile",
     "Prereg",
+    "check_registration",
     "create_lock",
     "load_lock",
     "load_prereg",
@@ -184,14 +187,35 @@ def _locked(path: Path, base: Path) -> LockedFile:
     return LockedFile(path=_relative(path, base), sha256=sha256_file(path), head=_head(path))
 
 
+def check_registration(prereg: Prereg, path: str | Path, held: Iterable[str]) -> None:
+    """Refuse a registration naming a method that the inputs it locks do not hold: its
+    ``methods`` and ``baseline`` (its comparisons, blends and recalibrations name only those,
+    as `Prereg` checks), so that a typo or a missing method is caught at lock time rather
+    than at ``score`` time, after the labels were opened."""
+    have = set(held)
+    listed = ", ".join(sorted(have)) or "none"
+    for field, names in (("methods", prereg.methods), ("baseline", (prereg.baseline,))):
+        missing = [name for name in names if name not in have]
+        if missing:
+            named = ", ".join(f"'{name}'" for name in missing)
+            raise ConfigError(
+                f"names {named}, which the prediction inputs do not hold (they hold: {listed})",
+                file=path,
+                field=field,
+            )
+
+
 def create_lock(prereg: str | Path, predictions: Sequence[str | Path], out: str | Path) -> Lock:
-    """Validate the prereg, hash it and every prediction file (recording each trace's head),
-    and build the lock."""
-    load_prereg(prereg)
+    """Validate the prereg against the predictions it locks (`check_registration`), hash it and
+    every prediction file (recording each trace's head), and build the lock."""
+    registered = load_prereg(prereg)
     base = Path(out).parent
     files = locked_files(predictions)
     if not files:
         raise ConfigError("no prediction files to lock", field="--predictions")
+    check_registration(
+        registered, prereg, (row.method for row in load_predictions(predictions).rows)
+    )
     return Lock(
         locked_at=datetime.now(UTC).isoformat().replace("+00:00", "Z"),
         prereg=LockedFile(path=_relative(Path(prereg), base), sha256=sha256_file(prereg)),
