@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 import stat
+import subprocess
 from pathlib import Path
 from typing import Any
 
