@@ -148,6 +148,7 @@ def batch(
     from rich.live import Live
 
     from worldsim.domain.errors import ConfigError
+    from worldsim.domain.files import check_folder_target
     from worldsim.study.manifest import load_study
     from worldsim.study.progress import StudyProgress
     from worldsim.study.ray_executor import RayExecutor
@@ -158,6 +159,7 @@ def batch(
     if ray_address is not None and executor != "ray":
         raise ConfigError("--ray-address needs --executor ray", field="ray_address")
     study = load_study(manifest)
+    check_folder_target(out, "--out")
     measured: set[str] = set()
     card, card_path = study.cards[0]
     for method in study.methods:  # each remote route once, before any job starts

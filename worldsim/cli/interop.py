@@ -32,8 +32,10 @@ def import_cards(
     A data-set question with several resolution dates gives one card per date; a market
     question one card that ends at the market's close. Cards record their provenance and
     carry no seeds: the initializer role builds each world from the card's text."""
+    from worldsim.domain.files import check_folder_target
     from worldsim.interop.questions import import_questions, write_imported
 
+    check_folder_target(out, "--out")
     imported = import_questions(source)
     write_imported(imported, out)
     out_console.print(
@@ -52,8 +54,10 @@ def import_labels(
 ) -> None:
     """Write the label of each resolved question of RESOLUTION_SET into DIR, named after the
     card `cards import` made of it; unresolved or unusable ones go to DIR/rejects.jsonl."""
+    from worldsim.domain.files import check_folder_target
     from worldsim.interop.labels import import_labels as read_labels
 
+    check_folder_target(out, "--out")
     labels, rejects = read_labels(source, out)
     out_console.print(
         f"{len(labels)} label(s) and {len(rejects)} reject(s) → {escape(str(out))}",

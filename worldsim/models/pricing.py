@@ -41,7 +41,7 @@ _DATE_SUFFIX = re.compile(r"-\d{4}-\d{2}-\d{2}$")
 class Price(BaseModel):
     """USD per million tokens."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     input: float = Field(ge=0)
     cached_input: float | None = Field(default=None, ge=0)

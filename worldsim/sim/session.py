@@ -199,6 +199,8 @@ async def open_models(
     ``shared`` is what the models share with other runs (see `build_pool`).
     """
     async with contextlib.AsyncExitStack() as stack:
+        if models.prices is not None:  # a bad price file is refused whatever the routes
+            await anyio.to_thread.run_sync(PriceTable.load, models.prices)
         if model_source is not None:
             yield GuardedSource(model_source, guard)
             return
