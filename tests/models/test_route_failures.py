@@ -28,7 +28,6 @@ from worldsim.domain.errors import RouteFailed
 from worldsim.domain.policy import load_policy
 from worldsim.sim.session import run_card
 from worldsim.testing import Faults, StubReply, StubServer, fake_value
-from worldsim.testing.stub_server import _requested_schema
 from worldsim.trace.reader import read_trace
 
 WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]
@@ -124,7 +123,7 @@ def test_an_invalid_reply_lets_the_run_go_on_where_a_route_without_reply_ends_it
             if next(reviews) >= 1:
                 return StubReply(500, {"error": {"message": "upstream failed"}})
             return {"decision": "continue", "reason": "nothing settled yet"}
-        schema = _requested_schema(body)
+        schema = body["response_format"]["json_schema"]["schema"]
         return json.dumps(fake_value(schema, random.Random(len(system))))
 
     models = ModelConfig(model="stub/test-model", cache="off", retry=RetrySettings(**FAST))

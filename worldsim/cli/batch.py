@@ -133,7 +133,7 @@ def batch(
     cost per route against the budget, and an ETA; otherwise one line per finished job.
 
     Rerunning the same command finishes an interrupted study: complete traces are kept,
-    torn ones resumed (their model calls come from the response cache), failed ones kept
+    torn ones resumed (their recorded model calls are not asked again), failed ones kept
     unless --retry-failed. DIR/predictions.csv and .jsonl hold one row per job;
     DIR/experiment.lock.json the manifest, its hash and every trace's head hash. Score it with
     `worldsim score DIR --labels ...`.

@@ -330,10 +330,10 @@ def run(
 
     With --resume TRACE, continue a run that crashed, was interrupted, hit its budget or could
     not write its trace (a full disk): the card, policy, seed and routes come from the trace;
-    completed ticks are not run again and completed model calls come from the response cache.
-    The budget counts what the trace records as spent: a run stopped by its budget continues
-    with a higher --max-cost-usd. A trace that another run is writing is refused at once
-    (exit 2).
+    completed ticks are not run again and a model call the trace (or the response cache) holds
+    an answer to is not asked again. The budget counts what the trace records as spent: a run
+    stopped by its budget continues with a higher --max-cost-usd. A trace that another run is
+    writing is refused at once (exit 2).
 
     With --config FILE, the settings come from FILE (card, policy, seed, ticks, roles, models;
     relative paths are read from FILE's folder) and any option given here overrides them.

@@ -17,8 +17,11 @@ replies are stored: the reply text and its call record, which never holds a key.
 
 Several runs may share one cache file at once, in one process or several: the file is in WAL
 mode (readers never wait for the writer), every write is one committed row, and a writer that
-finds the file locked waits for it (``_BUSY_TIMEOUT_S``) instead of failing. A cache that still
-cannot be read or written (a full disk, a damaged file) stops the run with one line naming it.
+finds the file locked waits for it (``_BUSY_TIMEOUT_S``) instead of failing. A commit does not
+wait for the disk (``synchronous=NORMAL``): a stored reply survives the process being killed
+the moment after, and is stored within a millisecond of its arrival however busy the disk. A
+cache that still cannot be read or written (a full disk, a damaged file) stops the run with one
+line naming it.
 """
 
 from __future__ import annotations
@@ -188,6 +191,11 @@ class ResponseCache:
             raise ConfigError(f"cannot open the response cache: {exc}", file=p) from None
         try:
             await _set_up(db)
+            # each stored reply commits without waiting for the disk: in WAL mode that is still
+            # durable when the process dies (a kill, a crash), which is what a paid reply must
+            # survive; only a power loss may roll back the last ones. Waiting for the disk held
+            # every call's reply, and the call, for as long as a busy disk took to sync
+            await db.execute("PRAGMA synchronous=NORMAL")
         except aiosqlite.Error as exc:
             await db.close()
             raise ConfigError(f"not a usable response cache: {exc}", file=p) from None
