@@ -4,16 +4,13 @@ at once (resumable); no later call on that route is sent under the same budget."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from tests.support import DEMO_CARD
+from tests.support import DEMO_CARD, run_on_stub
 from worldsim.domain.cards import load_card
 from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.errors import ProviderAnomaly
@@ -29,7 +26,6 @@ PRICES = PriceTable({"test-model": Price(input=0.15, output=0.60)})
 LIE = 10**7
 """Tokens in and out a lying reply reports: $7.50 at these prices, for a call that can cost
 a fraction of a cent."""
-WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]
 
 
 @pytest.mark.asyncio
@@ -139,34 +135,10 @@ def test_a_run_stops_at_the_first_lie_within_its_cap_and_resumes(tmp_path: Path)
 def test_the_command_line_says_which_route_lied_and_by_how_much(tmp_path: Path) -> None:
     prices = _prices(tmp_path)
     with StubServer(seed=3, over_report=LIE) as server:
-        env = {
-            **os.environ,
-            "STUB_API_KEY": "k",
-            "STUB_BASE_URL": server.base_url,
-            "WORLDSIM_CACHE_DIR": str(tmp_path / "cache"),
-        }
-        done = subprocess.run(
-            [
-                *WORLDSIM,
-                "run",
-                str(DEMO_CARD),
-                "--model",
-                "stub/test-model",
-                "--max-cost-usd",
-                "0.05",
-                "--prices",
-                str(prices),
-                "--max-connections",
-                "1",
-                "--no-preflight",
-                "--out",
-                str(tmp_path),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
+        done = run_on_stub(
+            server.base_url,
+            tmp_path,
+            *("--max-cost-usd", "0.05", "--prices", str(prices), "--max-connections", "1"),
         )
         assert server.request_count == 1
     assert done.returncode == 1 and "Traceback" not in done.stderr

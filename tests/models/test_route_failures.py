@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.support import DEMO_CARD, ROOT, invoke
+from tests.support import DEMO_CARD, ROOT, invoke, run_on_stub
 from worldsim.domain.cards import load_card
 from worldsim.domain.config import ModelConfig, RetrySettings, RunConfig
 from worldsim.domain.errors import RouteFailed
@@ -30,7 +27,6 @@ from worldsim.sim.session import run_card
 from worldsim.testing import Faults, StubReply, StubServer, fake_value
 from worldsim.trace.reader import read_trace
 
-WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]
 LABELS = ROOT / "scenarios" / "labels"
 TRACE = "merger-review__branching__s0.jsonl"
 FAST = {"max_attempts": 2, "backoff_initial_s": 0.001, "backoff_max_s": 0.01, "jitter_s": 0.0}
@@ -57,31 +53,7 @@ def test_a_run_whose_route_gives_no_reply_fails_and_score_says_why(
     tmp_path: Path, where: Any, error: str
 ) -> None:
     with where() as base_url:
-        env = {
-            **os.environ,
-            "STUB_API_KEY": "dummy",
-            "STUB_BASE_URL": base_url,
-            "WORLDSIM_CACHE_DIR": str(tmp_path / "cache"),
-        }
-        done = subprocess.run(
-            [
-                *WORLDSIM,
-                "run",
-                str(DEMO_CARD),
-                "--model",
-                "stub/test-model",
-                "--max-attempts",
-                "2",
-                "--no-preflight",
-                "--out",
-                str(tmp_path),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = run_on_stub(base_url, tmp_path, "--max-attempts", "2")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stdout == ""  # no summary, no forecast
     last = done.stderr.strip().splitlines()[-1]

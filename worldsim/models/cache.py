@@ -60,6 +60,7 @@ __all__ = [
     "CachedModel",
     "CachedReply",
     "ResponseCache",
+    "answer_again",
     "cache_key",
     "default_cache_dir",
     "prune",
@@ -306,18 +307,30 @@ class CachedModel:
         entry = await self.cache.get(self.route, request, self.variant)
         if entry is None:
             return None
-        try:
-            output = request.output_type.model_validate_json(extract_json(entry.reply))
-        except ValidationError:
-            return None
-        self.cache.stats.hits += 1
-        call = {**entry.call, "cache": "hit", "attempts": 0, "latency_s": 0.0, "errors": []}
-        if request.tool_handler is not None:
-            # the tools ran before the stored reply; run them again so that what they log
-            # (the gateway's retrievals) is the same for a cached run as for a live one
-            for tool in entry.call.get("tool_calls") or ():
-                await request.tool_handler(str(tool["name"]), str(tool["arguments"]))
-        return ModelResponse(output, entry.reply, call)
+        hit = await answer_again(request, entry.reply, entry.call)
+        if hit is not None:
+            self.cache.stats.hits += 1
+        return hit
+
+
+async def answer_again(
+    request: ModelRequest, reply: str, call: Mapping[str, Any]
+) -> ModelResponse | None:
+    """``request`` answered with a reply it was given before and that call's record, marked
+    ``cache: "hit"``, ``attempts: 0``, ``latency_s: 0`` and no retried errors; ``None`` when
+    the reply does not validate as the request's output.
+
+    The tools the call ran before its reply run again, so that what they log (the gateway's
+    retrievals) is the same for an answer given again as for a live one."""
+    try:
+        output = request.output_type.model_validate_json(extract_json(reply))
+    except ValidationError:
+        return None
+    again = {**call, "cache": "hit", "attempts": 0, "latency_s": 0.0, "errors": []}
+    if request.tool_handler is not None:
+        for tool in call.get("tool_calls") or ():
+            await request.tool_handler(str(tool["name"]), str(tool["arguments"]))
+    return ModelResponse(output, reply, again)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
-
-from pydantic import ValidationError
 
 from worldsim.domain.contracts import CallSite, Model, ModelRequest, ModelResponse
+from worldsim.models.cache import answer_again
 from worldsim.models.call import LlmCallData, request_hash
-from worldsim.models.schema import extract_json
 
 __all__ = ["RecordedModel", "RecordedReplies"]
 
@@ -54,10 +51,8 @@ class RecordedReplies:
 class RecordedModel:
     """Wrapper: answer from ``recorded`` where it holds the request, otherwise ask ``inner``.
 
-    An answer is returned with its original call record, marked ``cache: "hit"``,
-    ``attempts: 0``, ``latency_s: 0`` and no retried errors, as a response cache's hit is; a
-    record whose reply no longer validates (it cannot: it did when it was recorded) is asked
-    again. The tools the call ran before its reply run again, so that what they log is the same.
+    An answer is given again as a response cache's hit is (`answer_again`); a record whose
+    reply no longer validates (it did when it was recorded) is asked again.
     """
 
     inner: Model
@@ -69,15 +64,8 @@ class RecordedModel:
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         call = self.recorded.find(request)
-        if call is None or call.reply is None:
-            return await self.inner.request(request)
-        try:
-            output = request.output_type.model_validate_json(extract_json(call.reply))
-        except ValidationError:
-            return await self.inner.request(request)
-        if request.tool_handler is not None:
-            for tool in call.tool_calls:
-                await request.tool_handler(tool.name, tool.arguments)
-        record: dict[str, Any] = call.model_dump(mode="json")
-        record.update(cache="hit", attempts=0, latency_s=0.0, errors=[])
-        return ModelResponse(output, call.reply, record)
+        if call is not None and call.reply is not None:
+            hit = await answer_again(request, call.reply, call.model_dump(mode="json"))
+            if hit is not None:
+                return hit
+        return await self.inner.request(request)
