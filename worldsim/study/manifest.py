@@ -241,7 +241,6 @@ def load_study(path: str | Path, *, environ: Mapping[str, str] | None = None) ->
             f"{len(manifest.seeds):,} seeds, over the limit of {bounds.MAX_STUDY_SEEDS:,} "
             "(MAX_STUDY_SEEDS, docs/limits.md)",
         )
-    _check_jobs(manifest, len(manifest.cards), file)  # before the cards are read
     for i, name in enumerate(manifest.forecast_dates):
         try:
             check_date_name(name)
@@ -250,7 +249,7 @@ def load_study(path: str | Path, *, environ: Mapping[str, str] | None = None) ->
     if len(set(manifest.forecast_dates)) != len(manifest.forecast_dates):
         raise _error(file, "forecast_dates", "a forecast date is listed twice")
     cards = _cards(manifest, file)
-    _check_jobs(manifest, len(cards), file)  # a pattern may name many cards
+    _check_jobs(manifest, len(cards), file)
     methods = tuple(
         _method_data(spec, i, manifest, file) for i, spec in enumerate(manifest.methods)
     )
