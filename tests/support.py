@@ -6,6 +6,9 @@ import contextlib
 import gc
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +34,27 @@ def cli_command_paths() -> list[tuple[str, ...]]:
         paths.append((name,))
         paths.extend((name, sub) for sub in getattr(command, "commands", {}))
     return paths
+
+
+def run_on_stub(base_url: str, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``worldsim run DEMO_CARD --model stub/test-model --no-preflight --out OUT ARGS`` through
+    the entry point in a fresh interpreter, against the server at ``base_url`` (key ``k``),
+    with its response cache in ``OUT/cache``."""
+    env = {
+        **os.environ,
+        "STUB_API_KEY": "k",
+        "STUB_BASE_URL": base_url,
+        "WORLDSIM_CACHE_DIR": str(out / "cache"),
+    }
+    run = ["run", str(DEMO_CARD), "--model", "stub/test-model", "--no-preflight", "--out"]
+    return subprocess.run(
+        [sys.executable, "-c", "from worldsim.cli import main; main()", *run, str(out), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def card_with(card: Card, **seed_changes: Any) -> Card:

@@ -323,3 +323,51 @@ def test_a_capped_run_stops_within_its_cap_and_resumes_under_a_higher_one(tmp_pa
     assert len(set(paid)) == len(paid)  # nothing already paid was paid again
     assert recorded_spend(whole) <= 5.0
     assert [line.type for line in whole.lines].count("run_failed") >= 2
+
+
+@pytest.mark.parametrize("cache", ["off", "another folder"])
+def test_a_resume_pays_for_no_call_its_trace_recorded_whatever_the_cache(
+    tmp_path: Path, cache: str
+) -> None:
+    """A run cut just after a call of an uncommitted tick was answered and recorded, resumed
+    without that reply in its cache (the cache off, or another cache folder): the recorded call
+    is answered from the trace, so the resume asks the server only for the calls the cut run
+    never made, and ends with the uninterrupted run's canonical hash."""
+    first = ModelConfig(model="stub/test-model", cache="off")
+    then = (
+        first
+        if cache == "off"
+        else first.model_copy(update={"cache": "use", "cache_dir": tmp_path / "other"})
+    )
+    config = RunConfig(
+        card=load_card(DEMO_CARD), policy=load_policy("branching"), seed=2, ticks=4
+    ).model_copy(update={"models": first})
+    with StubServer(seed=3, content_by_request=True) as server:
+        env = {"STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}
+        result = anyio.run(lambda: run_card(config, tmp_path / "whole", fsync=False, environ=env))
+        whole = read_trace(result.trace)
+        asked_whole = server.request_count
+        lines = result.trace.read_bytes().splitlines(keepends=True)
+        commits = [i for i, line in enumerate(lines) if b'"type":"tick_committed"' in line[:200]]
+        middle = commits[len(commits) // 2]
+        calls = [i for i, line in enumerate(lines) if b'"type":"llm_call"' in line[:200]]
+        answered = next(i for i in calls if i > middle)  # recorded, its tick never committed
+        cut = tmp_path / "cut.jsonl"
+        cut.write_bytes(b"".join(lines[: answered + 1]))
+        recorded = read_trace(cut)
+        voided = [c for c in recorded.of_type("llm_call") if c.number > middle]
+        assert voided
+        before = server.request_count
+        resumed = anyio.run(lambda: resume_run(cut, models=then, fsync=False, environ=env))
+        asked = server.request_count - before
+    after = read_trace(resumed.trace)
+    sent_before_cut = sum(c.data.attempts for c in recorded.of_type("llm_call"))
+    assert asked == asked_whole - sent_before_cut  # nothing the cut run was answered is asked
+    marker = after.first("run_resumed")
+    assert marker is not None
+    again = [line.data for line in after.lines[marker.number :] if line.type == "llm_call"]
+    hits = {(c.timeline, c.tick, c.agent, c.request_hash) for c in again if c.cache == "hit"}
+    assert {
+        (c.data.timeline, c.data.tick, c.data.agent, c.data.request_hash) for c in voided
+    } <= hits
+    assert canonical_hash(after) == canonical_hash(whole)

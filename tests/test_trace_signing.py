@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import stat
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -266,3 +268,20 @@ def test_an_unsigned_trace_seals_as_before(tmp_path: Path) -> None:
     assert data["key_id"] == "" and data["signature"] == ""
     unsealed = last.replace(data["seal"].encode(), b"")
     assert hashlib.sha256(unsealed).hexdigest() == data["seal"]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_keygen_refuses_a_private_key_that_git_does_not_ignore(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    target = repo / "keys" / "trace.key"
+    refused = cli("keygen", target)
+    assert refused.code == 2 and len(refused.err.strip().splitlines()) == 1
+    assert str(target) in refused.err and "not ignored by git" in refused.err
+    assert "add keys/ to .gitignore" in refused.err and "--allow-unignored" in refused.err
+    assert not (repo / "keys").exists()  # nothing written
+    (repo / ".gitignore").write_text("keys/\n")
+    assert cli("keygen", target).code == 0
+    assert cli("keygen", repo / "loose.key", "--allow-unignored").code == 0
+    outside = tmp_path / "elsewhere" / "trace.key"  # no work tree: nothing to fear
+    assert cli("keygen", outside).code == 0

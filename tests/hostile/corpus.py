@@ -502,6 +502,94 @@ def _trace_cases() -> list[Case]:
     return cases
 
 
+def _output_cases() -> list[Case]:
+    """Inputs named by flags that write: question lists, output folders that are files, price
+    files on the offline route, a card id that names a folder."""
+    questions = "id,question,as_of,deadline\n"
+    plain = {"card.yaml": card(lambda _: None)}
+    study = {
+        "name": "s",
+        "cards": ["card.yaml"],
+        "methods": [{"label": "m", "run": {"policy": "no_branch", "ticks": 2}}],
+    }
+    prices = {
+        "list": ("- 1\n- 2\n", ("p.yaml", "mapping")),
+        "nan": (
+            "models:\n  gpt-4o-mini: {input: .nan, output: 1}\n",
+            ("models.gpt-4o-mini.input",),
+        ),
+        "inf": (
+            "models:\n  gpt-4o-mini: {input: 1, output: .inf}\n",
+            ("models.gpt-4o-mini.output",),
+        ),
+        "shape": ("models:\n  - gpt-4o-mini\n", ("p.yaml", "models")),
+    }
+    cases = [
+        Case(
+            "cards/import-csv-cell-300k",
+            ("cards", "import", "q.csv", "-o", "out"),
+            {"q.csv": text(questions + "q1," + "x" * 300_000 + ",2026-01-01,2026-06-01\n")},
+            ("q.csv:2", "question", "131,072"),
+        ),
+        Case(
+            "cards/import-out-is-a-file",
+            ("cards", "import", "q.csv", "-o", "out"),
+            {"q.csv": text(questions + "q1,Will it?,2026-01-01,2026-06-01\n"), "out": text("x")},
+            ("out", "--out"),
+        ),
+        Case(
+            "batch/out-is-a-file",
+            ("batch", "study.yaml", "--out", "out"),
+            {**plain, "study.yaml": text(as_yaml(study)), "out": text("x")},
+            ("out", "--out"),
+        ),
+        Case(
+            "batch/card-id-dotdot",
+            ("batch", "study.yaml", "--out", "out"),
+            {"card.yaml": card(put("id", "..")), "study.yaml": text(as_yaml(study))},
+            ("study.yaml", "cards.0", "id"),
+        ),
+        Case("card/id-dot", RUN, {"card.yaml": card(put("id", "."))}, ("card.yaml", "id")),
+        Case("card/id-dotdot", RUN, {"card.yaml": card(put("id", ".."))}, ("card.yaml", "id")),
+    ]
+    cases += [
+        Case(
+            f"flag/prices-{name}",
+            (*RUN, "--prices", "p.yaml"),
+            {**plain, "p.yaml": text(body)},
+            ("p.yaml", *names),
+        )
+        for name, (body, names) in prices.items()
+    ]
+    return cases
+
+
+def _registration_cases() -> list[Case]:
+    """A pre-registration naming methods its predictions do not hold, refused at lock time."""
+    table = text("card_id,method,p_yes\nmerger-review,branching,0.6\nmerger-review,no_branch,0.4\n")
+    lock = ("prereg", "lock", "prereg.yaml", "--predictions", "t.csv", "-o", "lock.json")
+    prereg = "methods: [branching, direct, no_branch]\nbaseline: branching\n"
+    return [
+        Case(
+            "prereg/method-not-held",
+            lock,
+            {"t.csv": table, "prereg.yaml": text(prereg + "comparisons: ['branching:direct']\n")},
+            ("prereg.yaml", "field 'methods'", "'direct'", "branching, no_branch"),
+        ),
+        Case(
+            "prereg/baseline-not-held",
+            lock,
+            {
+                "t.csv": table,
+                "prereg.yaml": text(
+                    "methods: [branching]\nbaseline: direct\ncomparisons: ['direct:branching']\n"
+                ),
+            },
+            ("prereg.yaml", "field 'baseline'", "'direct'"),
+        ),
+    ]
+
+
 CASES: tuple[Case, ...] = (
     *_card_cases(),
     *_json_card_cases(),
@@ -511,6 +599,8 @@ CASES: tuple[Case, ...] = (
     *_table_cases(),
     *_evidence_cases(),
     *_trace_cases(),
+    *_output_cases(),
+    *_registration_cases(),
 )
 """Every hostile input of the corpus."""
 

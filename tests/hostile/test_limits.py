@@ -145,3 +145,47 @@ def test_the_default_limit_admits_a_run_of_a_hundred_thousand_actors() -> None:
 def test_the_demo_card_fits_the_default_limit_with_room() -> None:
     config = _config(0)
     assert estimated_trace_mb(config, role_plan(config)) < bounds.DEFAULT_MAX_TRACE_MB / 100
+
+
+def _manifest(folder: Path, **changes: object) -> Path:
+    data = {
+        "name": "s",
+        "cards": [str(DEMO_CARD)],
+        "methods": [{"label": "m", "run": {"policy": "no_branch", "ticks": 2}}],
+        **changes,
+    }
+    path = folder / "study.json"  # JSON: a long list of seeds reads fast
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_a_study_over_its_seed_limit_is_refused_naming_the_limit(tmp_path: Path) -> None:
+    from worldsim.study.manifest import load_study
+
+    seeds = list(range(bounds.MAX_STUDY_SEEDS + 1))
+    with pytest.raises(ConfigError) as caught:
+        load_study(_manifest(tmp_path, seeds=seeds))
+    assert caught.value.field == "seeds" and "MAX_STUDY_SEEDS" in str(caught.value)
+    assert f"{bounds.MAX_STUDY_SEEDS:,}" in str(caught.value)
+    load_study(_manifest(tmp_path, seeds=seeds[:-1]))  # at the limit: accepted
+
+
+def test_a_study_over_its_job_limit_is_refused_and_ten_to_the_fifth_jobs_are_not(
+    tmp_path: Path,
+) -> None:
+    from worldsim.study.manifest import load_study
+
+    assert bounds.MAX_STUDY_JOBS >= 10**5
+    methods = [
+        {"label": f"m{i}", "run": {"policy": "no_branch", "ticks": 2}}
+        for i in range(bounds.MAX_STUDY_JOBS // bounds.MAX_STUDY_SEEDS)
+    ]
+    seeds = list(range(bounds.MAX_STUDY_SEEDS))
+    study = load_study(_manifest(tmp_path, methods=methods, seeds=seeds))
+    assert len(study.methods) * len(study.manifest.seeds) == bounds.MAX_STUDY_JOBS
+    over = [*methods, {"label": "extra", "run": {"policy": "no_branch", "ticks": 2}}]
+    with pytest.raises(ConfigError) as caught:
+        load_study(_manifest(tmp_path, methods=over, seeds=seeds))
+    message = str(caught.value)
+    assert "study.json" in message and "MAX_STUDY_JOBS" in message
+    assert f"{bounds.MAX_STUDY_JOBS + bounds.MAX_STUDY_SEEDS:,} jobs" in message

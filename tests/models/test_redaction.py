@@ -18,6 +18,7 @@ from structlog.testing import capture_logs
 
 from worldsim.domain.cards import Card
 from worldsim.domain.config import ModelConfig, RetrySettings, RunConfig
+from worldsim.domain.errors import RouteFailed
 from worldsim.domain.policy import load_policy
 from worldsim.models import Redactor
 from worldsim.models.secrets import MIN_FRAGMENT, REDACTED
@@ -127,13 +128,14 @@ def test_a_server_echoing_the_key_leaves_no_fragment_in_trace_cache_logs_or_stde
 
     def script(body: dict[str, Any]) -> Any:
         """A quarter of the requests fail with the key in the body and headers (a 500, which is
-        retried, or a 401, which is not); a third of the replies quote it in their content."""
+        retried), and the twelfth with a 401 (which is not: it ends the run, its error
+        recorded); a third of the replies quote it in their content."""
         n = next(numbers)
         echo = echoes[n % len(echoes)]
         headers = {"x-echo-key": echo, "www-authenticate": f'Bearer key="{echo}"'}
         if n % 4 == 1:
             return StubReply(500, {"error": {"message": f"upstream rejected key {echo}"}}, headers)
-        if n % 8 == 2:
+        if n == 12:
             message = f"Incorrect API key provided: {echo}***"
             return StubReply(401, {"error": {"message": message}}, headers)
         schema = body["response_format"]["json_schema"]["schema"]
@@ -152,10 +154,12 @@ def test_a_server_echoing_the_key_leaves_no_fragment_in_trace_cache_logs_or_stde
     )
     with capture_logs() as logs, StubServer(script, seed=3) as server:
         env = {"STUB_API_KEY": KEY, "STUB_BASE_URL": server.base_url}
-        result = anyio.run(lambda: run_card(config, tmp_path, fsync=False, environ=env))
+        with pytest.raises(RouteFailed, match="401"):
+            anyio.run(lambda: run_card(config, tmp_path, fsync=False, environ=env))
     assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
-    assert sum(1 for r in server.requests if r.fault is None) > 8
-    trace = result.trace.read_bytes()
+    assert server.request_count == 12
+    trace = (tmp_path / "merger-review__branching__s1.jsonl").read_bytes()
+    assert b'"type":"run_failed"' in trace
     assert REDACTED.encode() in trace  # the echoes did reach the recorded text, redacted
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert any(p.name.startswith("responses.sqlite") for p in files)

@@ -91,6 +91,27 @@ def priced_manifest(folder: Path, cap: float, retry: dict[str, Any]) -> Path:
     )
 
 
+def on_route_and_offline(folder: Path, jobs: int, cap: float | None) -> Path:
+    """``jobs`` seeds of one card, each run on the priced stub route and on the offline route,
+    all at once, one request at a time on the stub route, under a budget of ``cap``."""
+    prices = folder / "prices.yaml"
+    prices.write_text("models:\n  test-model: {input: 0.15, output: 0.60}\n")
+    run = {"policy": "no_branch", "model": "stub/test-model", "ticks": 2, "prices": str(prices)}
+    return write_manifest(
+        folder,
+        cards=[CARDS[0]],
+        seeds=list(range(jobs)),
+        forecast_dates=["card"],
+        methods=[
+            {"label": "stub", "run": run},
+            {"label": "offline", "run": {"policy": "no_branch", "model": "offline", "ticks": 2}},
+        ],
+        max_parallel_jobs=2 * jobs,
+        max_connections=1,
+        max_cost_usd=cap,
+    )
+
+
 @pytest.fixture
 def manifest(tmp_path: Path) -> Path:
     return write_manifest(tmp_path)

@@ -13,7 +13,13 @@ from typing import Any
 
 import pytest
 
-from tests.study.conftest import CARDS, priced_manifest, stub_manifest, write_manifest
+from tests.study.conftest import (
+    CARDS,
+    on_route_and_offline,
+    priced_manifest,
+    stub_manifest,
+    write_manifest,
+)
 from worldsim.domain.config import RetrySettings
 from worldsim.domain.errors import ConfigError
 from worldsim.study.experiment import Experiment
@@ -143,3 +149,18 @@ def test_batch_refuses_an_unknown_executor(tmp_path: Path, args: list[str], mess
     assert proc.returncode == 2
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_lie_on_one_worker_stops_the_route_on_every_worker(
+    tmp_path: Path, local_ray: None
+) -> None:
+    from tests.study.test_lying_provider import JOBS, LIE, check_stopped_on_route
+
+    path = on_route_and_offline(tmp_path, JOBS, None)
+    with StubServer(seed=3, content_by_request=True, over_report=LIE, over_report_from=4) as s:
+        env = {"STUB_BASE_URL": s.base_url, "STUB_API_KEY": "k"}
+        rows = Experiment.from_yaml(path, environ=env).run_sync(
+            tmp_path / "study", fsync=False, cache_dir=tmp_path / "cache", executor=RayExecutor()
+        )
+        assert s.request_count == 5
+    check_stopped_on_route(rows, tmp_path / "study")

@@ -133,7 +133,7 @@ def batch(
     cost per route against the budget, and an ETA; otherwise one line per finished job.
 
     Rerunning the same command finishes an interrupted study: complete traces are kept,
-    torn ones resumed (their model calls come from the response cache), failed ones kept
+    torn ones resumed (their recorded model calls are not asked again), failed ones kept
     unless --retry-failed. DIR/jobs.jsonl logs each finished job's trace and head hash;
     DIR/experiment.lock.json holds the manifest, its hash and every job it plans;
     DIR/predictions.csv and .jsonl (one row per job) are derived from the traces when the
@@ -150,6 +150,7 @@ def batch(
     from rich.live import Live
 
     from worldsim.domain.errors import ConfigError
+    from worldsim.domain.files import check_folder_target
     from worldsim.study.manifest import load_study
     from worldsim.study.progress import StudyProgress
     from worldsim.study.ray_executor import RayExecutor
@@ -160,6 +161,7 @@ def batch(
     if ray_address is not None and executor != "ray":
         raise ConfigError("--ray-address needs --executor ray", field="ray_address")
     study = load_study(manifest)
+    check_folder_target(out, "--out")
     measured: set[str] = set()
     card, card_path = study.cards[0]
     for method in study.methods:  # each remote route once, before any job starts

@@ -46,9 +46,11 @@ def import_cards(
     (question_set, forecast due date) in its provenance; a round goes into a folder of its
     own: DIR holding cards of another question set is refused."""
     from worldsim.domain.errors import ConfigError
+    from worldsim.domain.files import check_folder_target
     from worldsim.interop.forecast_file import naive_forecasts
     from worldsim.interop.questions import import_questions, write_imported
 
+    check_folder_target(out, "--out")
     naive_due, priors = naive_forecasts(naive) if naive is not None else (None, None)
     imported = import_questions(source, priors)
     if naive_due is not None and imported.round is not None and imported.round.due != naive_due:
@@ -98,9 +100,11 @@ def import_labels(
     A resolved row is a yes/no label; an unresolved market row a provisional label holding the
     market's value (scored by Brier only, never a resolution date); combination rows and
     unresolved data-set rows are left. The counts of each kind are printed."""
+    from worldsim.domain.files import check_folder_target
     from worldsim.interop.labels import cards_in
     from worldsim.interop.labels import import_labels as read_labels
 
+    check_folder_target(out, "--out")
     ids, due = cards_in(cards) if cards is not None else (None, None)
     done = read_labels(source, out, ids, due)
     kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(done.kinds().items()))

@@ -24,6 +24,14 @@ def keygen(
         ),
     ],
     force: Annotated[bool, typer.Option(help="Replace existing key files.")] = False,
+    allow_unignored: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unignored",
+            help="Write the private key inside a git work tree even where git does not ignore "
+            "it (by default refused: one `git add` would publish it).",
+        ),
+    ] = False,
 ) -> None:
     """Write a new Ed25519 key pair: OUT (private, PEM PKCS#8, mode 0600) and OUT.pub.
 
@@ -31,11 +39,16 @@ def keygen(
     with `worldsim verify TRACE --public-key OUT.pub`. Keep OUT private: whoever holds it can
     sign any trace. The printed key id is the SHA-256 of the raw public key, as recorded in
     signed traces.
+
+    Inside a git work tree the private key must go where git ignores it (add its folder to
+    .gitignore), else keygen refuses, unless --allow-unignored.
     """
     from worldsim.domain.files import write_files
     from worldsim.trace.signing import new_key_pair
 
     public = out.with_name(out.name + ".pub")
+    if not allow_unignored:
+        _refuse_unignored(out)
     if not force:
         for path in (out, public):
             if path.exists():
@@ -47,3 +60,35 @@ def keygen(
     except OSError as exc:
         raise ConfigError(f"cannot write the key: {exc.strerror or exc}", file=out) from None
     out_console.print(f"wrote {out} (private) and {public}; key id {key_id}", highlight=False)
+
+
+def _refuse_unignored(out: Path) -> None:
+    """Refuse a private key path inside a git work tree that git does not ignore."""
+    import shutil
+    import subprocess
+
+    here = next((p for p in (out.parent, *out.parent.parents) if p.is_dir()), None)
+    git = shutil.which("git")
+    if here is None or git is None:
+        return  # without git there is no `git add` to fear
+    top = subprocess.run(
+        [git, "-C", str(here), "rev-parse", "--show-toplevel"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if top.returncode != 0:
+        return  # not inside a work tree
+    ignored = subprocess.run(
+        [git, "-C", str(here), "check-ignore", "-q", "--", str(out.absolute())],
+        capture_output=True,
+        check=False,
+    )
+    if ignored.returncode != 0:
+        folder = out.parent.absolute()
+        raise ConfigError(
+            f"inside the git work tree {top.stdout.strip()} and not ignored by git: one "
+            f"`git add` would publish the private key; add {folder.name}/ to .gitignore (or "
+            "write the key outside the work tree, or pass --allow-unignored)",
+            file=out,
+        )

@@ -49,6 +49,8 @@ def lock_command(
     Every trace among the inputs must verify as `worldsim verify` checks it (one it refuses
     stops the lock, exit 1, nothing written); a trace that holds no result (cut off, or a
     failed run) is locked as a file and named in a warning.
+    A prereg naming a method (methods, baseline) that the prediction inputs do not hold is
+    refused (exit 2, naming the prereg's field) and nothing is written.
 
     `score --prereg LOCK` then refuses any changed, missing or added input, and names a trace
     whose head differs from the locked one (another run under the registered name).

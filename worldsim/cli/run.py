@@ -277,8 +277,10 @@ def run(
             min=0.0,
             metavar="USD",
             help="Never spend more: each call reserves its worst case first, and the run stops "
-            "cleanly, resumable, when the next one does not fit. With --resume, the cap of the "
-            "whole run, counting what its trace already spent (default: the recorded cap).",
+            "cleanly, resumable, when the next one does not fit, or when a reply reports more "
+            "usage than its request could cost (a provider anomaly, docs/models.md). With "
+            "--resume, the cap of the whole run, counting what its trace already spent "
+            "(default: the recorded cap).",
         ),
     ] = None,
     prices: Annotated[
@@ -328,10 +330,10 @@ def run(
 
     With --resume TRACE, continue a run that crashed, was interrupted, hit its budget or could
     not write its trace (a full disk): the card, policy, seed and routes come from the trace;
-    completed ticks are not run again and completed model calls come from the response cache.
-    The budget counts what the trace records as spent: a run stopped by its budget continues
-    with a higher --max-cost-usd. A trace that another run is writing is refused at once
-    (exit 2).
+    completed ticks are not run again and a model call the trace (or the response cache) holds
+    an answer to is not asked again. The budget counts what the trace records as spent: a run
+    stopped by its budget continues with a higher --max-cost-usd. A trace that another run is
+    writing is refused at once (exit 2).
 
     With --config FILE, the settings come from FILE (card, policy, seed, ticks, roles, models;
     relative paths are read from FILE's folder) and any option given here overrides them.

@@ -23,6 +23,7 @@ __all__ = [
     "MAX_CONNECTIONS",
     "MAX_CONSTRAINTS",
     "MAX_CONTEXT_CHARS",
+    "MAX_CSV_CELL_CHARS",
     "MAX_DEPTH",
     "MAX_DOCUMENT_CHARS",
     "MAX_ENDPOINTS",
@@ -38,6 +39,8 @@ __all__ = [
     "MAX_RELATIONS",
     "MAX_REPLICATES",
     "MAX_SEED",
+    "MAX_STUDY_JOBS",
+    "MAX_STUDY_SEEDS",
     "MAX_TEXT_CHARS",
     "MAX_TICKS",
     "MAX_TITLE_CHARS",
@@ -93,6 +96,12 @@ MAX_SEED = 2**63 - 1
 MAX_REPLICATES = 10_000
 MAX_CONNECTIONS = 1_000
 
+# --- studies.
+MAX_STUDY_SEEDS = 10_000
+"""Seeds of a study's manifest (every method runs each): as many as ``--replicates`` gives."""
+MAX_STUDY_JOBS = 100_000
+"""Jobs of one study: cards × methods × forecast dates × seeds."""
+
 DEFAULT_MAX_TRACE_MB = 2_048
 """A run whose estimated trace is larger refuses to start unless the limit is raised. 2 GB
 admits an offline run of 10⁵ actors over 8 ticks (estimated at 1.6 GB; such a run writes about
@@ -107,3 +116,6 @@ MAX_INPUT_BYTES = 256 * 1024 * 1024
 """Largest card, policy, label, config, article or prediction file read."""
 MAX_NESTING = 64
 """Deepest nesting of lists and mappings in a YAML or JSON input."""
+MAX_CSV_CELL_CHARS = 131_072
+"""Longest cell of a CSV input (a question list, a prediction table): the csv module's own
+default field limit, now refused by its file, line and column."""

@@ -337,6 +337,13 @@ class Card(_Model):
         | None
     ) = None
 
+    @field_validator("id")
+    @classmethod
+    def _not_a_folder_name(cls, value: str) -> str:
+        if value in (".", ".."):
+            raise ValueError(f"'{value}' names a folder, not a card: its traces would leave theirs")
+        return value
+
     @model_validator(mode="before")
     @classmethod
     def _no_resolution(cls, data: Any) -> Any:

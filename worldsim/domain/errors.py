@@ -7,8 +7,10 @@
     │   └── RoleError          a role is unknown, duplicated or malformed
     └── WorldsimRuntimeError   what went wrong while running (exit code 1)
         ├── ModelError         a model call failed for good
-        │   └── ReplayMissError  strict replay found no cached reply for a call
+        │   ├── ReplayMissError  strict replay found no cached reply for a call
+        │   └── RouteFailed      a route gave no usable reply after its retries
         ├── BudgetExhausted    the run reached its cost budget
+        │   └── ProviderAnomaly  a provider reported usage no call of it could cost
         ├── LeakageError       a prompt or reply held a forbidden string (fail mode)
         ├── StateError         a state delta or ledger move is invalid
         ├── TraceError         a trace is corrupt or inconsistent (what ``verify`` refuses)
@@ -33,8 +35,10 @@ __all__ = [
     "LeakageError",
     "ModelError",
     "PolicyError",
+    "ProviderAnomaly",
     "ReplayMissError",
     "RoleError",
+    "RouteFailed",
     "StateError",
     "TraceError",
     "TraceIncomplete",
@@ -116,7 +120,13 @@ class ModelError(WorldsimRuntimeError):
 
     ``call`` holds the ``llm_call`` record of the failed call (attempts, retried errors, usage,
     the last reply), so the engine can trace the failure; it never holds a key.
+
+    ``ends_run`` says what the engine does with it: a failure that is the reply's (it stayed
+    invalid after its repair) is part of the simulation (the agent sits the tick out, the
+    reviewer's timeline ends, ...); one that ``ends_run`` stops the run at once.
     """
+
+    ends_run = False
 
     def __init__(
         self,
@@ -136,6 +146,17 @@ class ModelError(WorldsimRuntimeError):
 class ReplayMissError(ModelError):
     """Strict replay asked the response cache for a call it does not hold."""
 
+    ends_run = True
+
+
+class RouteFailed(ModelError):
+    """A route gave no usable reply after its retries: it could not be reached, timed out,
+    refused the request (a bad key, an unknown model, a format it cannot serve) or ran out of
+    attempts or time. A run goes no further without it: a forecast made from the calls that
+    did answer is not the method's forecast. The run ends resumable; the call is asked again."""
+
+    ends_run = True
+
 
 class BudgetExhausted(WorldsimRuntimeError):
     """The run reached its cost budget; its trace is marked incomplete and resumable.
@@ -148,6 +169,17 @@ class BudgetExhausted(WorldsimRuntimeError):
     def __init__(self, message: str, *, call: Mapping[str, Any] | None = None, **where: Any):
         super().__init__(message, **where)
         self.call: dict[str, Any] = dict(call) if call is not None else {}
+
+
+class ProviderAnomaly(BudgetExhausted):
+    """A provider reported usage that costs more than its request could: more than the call's
+    reservation. The cap bounds what worldsim sends; it cannot bound what a provider bills, so
+    the run stops (resumable) and no later call on that route is sent under the same budget.
+
+    ``call`` holds the ``llm_call`` record of the call whose reply reported it (its
+    ``anomaly`` field: the reported usage and cost beside the reservation it was charged); it is
+    empty for a call refused because another call on its route already reported one.
+    """
 
 
 class LeakageError(WorldsimRuntimeError):

@@ -7,11 +7,12 @@ nested at most ``bounds.MAX_NESTING`` deep, so no later step can hit Python's re
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,9 @@ from worldsim.domain import bounds
 from worldsim.domain.errors import CardError, ConfigError
 
 __all__ = [
+    "check_folder_target",
     "check_size",
+    "csv_rows",
     "first_error",
     "load_document",
     "load_mapping",
@@ -267,6 +270,64 @@ def sha256_file(path: str | Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def csv_rows(
+    lines: Iterable[str], path: Path, *, strict: bool = False
+) -> tuple[list[str], Iterator[tuple[int, dict[str, str | None]]]]:
+    """The header of CSV ``lines`` and a reader of its rows (the line a row ends on, its cells
+    by column; ``None`` for a cell the row lacks, and under ``None`` the cells beyond the
+    header), for every CSV input to share.
+
+    A cell longer than ``bounds.MAX_CSV_CELL_CHARS`` is refused naming the file, the line and
+    its column, and a malformed line (``strict`` quoting) naming the file and the line: never
+    the csv module's own error, whose field limit is global and names nothing.
+    """
+    # the csv module's limit is the process's: raise it past ours, so that ours can name
+    # the column (a whole input file is the longest cell it could ever be asked to read)
+    if csv.field_size_limit() < bounds.MAX_INPUT_BYTES:
+        csv.field_size_limit(bounds.MAX_INPUT_BYTES)
+    reader = csv.DictReader(lines, strict=strict)
+    try:
+        header = list(reader.fieldnames or [])
+    except csv.Error as exc:
+        raise CardError(f"malformed CSV: {exc}", file=path, line=1) from None
+    _check_cells(dict(enumerate(header)), path, 1)
+
+    def rows() -> Iterator[tuple[int, dict[str, str | None]]]:
+        try:
+            for row in reader:
+                _check_cells(row, path, reader.line_num)
+                yield reader.line_num, row
+        except csv.Error as exc:
+            # line_num counts the lines read before the one that failed
+            raise CardError(f"malformed CSV: {exc}", file=path, line=reader.line_num + 1) from None
+
+    return header, rows()
+
+
+def _check_cells(row: Mapping[Any, Any], path: Path, line: int) -> None:
+    for column, value in row.items():
+        cells = value if isinstance(value, list) else [value]
+        for cell in cells:
+            if isinstance(cell, str) and len(cell) > bounds.MAX_CSV_CELL_CHARS:
+                raise CardError(
+                    f"a cell of {len(cell):,} characters, over the limit of "
+                    f"{bounds.MAX_CSV_CELL_CHARS:,} (docs/limits.md)",
+                    file=path,
+                    line=line,
+                    field=column if isinstance(column, str) else None,
+                )
+
+
+def check_folder_target(path: Path, field: str) -> None:
+    """Refuse, before anything is written, an output folder that is a file or lies under
+    one (a ConfigError naming it and ``field``)."""
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise ConfigError("a file is where a folder must be", file=folder, field=field)
+            return
 
 
 def write_files(files: Mapping[Path, bytes]) -> None:

@@ -16,7 +16,6 @@ rejects with its reason, never dropped silently.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections import Counter
@@ -30,7 +29,7 @@ from pydantic import ValidationError
 
 from worldsim.domain.cards import Card
 from worldsim.domain.errors import CardError
-from worldsim.domain.files import first_error, load_document, read_jsonl, write_files
+from worldsim.domain.files import csv_rows, first_error, load_document, read_jsonl, write_files
 from worldsim.interop.question_set import (
     NaiveForecasts,
     Round,
@@ -207,7 +206,8 @@ def _csv_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise CardError(f"cannot read the question list: {exc}", file=path) from None
-    for n, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
+    _, rows = csv_rows(io.StringIO(text), path)
+    for n, (_, row) in enumerate(rows, start=2):
         yield f"line {n}", dict(row)
 
 

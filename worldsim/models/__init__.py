@@ -4,8 +4,11 @@ Errors raised by models (all from `worldsim.domain.errors`)::
 
     ConfigError        bad route, missing key or base URL, unreadable price or cache file
     ModelError         a call failed for good; ``.call`` holds its llm_call record
-    └── ReplayMissError  strict replay found no cached reply
+    ├── ReplayMissError  strict replay found no cached reply
+    └── RouteFailed      the route gave no usable reply after its retries: the run ends
     BudgetExhausted    the budget cannot hold the next call's worst case; no new call starts
+    └── ProviderAnomaly  a reply reported more usage than its request could cost; its route
+                         gets no more calls under that budget
     LeakageError       a forbidden string in a prompt or reply (fail mode)
 """
 

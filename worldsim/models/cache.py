@@ -17,8 +17,11 @@ replies are stored: the reply text and its call record, which never holds a key.
 
 Several runs may share one cache file at once, in one process or several: the file is in WAL
 mode (readers never wait for the writer), every write is one committed row, and a writer that
-finds the file locked waits for it (``_BUSY_TIMEOUT_S``) instead of failing. A cache that still
-cannot be read or written (a full disk, a damaged file) stops the run with one line naming it.
+finds the file locked waits for it (``_BUSY_TIMEOUT_S``) instead of failing. A commit does not
+wait for the disk (``synchronous=NORMAL``): a stored reply survives the process being killed
+the moment after, and is stored within a millisecond of its arrival however busy the disk. A
+cache that still cannot be read or written (a full disk, a damaged file) stops the run with one
+line naming it.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ __all__ = [
     "CachedModel",
     "CachedReply",
     "ResponseCache",
+    "answer_again",
     "cache_key",
     "default_cache_dir",
     "prune",
@@ -188,6 +192,11 @@ class ResponseCache:
             raise ConfigError(f"cannot open the response cache: {exc}", file=p) from None
         try:
             await _set_up(db)
+            # each stored reply commits without waiting for the disk: in WAL mode that is still
+            # durable when the process dies (a kill, a crash), which is what a paid reply must
+            # survive; only a power loss may roll back the last ones. Waiting for the disk held
+            # every call's reply, and the call, for as long as a busy disk took to sync
+            await db.execute("PRAGMA synchronous=NORMAL")
         except aiosqlite.Error as exc:
             await db.close()
             raise ConfigError(f"not a usable response cache: {exc}", file=p) from None
@@ -298,18 +307,30 @@ class CachedModel:
         entry = await self.cache.get(self.route, request, self.variant)
         if entry is None:
             return None
-        try:
-            output = request.output_type.model_validate_json(extract_json(entry.reply))
-        except ValidationError:
-            return None
-        self.cache.stats.hits += 1
-        call = {**entry.call, "cache": "hit", "attempts": 0, "latency_s": 0.0, "errors": []}
-        if request.tool_handler is not None:
-            # the tools ran before the stored reply; run them again so that what they log
-            # (the gateway's retrievals) is the same for a cached run as for a live one
-            for tool in entry.call.get("tool_calls") or ():
-                await request.tool_handler(str(tool["name"]), str(tool["arguments"]))
-        return ModelResponse(output, entry.reply, call)
+        hit = await answer_again(request, entry.reply, entry.call)
+        if hit is not None:
+            self.cache.stats.hits += 1
+        return hit
+
+
+async def answer_again(
+    request: ModelRequest, reply: str, call: Mapping[str, Any]
+) -> ModelResponse | None:
+    """``request`` answered with a reply it was given before and that call's record, marked
+    ``cache: "hit"``, ``attempts: 0``, ``latency_s: 0`` and no retried errors; ``None`` when
+    the reply does not validate as the request's output.
+
+    The tools the call ran before its reply run again, so that what they log (the gateway's
+    retrievals) is the same for an answer given again as for a live one."""
+    try:
+        output = request.output_type.model_validate_json(extract_json(reply))
+    except ValidationError:
+        return None
+    again = {**call, "cache": "hit", "attempts": 0, "latency_s": 0.0, "errors": []}
+    if request.tool_handler is not None:
+        for tool in call.get("tool_calls") or ():
+            await request.tool_handler(str(tool["name"]), str(tool["arguments"]))
+    return ModelResponse(output, reply, again)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ __all__ = [
     "LlmCallData",
     "OutputMode",
     "PromptMessage",
+    "ProviderAnomalyEntry",
     "Usage",
     "output_schema",
     "output_schema_of",
@@ -73,6 +74,19 @@ class CallErrorEntry(BaseModel):
     """The no-progress limit a timed-out attempt ran under (the next may run under more)."""
 
 
+class ProviderAnomalyEntry(BaseModel):
+    """A reply whose reported usage costs more than its request could (its reservation): what
+    the provider reported, and what the call was charged instead (the reservation)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    attempt: int
+    reported_usage: Usage
+    reported_cost_usd: float
+    reserved_usd: float
+    """The round trip's worst case, reserved before it was sent, and what it was charged."""
+
+
 class ToolCallEntry(BaseModel):
     """One tool call the model made before answering (its result is logged by the tool)."""
 
@@ -118,8 +132,12 @@ class LlmCallData(BaseModel):
     errors: list[CallErrorEntry] = Field(default_factory=list)
     cache: CacheStatus = "off"
     cost_usd: float | None = None
+    """What the call was charged: its replies' cost, except that a round trip whose reported
+    usage costs more than its reservation is charged the reservation (see ``anomaly``)."""
     finish_reason: str | None = None
     error: str | None = None
+    anomaly: ProviderAnomalyEntry | None = None
+    """Set when the provider reported more usage than the request could cost."""
     output_mode: OutputMode
     reply: str | None = None
     tool_calls: list[ToolCallEntry] = Field(default_factory=list)

@@ -35,8 +35,15 @@ from openai import AsyncOpenAI
 from pydantic import ValidationError
 
 from worldsim.domain.contracts import ModelRequest, ModelResponse
-from worldsim.domain.errors import BudgetExhausted, ModelError
-from worldsim.models.call import CallErrorEntry, LlmCallData, OutputMode, ToolCallEntry, Usage
+from worldsim.domain.errors import BudgetExhausted, ModelError, ProviderAnomaly, RouteFailed
+from worldsim.models.call import (
+    CallErrorEntry,
+    LlmCallData,
+    OutputMode,
+    ProviderAnomalyEntry,
+    ToolCallEntry,
+    Usage,
+)
 from worldsim.models.limits import AdaptiveLimiter
 from worldsim.models.messages import (
     ANSWER_TOOL,
@@ -50,6 +57,8 @@ from worldsim.models.refusals import (
     CallFailed,
     CutStreams,
     FormatRejected,
+    InvalidReply,
+    OverReported,
     ParamRejected,
     ToolsRejected,
 )
@@ -276,7 +285,7 @@ class OpenAIModel:
                         CallErrorEntry(attempt=attempts, kind="invalid_output", message=problem)
                     )
                     if repaired:
-                        raise CallFailed(f"invalid output after one repair: {problem}") from None
+                        raise InvalidReply(f"invalid output after one repair: {problem}") from None
                     repaired = True
                     messages = [
                         *messages,
@@ -290,6 +299,17 @@ class OpenAIModel:
                 record.tool_calls = tool_log
                 return ModelResponse(output=output, text=text, call=record.model_dump(mode="json"))
         except BudgetExhausted as exc:
+            anomaly = None
+            if isinstance(exc, OverReported):  # a reply came, reporting more than it could cost
+                reply = exc.reply
+                attempts, last = reply.attempt, reply
+                extra_usd += exc.reserved_usd
+                anomaly = ProviderAnomalyEntry(
+                    attempt=reply.attempt,
+                    reported_usage=reply.usage,
+                    reported_cost_usd=round(exc.reported_usd, 10),
+                    reserved_usd=round(exc.reserved_usd, 10),
+                )
             if errors:  # a retry that did not fit: the attempts before it were sent
                 attempts = max(attempts, errors[-1].attempt)
             if attempts:  # earlier attempts were sent, and perhaps paid: trace them
@@ -298,7 +318,17 @@ class OpenAIModel:
                 )
                 record.tool_calls = tool_log
                 record.error = exc.message
+                if anomaly is not None:
+                    record.anomaly = anomaly
+                    record.usage = usage + anomaly.reported_usage
                 exc.call = record.model_dump(mode="json")
+            if anomaly is not None:
+                raise ProviderAnomaly(
+                    exc.message,
+                    call=exc.call,
+                    timeline=request.site.timeline,
+                    tick=request.site.tick,
+                ) from None
             raise
         except CallFailed as failure:
             if failure.entry is not None:
@@ -315,7 +345,9 @@ class OpenAIModel:
                 attempts=attempts,
                 error=record.error,
             )
-            raise ModelError(
+            # an invalid reply is the model's answer; any other failure is the route's
+            error = ModelError if isinstance(failure, InvalidReply) else RouteFailed
+            raise error(
                 f"{self.route}: {record.error}",
                 call=record.model_dump(mode="json"),
                 timeline=request.site.timeline,

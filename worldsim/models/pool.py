@@ -2,10 +2,12 @@
 
 Wrapping order, outermost first::
 
-    LeakageGuardModel → CachedModel → OpenAIModel (budget per round trip, limiter per attempt)
+    LeakageGuardModel → RecordedModel → CachedModel → OpenAIModel (budget per round trip,
+    limiter per attempt)
 
-so prompts are scanned before anything else (cache hits included), cache hits neither spend
-budget nor take a connection, and retry waits do not hold a connection. Every route's client
+so prompts are scanned before anything else (cache hits included), a resumed run's recorded
+replies and cache hits neither spend budget nor take a connection, and retry waits do not hold
+a connection (`RecordedModel` only when resuming). Every route's client
 redacts fragments of every key the pool resolved from what its server says.
 
 A route's `RouteOptions` (the ``routes:`` block) override the run-wide settings for it; a local
@@ -28,6 +30,7 @@ from worldsim.models.call import OutputMode
 from worldsim.models.leakage import LeakageGuard, LeakageGuardModel
 from worldsim.models.limits import DEFAULT_MAX_CONNECTIONS, RouteLimiters
 from worldsim.models.pricing import Budget, Price, PriceTable
+from worldsim.models.recorded import RecordedModel, RecordedReplies
 from worldsim.models.retry import RetryPolicy
 from worldsim.models.routes import (
     LOCAL_PROVIDERS,
@@ -162,6 +165,7 @@ class ModelPool:
         environ, dotenv: where keys and base URLs come from (see `resolve_settings`).
         clients: HTTP clients shared with other pools (their owner closes them), or ``None``
             for the pool's own (closed by `aclose`).
+        recorded: a resumed run's recorded replies, answered before the cache is asked.
     """
 
     def __init__(
@@ -177,8 +181,10 @@ class ModelPool:
         dotenv: Path | str | None = Path(".env"),
         limiters: RouteLimiters | None = None,
         clients: HttpClients | None = None,
+        recorded: RecordedReplies | None = None,
     ) -> None:
         self.routes = routes
+        self.recorded = recorded
         self._owns_clients = clients is None
         self._http = clients if clients is not None else HttpClients()
         self.options = options or ModelOptions()
@@ -240,6 +246,8 @@ class ModelPool:
             model = client
             if self.cache is not None:
                 model = CachedModel(model, self.cache, _cache_variant(ro))
+            if self.recorded is not None:
+                model = RecordedModel(model, self.recorded)
         if self.guard is not None:
             model = LeakageGuardModel(model, self.guard)
         return model

@@ -22,7 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from worldsim.domain.contracts import Model, ModelRequest, ModelResponse
-from worldsim.domain.errors import BudgetExhausted, ConfigError, ModelError
+from worldsim.domain.errors import BudgetExhausted, ConfigError, ModelError, ProviderAnomaly
 from worldsim.domain.files import first_error, load_mapping
 from worldsim.models.call import Usage, output_schema_of
 
@@ -41,7 +41,7 @@ _DATE_SUFFIX = re.compile(r"-\d{4}-\d{2}-\d{2}$")
 class Price(BaseModel):
     """USD per million tokens."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     input: float = Field(ge=0)
     cached_input: float | None = Field(default=None, ge=0)
@@ -136,6 +136,11 @@ class Budget:
     nothing in flight and nothing paid for lost. Spent plus reserved never exceeds ``max_usd``,
     so neither does the spend, as long as each call costs at most what it reserved.
 
+    That condition is the provider's to keep: a reply reporting more usage than its request
+    could cost is charged its reservation, and its route is *distrusted* (`distrust`): every
+    later reservation for that route is refused with `ProviderAnomaly`, in every run sharing the
+    budget, while other routes go on.
+
     Every check-and-reserve runs without an ``await`` in between, so reservations are atomic
     under anyio concurrency. ``spent_usd`` may start above zero: a resumed run continues from
     what its trace records as spent, and a budget shared by many runs can be persisted.
@@ -150,6 +155,8 @@ class Budget:
         self.spent_usd = spent_usd
         self.reserved_usd = 0.0
         self.closed = False
+        self.distrusted: dict[str, str] = {}
+        """Route → the message its calls are refused with (`distrust`)."""
         self._outstanding = 0
         self._settled: anyio.Event | None = None  # made on first wait, inside an event loop
 
@@ -169,29 +176,42 @@ class Budget:
     def exhausted(self) -> bool:
         return self.closed or (self.max_usd is not None and self.spent_usd >= self.max_usd)
 
+    def distrust(self, route: str, message: str) -> None:
+        """Refuse every later reservation for ``route`` with `ProviderAnomaly` and
+        ``message`` (the first one given): its provider reported usage that no call of it
+        could cost, said by the call that saw it."""
+        self.distrusted.setdefault(route, message)
+
     @contextlib.asynccontextmanager
     async def reserve(
-        self, usd: float, request: ModelRequest | None = None
+        self, usd: float, request: ModelRequest | None = None, *, route: str | None = None
     ) -> AsyncIterator[Reservation]:
-        """Hold ``usd`` for one call while it runs; raise `BudgetExhausted` if it cannot fit.
+        """Hold ``usd`` for one call on ``route`` while it runs; raise `BudgetExhausted` if it
+        cannot fit (`ProviderAnomaly` if the route is distrusted).
 
         Call `Reservation.settle` with the real cost when the reply arrives; a reservation left
         unsettled (the call failed without a reply, or was cancelled) is released at no cost.
         """
         if usd < 0:
             raise ValueError("a reservation must not be negative")
-        token = await self.acquire(usd, request)
+        if route is not None and route in self.distrusted:
+            raise self._distrusted(route, request)
+        token = await self.acquire(usd, request, route=route)
         reservation = Reservation(self, usd, token)
         try:
             yield reservation
         finally:
             reservation.settle(0.0)  # no effect once settled
 
-    async def acquire(self, usd: float, request: ModelRequest | None = None) -> str | None:
+    async def acquire(
+        self, usd: float, request: ModelRequest | None = None, *, route: str | None = None
+    ) -> str | None:
         """Reserve ``usd`` (waiting while outstanding reservations may settle for less), or
         raise `BudgetExhausted`; the token returned goes back with `release`. `reserve` pairs
         the two; a budget kept elsewhere (a study's jobs on other machines) overrides them."""
         while True:
+            if route is not None and route in self.distrusted:
+                raise self._distrusted(route, request)
             if not self.closed and self._fits(usd):
                 self.reserved_usd += usd
                 self._outstanding += 1
@@ -222,6 +242,14 @@ class Budget:
         if self._settled is not None:
             self._settled.set()
             self._settled = None
+
+    def _distrusted(self, route: str, request: ModelRequest | None) -> ProviderAnomaly:
+        site = request.site if request is not None else None
+        return ProviderAnomaly(
+            self.distrusted[route],
+            timeline=site.timeline if site else None,
+            tick=site.tick if site else None,
+        )
 
     def _refusal(self, usd: float, request: ModelRequest | None) -> BudgetExhausted:
         site = request.site if request is not None else None

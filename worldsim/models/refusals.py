@@ -10,13 +10,17 @@ from typing import Final
 
 import openai
 
+from worldsim.domain.errors import ProviderAnomaly
 from worldsim.models.call import CallErrorEntry, OutputMode
 from worldsim.models.retry import TransientError, classify
+from worldsim.models.stream import Reply
 
 __all__ = [
     "CallFailed",
     "CutStreams",
     "FormatRejected",
+    "InvalidReply",
+    "OverReported",
     "ParamRejected",
     "ToolsRejected",
     "is_format_rejection",
@@ -33,6 +37,17 @@ REJECTION_MARKERS: Final = (
 )
 """What a server that cannot do a response format says (llama-cpp-python answers HTTP 500
 "Input should be 'text' or 'json_object'")."""
+
+
+class OverReported(ProviderAnomaly):
+    """A reply whose reported usage costs more than the round trip reserved: the call that
+    sent it turns it into its `ProviderAnomaly`, with the call's record."""
+
+    def __init__(self, message: str, reply: Reply, reported_usd: float, reserved_usd: float):
+        super().__init__(message)
+        self.reply = reply
+        self.reported_usd = reported_usd
+        self.reserved_usd = reserved_usd
 
 
 class ToolsRejected(Exception):
@@ -76,6 +91,11 @@ class CallFailed(Exception):
         super().__init__(message)
         self.message = message
         self.entry = entry
+
+
+class InvalidReply(CallFailed):
+    """The route answered, but the reply stayed invalid after its repair: the model's answer,
+    not the route's failure."""
 
 
 def _text(exc: openai.APIStatusError) -> str:

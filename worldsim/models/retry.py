@@ -31,7 +31,7 @@ from tenacity import (
 )
 
 from worldsim.domain.contracts import Model, ModelRequest, ModelResponse
-from worldsim.domain.errors import ModelError
+from worldsim.domain.errors import RouteFailed
 from worldsim.models.call import CallErrorEntry
 from worldsim.models.limits import AdaptiveLimiter
 
@@ -320,7 +320,7 @@ class RetryingModel:
 
     The wrapped model marks a failed attempt worth retrying by raising `TransientError`; an
     attempt that outlives ``policy.timeout_s`` counts as one too. Other errors pass at once.
-    When the attempts run out the call fails with a `ModelError` naming each attempt's error.
+    When the attempts run out the call fails with `RouteFailed` naming each attempt's error.
     (`OpenAIModel` retries its own HTTP attempts, with output-mode negotiation in between, and
     is not wrapped again.)
     """
@@ -341,10 +341,10 @@ class RetryingModel:
         try:
             return await call_with_retries(attempt, self.policy, errors.append)
         except DeadlineReached as exc:
-            raise ModelError(f"{self.route}: {exc.entry.message}") from None
+            raise RouteFailed(f"{self.route}: {exc.entry.message}") from None
         except TransientError:
             tried = "; ".join(f"#{e.attempt} {e.kind}: {e.message}" for e in errors)
-            raise ModelError(
+            raise RouteFailed(
                 f"{self.route}: no answer after {len(errors)} attempts ({tried})"[:2000]
             ) from None
 

@@ -31,6 +31,7 @@ from worldsim.models.pricing import Budget, PriceTable, input_token_bound
 from worldsim.models.refusals import (
     CallFailed,
     CutStreams,
+    OverReported,
     ParamRejected,
     read_refusal,
     rejected_param,
@@ -49,6 +50,9 @@ from worldsim.models.stream import Reply, StreamState, read_stream, reply_from_j
 __all__ = ["Transport"]
 
 logger = structlog.get_logger(__name__)
+
+_ROUNDING_USD = 1e-9
+"""Costs are rounded to 10 decimals: a reply costing its reservation may exceed it by this."""
 
 
 class Transport:
@@ -176,9 +180,24 @@ class Transport:
         return self._price.worst_case(input_token_bound(body), int(payload[self.token_param]))
 
     def _cut_charge(self, usage: Usage | None, bound: float) -> float:
+        """What a stream cut mid-way is charged: the usage it reported, at most its
+        reservation (the whole reservation when it reported none)."""
         if self._prices is None:
             return 0.0
-        return bound if usage is None else (self.cost(usage, None) or 0.0)
+        return bound if usage is None else min(bound, self.cost(usage, None) or 0.0)
+
+    def _over_reported(self, reply: Reply, cost: float, bound: float) -> OverReported:
+        """Distrust the route on the budget (every run sharing it stops calling it) and say
+        what was reported against what could be."""
+        message = (
+            f"{self.route}: the provider reported usage costing ${cost:.4f} for a request that "
+            f"could cost at most ${bound:.4f} (excess ${cost - bound:.4f}; "
+            f"{reply.usage.input_tokens} input and {reply.usage.output_tokens} output tokens "
+            "reported); the cost cap cannot hold against such reports, so no more calls go to "
+            "this route and the run stopped (resumable; the call was charged its reservation)"
+        )
+        self.budget.distrust(self.route, message)
+        return OverReported(message, reply, cost, bound)
 
     async def _attempt(
         self,
@@ -190,7 +209,7 @@ class Transport:
         attempt: Attempt,
     ) -> Reply:
         site = request.site
-        async with self.budget.reserve(bound, request) as spend:
+        async with self.budget.reserve(bound, request, route=self.route) as spend:
             state = StreamState()
             failure: Exception | None = None
             async with anyio.create_task_group() as reports:
@@ -210,7 +229,11 @@ class Transport:
                     reports.cancel_scope.cancel()
             if failure is not None:
                 raise failure
-            spend.settle(self.cost(reply.usage, reply.model))
+            cost = self.cost(reply.usage, reply.model)
+            if cost is not None and bound > 0 and cost > bound + _ROUNDING_USD:
+                spend.settle(bound)  # the most the request could cost: what the cap counted on
+                raise self._over_reported(reply, cost, bound)
+            spend.settle(cost)
             return reply
 
     async def _report_waiting(self, state: StreamState, role: str, payload: dict[str, Any]) -> None:

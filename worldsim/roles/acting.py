@@ -17,7 +17,7 @@ import anyio
 import structlog
 
 from worldsim.domain.bounds import MAX_CONNECTIONS
-from worldsim.domain.errors import ModelError, ReplayMissError, RoleError
+from worldsim.domain.errors import ModelError, RoleError
 from worldsim.gateway import AgentTools
 from worldsim.roles.contracts import AgentRole
 from worldsim.world.columns import MoveColumns
@@ -46,14 +46,14 @@ async def act_tick(role: AgentRole, batch: TickBatch) -> Acted:
     (a RoleError when it answers for an agent it was not handed), else :func:`act_each`.
 
     When ``act_batch`` fails on a model call, its agents sit the tick out, as one agent does
-    whose call fails in :func:`act_each` (a strict replay's miss ends the run)."""
+    whose call fails in :func:`act_each` (a failure that `ModelError.ends_run` ends the run)."""
     if not isinstance(role, BatchRole):
         return await act_each(role, batch)
     name = getattr(role, "name", type(role).__name__)
     try:
         answered = await role.act_batch(batch)
     except ModelError as exc:
-        if isinstance(exc, ReplayMissError):
+        if exc.ends_run:
             raise
         log.warning(
             "agents_failed",
@@ -104,8 +104,9 @@ async def act_each(role: _Acting, batch: TickBatch) -> dict[str, Sequence[Propos
     """``role.act`` for every agent, concurrently, on as many tasks as a route may hold
     connections (one each up to that: a task per agent cost more than an offline step).
 
-    An agent whose model call fails sits the tick out (the failed call is in the trace), except
-    on a strict replay's miss, which ends the run."""
+    An agent whose reply stayed invalid sits the tick out (the failed call is in the trace); a
+    failure that `ModelError.ends_run` (a route that gave no reply, a strict replay's miss)
+    ends the run."""
     results: dict[str, Sequence[Proposal]] = {}
 
     async def act(i: int) -> None:
@@ -113,7 +114,7 @@ async def act_each(role: _Acting, batch: TickBatch) -> dict[str, Sequence[Propos
         try:
             results[agent] = await role.act(agent_context(batch, i))
         except ModelError as exc:
-            if isinstance(exc, ReplayMissError):
+            if exc.ends_run:
                 raise
             log.warning(
                 "agent_failed",

@@ -36,7 +36,7 @@ from worldsim.domain.contracts import (
     ModelRequest,
     ModelResponse,
 )
-from worldsim.domain.errors import ConfigError, ModelError, ReplayMissError
+from worldsim.domain.errors import ConfigError, ModelError
 from worldsim.domain.outputs import (
     OUTPUTS,
     ActorOutput,
@@ -449,8 +449,8 @@ class WorldPrompt(PromptedRole):
                 self.site(self.name), ctx, lambda: {"card": _card(ctx), "ticks": ctx.ticks}
             )
         except ModelError as exc:
-            if isinstance(exc, ReplayMissError):
-                raise  # strict replay: a miss ends the run
+            if exc.ends_run:
+                raise  # a strict replay's miss, a route that gave no reply: the run ends
             # the failed call is traced; the run goes on from the card's own seeds
             state, more = build_world(ctx.card, ctx.ticks)
             self.problems = [f"initializer failed, world built from the card: {exc.message}", *more]

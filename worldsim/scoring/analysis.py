@@ -175,8 +175,11 @@ def score(options: ScoreOptions) -> ScoreResult:
     # each trace read once, verified and audited
     loaded = load_predictions(options.inputs, watch=watch, heads=options.heads)
     if not loaded.rows:
-        skipped = f" ({'; '.join(loaded.warnings)})" if loaded.warnings else ""
-        raise CardError(f"no completed predictions to score{skipped}", file=options.inputs[0])
+        why = "; ".join(loaded.warnings[:3]) + (" ..." if len(loaded.warnings) > 3 else "")
+        raise CardError(
+            "no completed predictions to score" + (f" ({why})" if why else ""),
+            file=options.inputs[0],
+        )
     check_auxiliary_labels(loaded.rows, labels)
     forecasts = aggregate(loaded.rows, split_versions=options.split_versions)
 

@@ -8,7 +8,6 @@ Incomplete traces are skipped and reported.
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from typing import Any, Literal
 
 from worldsim.domain.cards import parse_utc
 from worldsim.domain.errors import CardError, TraceIncomplete
-from worldsim.domain.files import check_size, read_jsonl
+from worldsim.domain.files import check_size, csv_rows, read_jsonl
 from worldsim.trace.reader import TraceLine, looks_like_trace
 from worldsim.trace.verify import verified_lines
 
@@ -257,23 +256,15 @@ def read_csv(
     check_size(path, what)
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.DictReader(fh, strict=True)
-            try:
-                header = list(reader.fieldnames or [])
-                for column in required:
-                    if column not in header:
-                        raise CardError("missing column", file=path, field=column, line=1)
-                for record in reader:
-                    if None in record:
-                        raise CardError(
-                            "row has more cells than the header", file=path, line=reader.line_num
-                        )
-                    cells = {k: v.strip() for k, v in record.items() if v not in ("", None)}
-                    rows.append((reader.line_num, {k: v for k, v in cells.items() if v}))
-            except csv.Error as exc:
-                # line_num counts the lines read before the one that failed.
-                line = reader.line_num + 1
-                raise CardError(f"malformed CSV: {exc}", file=path, line=line) from None
+            header, records = csv_rows(fh, path, strict=True)
+            for column in required:
+                if column not in header:
+                    raise CardError("missing column", file=path, field=column, line=1)
+            for line, record in records:
+                if None in record:
+                    raise CardError("row has more cells than the header", file=path, line=line)
+                cells = {k: v.strip() for k, v in record.items() if k is not None and v}
+                rows.append((line, {k: v for k, v in cells.items() if v}))
     except (OSError, UnicodeDecodeError) as exc:
         raise CardError(f"cannot read {what}: {exc}", file=path) from None
     return header, rows

@@ -1,7 +1,8 @@
 """Pre-registration: the analysis fixed before labels are opened, and the lock that proves it.
 
-``worldsim prereg lock`` hashes the prereg file and every prediction input (recursively for
-folders) into a lock file, and records the head of every trace among them (see
+``worldsim prereg lock`` checks that the prereg names only methods its prediction inputs hold,
+then hashes the prereg file and every prediction input (recursively for folders) into a lock
+file, and records the head of every trace among them (see
 ``worldsim.trace.reader.Trace.head``). ``worldsim score --prereg LOCK`` re-hashes them and
 refuses to score if anything changed, was removed or was added; a trace whose head differs from
 the locked one is named with both heads, so a substituted trace cannot pass as the registered
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -22,10 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.domain.files import first_error, load_mapping, sha256_file
+from worldsim.scoring.inputs import rows_from_table
 from worldsim.scoring.recalibrate import SUFFIX as RECALIBRATED
 from worldsim.scoring.table import Blend
 from worldsim.trace.reader import looks_like_trace, trace_head
-from worldsim.trace.verify import verify_trace
+from worldsim.trace.verify import Verifying
 
 __all__ = [
     "LOCK_SCHEMA",
@@ -33,6 +35,7 @@ __all__ = [
     "Lock",
     "LockedFile",
     "Prereg",
+    "check_registration",
     "create_lock",
     "load_lock",
     "load_prereg",
@@ -186,22 +189,45 @@ def _head(path: Path) -> str | None:
         raise ConfigError(exc.message, file=exc.file, line=exc.line, field=exc.field) from None
 
 
-def _verified_head(path: Path, warn: Callable[[str], None], expect_head: str | None) -> str | None:
-    """The head of a prediction file that is a trace, once it verifies as ``verify`` checks
-    it (with ``expect_head``, as ``verify --expect-head`` does; a trace it refuses raises its
-    TraceError, exit 1); None for a table, and for a trace that holds no result (cut off, or
-    failed), which is locked as a file, not as a trace, and named to ``warn``."""
-    if not _is_trace(path):
-        return None
+def _verified_trace(
+    path: Path, warn: Callable[[str], None], expect_head: str | None
+) -> tuple[str | None, str | None]:
+    """The head and method label of a prediction file that is a trace, once it verifies as
+    ``verify`` checks it (with ``expect_head``, as ``verify --expect-head`` does; a trace it
+    refuses raises its TraceError, exit 1); ``(None, None)`` for a trace that holds no result
+    (cut off, or failed), which is locked as a file, not as a trace, and named to ``warn``."""
+    reading = Verifying(path, expect_head=expect_head)
+    method: str | None = None
     try:
-        result = verify_trace(path, expect_head=expect_head)
+        for line in reading:
+            if line.type == "run_started":
+                method = str(line.fields.get("method"))
     except TraceIncomplete as exc:
         warn(f"{path}: {exc.message}; locked as a file, not scored")
-        return None
+        return None, None
+    result = reading.result
     if not result.complete:
         warn(f"{path}: holds no result ({result.why_incomplete}); locked as a file, not scored")
-        return None
-    return result.head
+        return None, None
+    return result.head, method
+
+
+def check_registration(prereg: Prereg, path: str | Path, held: Iterable[str]) -> None:
+    """Refuse a registration naming a method that the inputs it locks do not hold: its
+    ``methods`` and ``baseline`` (its comparisons, blends and recalibrations name only those,
+    as `Prereg` checks), so that a typo or a missing method is caught at lock time rather
+    than at ``score`` time, after the labels were opened."""
+    have = set(held)
+    listed = ", ".join(sorted(have)) or "none"
+    for field, names in (("methods", prereg.methods), ("baseline", (prereg.baseline,))):
+        missing = [name for name in names if name not in have]
+        if missing:
+            named = ", ".join(f"'{name}'" for name in missing)
+            raise ConfigError(
+                f"names {named}, which the prediction inputs do not hold (they hold: {listed})",
+                file=path,
+                field=field,
+            )
 
 
 def create_lock(
@@ -212,26 +238,32 @@ def create_lock(
     heads: Mapping[Path, str] | None = None,
     warn: Callable[[str], None] = lambda _: None,
 ) -> Lock:
-    """Validate the prereg, hash it and every prediction file, verify every trace among them
-    (those ``heads`` names must have that head: a study's traces, its job log's) and record
-    each one's head (a trace that holds no result is named to ``warn``), and build the lock."""
+    """Validate the prereg, verify every trace among the prediction files (those ``heads``
+    names must have that head: a study's traces, its job log's) and check the registration
+    against what they hold (`check_registration`), hash the prereg and every file, record each
+    trace's head (a trace that holds no result is named to ``warn`` and locked as a file), and
+    build the lock."""
     heads = heads or {}
-    load_prereg(prereg)
+    registered = load_prereg(prereg)
     base = Path(out).parent
     files = locked_files(predictions)
     if not files:
         raise ConfigError("no prediction files to lock", field="--predictions")
+    locked: list[LockedFile] = []
+    held: set[str] = set()
+    for f in files:
+        head: str | None = None
+        if _is_trace(f):
+            head, method = _verified_trace(f, warn, heads.get(f))
+            held.update([method] if method is not None else [])
+        elif f.suffix.lower() in (".csv", ".jsonl"):
+            held.update(row.method for row in rows_from_table(f))
+        locked.append(LockedFile(path=_relative(f, base), sha256=sha256_file(f), head=head))
+    check_registration(registered, prereg, held)
     return Lock(
         locked_at=datetime.now(UTC).isoformat().replace("+00:00", "Z"),
         prereg=LockedFile(path=_relative(Path(prereg), base), sha256=sha256_file(prereg)),
-        predictions=tuple(
-            LockedFile(
-                path=_relative(f, base),
-                sha256=sha256_file(f),
-                head=_verified_head(f, warn, heads.get(f)),
-            )
-            for f in files
-        ),
+        predictions=tuple(locked),
     )
 
 

@@ -3,8 +3,9 @@
 The trace says everything: the run's settings are in ``run_started``; each timeline's state at
 its last committed tick is rebuilt by replay. Ticks that never committed are void (see
 :mod:`worldsim.trace.effective`) and run again; completed ticks are never run again, and every
-completed model call is answered from the response cache, so the resumed trace has the same
-canonical hash as an uninterrupted run with the same replies. This module only reads the trace;
+completed model call is answered from the trace's own records (`RecordedReplies`) or the
+response cache, so the resumed trace has the same canonical hash as an uninterrupted run with
+the same replies. This module only reads the trace;
 :func:`worldsim.sim.session.resume_run` opens the models and hands the engine its
 :class:`RestorePoint`.
 """

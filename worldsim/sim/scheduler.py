@@ -22,7 +22,7 @@ from anyio.abc import TaskGroup
 from worldsim.domain.cards import public_card_hash
 from worldsim.domain.config import RunConfig
 from worldsim.domain.contracts import EXPECTED
-from worldsim.domain.errors import ModelError, ReplayMissError, StateError
+from worldsim.domain.errors import ModelError, StateError
 from worldsim.domain.rng import AgentSeeds, rng_for
 from worldsim.domain.version import __version__, git_revision
 from worldsim.gateway import (
@@ -452,8 +452,8 @@ class Engine:
                 )
             )
         except ModelError as exc:
-            if isinstance(exc, ReplayMissError):
-                raise  # strict replay: a miss ends the run
+            if exc.ends_run:
+                raise  # a strict replay's miss, a route that gave no reply: the run ends
             tl.status = "terminated"
             tl.settlement = snapshot.outcome() or "unresolved"
             tl.reason = f"reviewer failed: {exc.message}"[:500]

@@ -11,25 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-import structlog
 
 from worldsim.domain.bounds import DEFAULT_MAX_TRACE_MB
 from worldsim.domain.collector import collector_paced
 from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.contracts import Model
-from worldsim.domain.errors import (
-    BudgetExhausted,
-    ConfigError,
-    ModelError,
-    RoleError,
-    TraceError,
-    WorldsimError,
-)
+from worldsim.domain.errors import ConfigError
 from worldsim.gateway.gateway import check_evidence
 from worldsim.models import (
     Budget,
@@ -43,6 +35,7 @@ from worldsim.models import (
 )
 from worldsim.models.cache import CACHE_FILE, default_cache_dir
 from worldsim.models.pool import Shared
+from worldsim.models.recorded import RecordedReplies
 from worldsim.models.routes import resolve_settings
 from worldsim.offline import OfflineModel
 from worldsim.roles.registry import RoleSpec
@@ -52,6 +45,7 @@ from worldsim.sim.direct import (
     direct_request,
     forecast_card,
 )
+from worldsim.sim.failure import guarded, unwrap_error
 from worldsim.sim.plan import (
     ModelSource,
     check_run_size,
@@ -63,7 +57,7 @@ from worldsim.sim.resume import Cut, recorded_spend, restore_point, resume_confi
 from worldsim.sim.scheduler import Engine, Observer
 from worldsim.sim.settlement import RunResult, trace_name
 from worldsim.trace.reader import Trace, read_trace
-from worldsim.trace.records import RunFailedData, RunResumedData
+from worldsim.trace.records import RunResumedData
 from worldsim.trace.signing import Signer
 from worldsim.trace.writer import TraceLock, TraceWriter
 
@@ -79,8 +73,6 @@ __all__ = [
     "run_card",
     "unwrap_error",
 ]
-
-log = structlog.get_logger(__name__)
 
 OfflineFactory = Callable[[], Model]
 
@@ -142,11 +134,13 @@ def build_pool(
     environ: Mapping[str, str] | None = None,
     offline: OfflineFactory = OfflineModel,
     shared: Shared | None = None,
+    recorded: RecordedReplies | None = None,
 ) -> ModelPool:
     """The run's model pool. Reads keys and base URLs (``environ``, else the environment and
     ``.env``) and the price table, so a missing setting fails here, before a trace exists.
     ``shared`` holds what several runs share (a study's jobs): its budget replaces the one
-    ``models`` sets, its limiters the run's own connection limits."""
+    ``models`` sets, its limiters the run's own connection limits. ``recorded``: a resumed
+    run's answered calls, never paid again."""
     shared = shared or Shared()
     retry = RetryPolicy(**models.retry.model_dump()) if models.retry else RetryPolicy()
     return ModelPool(
@@ -165,6 +159,7 @@ def build_pool(
         guard=guard,
         environ=environ,
         offline=offline,
+        recorded=recorded,
     )
 
 
@@ -191,14 +186,18 @@ async def open_models(
     environ: Mapping[str, str] | None = None,
     offline: OfflineFactory = OfflineModel,
     shared: Shared | None = None,
+    recorded: RecordedReplies | None = None,
 ) -> AsyncIterator[ModelSource]:
     """Open the response cache and the model pool of ``models``, and close them on the way out.
 
     With ``model_source`` (a test's doubles), its models replace the routes' and no pool is
     built; when every route is offline, ``offline()`` answers them all and no cache is opened.
-    ``shared`` is what the models share with other runs (see `build_pool`).
+    ``shared`` is what the models share with other runs, ``recorded`` a resumed run's answered
+    calls (see `build_pool`).
     """
     async with contextlib.AsyncExitStack() as stack:
+        if models.prices is not None:  # a bad price file is refused whatever the routes
+            await anyio.to_thread.run_sync(PriceTable.load, models.prices)
         if model_source is not None:
             yield GuardedSource(model_source, guard)
             return
@@ -218,7 +217,7 @@ async def open_models(
             )
             stack.push_async_callback(cache.aclose)
         pool = await anyio.to_thread.run_sync(
-            build_pool, models, cache, guard, environ, offline, shared
+            build_pool, models, cache, guard, environ, offline, shared, recorded
         )
         stack.push_async_callback(pool.aclose)
         yield pool
@@ -233,6 +232,7 @@ async def open_session(
     environ: Mapping[str, str] | None = None,
     offline: OfflineFactory = OfflineModel,
     shared: Shared | None = None,
+    recorded: RecordedReplies | None = None,
 ) -> AsyncIterator[Session]:
     """Open the run's models (`open_models`), and close them on the way out."""
     guard = _guard(config.models)
@@ -243,74 +243,9 @@ async def open_session(
         environ=environ,
         offline=offline,
         shared=shared,
+        recorded=recorded,
     ) as source:
         yield Session(config, source, guard)
-
-
-def unwrap_error(exc: BaseException) -> BaseException:
-    """The error a task group's exception group stands for: a worldsim error if there is one."""
-    if isinstance(exc, BaseExceptionGroup):
-        leaves: list[BaseException] = []
-
-        def walk(group: BaseExceptionGroup[BaseException]) -> None:
-            for inner in group.exceptions:
-                if isinstance(inner, BaseExceptionGroup):
-                    walk(inner)
-                else:
-                    leaves.append(inner)
-
-        walk(exc)
-        for leaf in leaves:
-            if isinstance(leaf, WorldsimError):
-                return leaf
-        return leaves[0] if leaves else exc
-    return exc
-
-
-async def guarded(writer: TraceWriter, body: Callable[[], Awaitable[RunResult]]) -> RunResult:
-    """Run ``body`` (with the collector paced for a run, :mod:`worldsim.domain.collector`); a
-    failure ends the trace with a sealed ``run_failed`` and is re-raised.
-
-    ``body`` should hold the run's engine only while it runs: the world it leaves behind is
-    then let go before the collector's pace comes back, whose first young collection would
-    otherwise walk it all (about 0.1 s after a run of 10⁴ actors).
-
-    Cancellation (Ctrl-C, a kill) writes nothing: the trace stays open-ended, resumable. So
-    does a failed write of the trace (a full disk): like a crash, it ends with no ``run_failed``
-    and no ``run_failed`` log line, and the error raised says what happened.
-    """
-    try:
-        with collector_paced():
-            return await body()
-    except BaseException as raw:
-        exc = unwrap_error(raw)
-        if isinstance(exc, Exception):
-            if exc is not writer.failure:
-                kind = "config" if isinstance(exc, RoleError) else type(exc).__name__
-                log.error("run_failed", error=str(exc), trace=str(writer.path))
-                with anyio.CancelScope(shield=True):
-                    await _end_failed(writer, exc, kind)
-            if exc is not raw:
-                raise exc from None
-        raise
-    finally:
-        await writer.aclose()
-
-
-async def _end_failed(writer: TraceWriter, exc: Exception, kind: str) -> None:
-    """Seal the trace with ``run_failed``, unless the trace itself can no longer be written."""
-    if writer.failure is not None:  # a write failed inside a task that then failed otherwise
-        return
-    with contextlib.suppress(TraceError):  # the disk filled up just now: the write's error
-        await writer.emit(  # is kept on the writer; the run's own error is the one to report
-            "run_failed",
-            RunFailedData(
-                error=str(exc)[:2000],
-                kind=kind,
-                resumable=isinstance(exc, BudgetExhausted | ModelError),
-            ),
-            durable=True,
-        )
 
 
 async def run_card(
@@ -414,8 +349,15 @@ async def _resume_locked(
     if shared.budget is None:
         budget = run_budget(config.models, recorded_spend(trace))
         shared = Shared(budget, shared.limiters, shared.clients)
+    # every call the trace holds an answer to is answered from it, not paid again
+    recorded = RecordedReplies(line.data for line in trace.lines if line.type == "llm_call")
     async with open_session(
-        config, lock.path.parent, model_source=model_source, environ=environ, shared=shared
+        config,
+        lock.path.parent,
+        model_source=model_source,
+        environ=environ,
+        shared=shared,
+        recorded=recorded,
     ) as session:
         writer = await TraceWriter.append_to(
             trace.path,

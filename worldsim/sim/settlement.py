@@ -12,7 +12,7 @@ from typing import Any
 
 from worldsim.domain.config import RunConfig
 from worldsim.domain.contracts import lineage
-from worldsim.domain.errors import ModelError, ReplayMissError
+from worldsim.domain.errors import ModelError
 from worldsim.domain.rng import rng_for
 from worldsim.gateway import Gateway
 from worldsim.models import LeakageGuard
@@ -126,8 +126,8 @@ async def settle(
             )
         )
     except ModelError as exc:
-        if isinstance(exc, ReplayMissError):
-            raise  # strict replay: a miss ends the run
+        if exc.ends_run:
+            raise  # a strict replay's miss, a route that gave no reply: the run ends
         report_failed = f"reporter failed: {exc.message}"
         report = Report(summary=report_failed[:2000], claims=())
     await writer.emit("report", ReportData(summary=report.summary, claims=list(report.claims)))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from worldsim.domain import bounds
 from worldsim.domain.cards import Card, card_hash, load_card
 from worldsim.domain.config import ModelConfig, RunConfig, resolve_paths
 from worldsim.domain.errors import ConfigError
@@ -93,6 +95,19 @@ class Study:
 
 def _error(path: Path, field: str, message: str) -> ConfigError:
     return ConfigError(message, file=path, field=field)
+
+
+def _check_jobs(manifest: Manifest, cards: int, path: Path) -> None:
+    """Refuse a study of more than ``bounds.MAX_STUDY_JOBS`` jobs, naming the limit."""
+    sizes = (cards, len(manifest.methods), len(manifest.forecast_dates), len(manifest.seeds))
+    jobs = math.prod(sizes)
+    if jobs > bounds.MAX_STUDY_JOBS:
+        raise ConfigError(
+            f"{jobs:,} jobs (cards × methods × forecast_dates × seeds: "
+            f"{' × '.join(f'{n:,}' for n in sizes)}), over the limit of "
+            f"{bounds.MAX_STUDY_JOBS:,} (MAX_STUDY_JOBS, docs/limits.md)",
+            file=path,
+        )
 
 
 def _cards(manifest: Manifest, path: Path) -> tuple[tuple[Card, Path], ...]:
@@ -219,6 +234,13 @@ def load_study(path: str | Path, *, environ: Mapping[str, str] | None = None) ->
         labels[spec.label] = i
     if len(set(manifest.seeds)) != len(manifest.seeds) or min(manifest.seeds) < 0:
         raise _error(file, "seeds", "seeds must be distinct and not negative")
+    if len(manifest.seeds) > bounds.MAX_STUDY_SEEDS:
+        raise _error(
+            file,
+            "seeds",
+            f"{len(manifest.seeds):,} seeds, over the limit of {bounds.MAX_STUDY_SEEDS:,} "
+            "(MAX_STUDY_SEEDS, docs/limits.md)",
+        )
     for i, name in enumerate(manifest.forecast_dates):
         try:
             check_date_name(name)
@@ -227,6 +249,7 @@ def load_study(path: str | Path, *, environ: Mapping[str, str] | None = None) ->
     if len(set(manifest.forecast_dates)) != len(manifest.forecast_dates):
         raise _error(file, "forecast_dates", "a forecast date is listed twice")
     cards = _cards(manifest, file)
+    _check_jobs(manifest, len(cards), file)
     methods = tuple(
         _method_data(spec, i, manifest, file) for i, spec in enumerate(manifest.methods)
     )

@@ -5,7 +5,8 @@ that node; the task sends the finished trace back, and this process writes it in
 folder (atomically, so a job lost with its node leaves nothing half-written). A torn trace to
 resume travels the other way. The study's budget and its per-route connection limits stay
 global: one Ray actor, the `Governor`, owns them, and every model call on every node reserves
-its cost and takes its connection from it. Changes of a limit come back to this process and
+its cost and takes its connection from it (a route whose provider over-reports usage is
+distrusted there, for every job). Changes of a limit come back to this process and
 go to ``DIR/limits.jsonl`` as in a local study.
 
 What a node needs: worldsim installed with the same version (``pip install 'worldsim[ray]'``),
@@ -28,7 +29,7 @@ from typing import Any
 import anyio
 
 from worldsim.domain.contracts import ModelRequest
-from worldsim.domain.errors import BudgetExhausted, ConfigError, WorldsimError
+from worldsim.domain.errors import BudgetExhausted, ConfigError, ProviderAnomaly, WorldsimError
 from worldsim.domain.files import write_files
 from worldsim.models import Budget
 from worldsim.models.limits import AdaptiveLimiter, LimitChange, RouteLimiters, Ticket
@@ -40,6 +41,9 @@ __all__ = ["Governor", "RayExecutor"]
 
 POLL_S = 0.5
 """How often the limits' changes are fetched from the governor while jobs run."""
+
+Refusal = tuple[str, str]
+"""A reservation the governor refused: the error's kind and its message."""
 
 
 def _ray() -> Any:
@@ -78,15 +82,16 @@ class Governor:
         if change.reason != "start":
             self.changes.append(change)
 
-    async def reserve(self, token: str, usd: float) -> str | None:
-        """Reserve ``usd`` for ``token``; the refusal's message if the budget is spent."""
+    async def reserve(self, token: str, usd: float, route: str | None = None) -> Refusal | None:
+        """Reserve ``usd`` for ``token`` on ``route``; the refusal (its kind and message) if
+        the budget is spent or the route distrusted."""
         if token in self._dropped:
             self._dropped.discard(token)
             return None
         try:
-            await self.budget.acquire(usd)
+            await self.budget.acquire(usd, route=route)
         except BudgetExhausted as exc:
-            return exc.message
+            return type(exc).__name__, exc.message
         if token in self._dropped:
             self._dropped.discard(token)
             self.budget.release(usd, 0.0)
@@ -129,6 +134,9 @@ class Governor:
     ) -> None:
         self.limiters.get(route).congested(Ticket(epoch), reason, retry_after_s)
 
+    async def distrust(self, route: str, reason: str) -> None:
+        self.budget.distrust(route, reason)
+
     async def exhausted(self) -> bool:
         return self.budget.exhausted
 
@@ -143,21 +151,29 @@ class RemoteBudget(Budget):
         super().__init__(max_usd)
         self._governor = governor
 
-    async def acquire(self, usd: float, request: ModelRequest | None = None) -> str:
+    async def acquire(
+        self, usd: float, request: ModelRequest | None = None, *, route: str | None = None
+    ) -> str:
         token = uuid.uuid4().hex
         try:
-            refusal = await self._governor.reserve.remote(token, usd)
+            refusal = await self._governor.reserve.remote(token, usd, route)
         except BaseException:
             self._governor.settle.remote(token, 0.0)
             raise
         if refusal is not None:
+            kind, message = refusal
             site = request.site if request is not None else None
-            raise BudgetExhausted(
-                refusal,
+            error = ProviderAnomaly if kind == ProviderAnomaly.__name__ else BudgetExhausted
+            raise error(
+                message,
                 timeline=site.timeline if site else None,
                 tick=site.tick if site else None,
             )
         return token
+
+    def distrust(self, route: str, reason: str) -> None:
+        super().distrust(route, reason)
+        self._governor.distrust.remote(route, reason)
 
     def release(self, reserved: float, cost: float, token: str | None = None) -> None:
         if token is not None:

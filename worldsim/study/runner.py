@@ -147,11 +147,13 @@ def plan_jobs(
     return [_action(job, out, heads, retry_failed) for job in jobs]
 
 
-def _study_budget(study: Study, jobs: list[Job], out: Path) -> Budget | None:
-    """The study's one budget, continuing from what its traces record as spent."""
+def _study_budget(study: Study, jobs: list[Job], out: Path) -> Budget:
+    """The study's one budget, continuing from what its traces record as spent; without a cap
+    it refuses nothing, and is shared all the same, so that a route distrusted in one job (its
+    provider over-reported usage) is refused in every job."""
     cap = study.manifest.max_cost_usd
     if cap is None:
-        return None
+        return Budget()  # what was spent matters only to a cap: no trace is read for it
     spent = 0.0
     for job in jobs:
         trace = _read(out / job.trace) if (out / job.trace).exists() else None

@@ -167,6 +167,10 @@ class StubServer:
             dated suffix, as providers resolve aliases).
         usage: the token usage each reply reports (default: a quarter of the characters of
             the prompt's messages and of the reply).
+        over_report: a server that over-bills: the replies to requests numbered from
+            ``over_report_from`` on report this many input and this many output tokens
+            (``None``: the usage above), far more than any request could cost.
+        over_report_from: the number (from 0, in arrival order) of the first such request.
         chunk_chars: characters of content per streamed chunk.
         chunk_delay_s: pause before each streamed chunk.
         stall_after_chunks: a stream sends this many chunks, then nothing more (the connection
@@ -197,6 +201,8 @@ class StubServer:
         seed: int = 0,
         resolved_model: str | None = None,
         usage: UsageFn | None = None,
+        over_report: int | None = None,
+        over_report_from: int = 0,
         chunk_chars: int = 4,
         chunk_delay_s: float = 0.0,
         stall_after_chunks: int | None = None,
@@ -214,6 +220,8 @@ class StubServer:
         self.seed = seed
         self.resolved_model = resolved_model
         self.usage = usage
+        self.over_report = over_report
+        self.over_report_from = over_report_from
         self.chunk_chars = max(1, chunk_chars)
         self.chunk_delay_s = chunk_delay_s
         self.stall_after_chunks = stall_after_chunks
@@ -472,7 +480,9 @@ class StubServer:
         self, body: Mapping[str, Any], content: str, finish: str, number: int
     ) -> dict[str, Any]:
         requested = str(body.get("model", "stub-model"))
-        if self.usage is not None:
+        if self.over_report is not None and number >= self.over_report_from:
+            prompt_tokens = completion_tokens = self.over_report
+        elif self.usage is not None:
             prompt_tokens, completion_tokens = self.usage(body, content)
         else:
             prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))

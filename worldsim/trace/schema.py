@@ -133,8 +133,8 @@ format v2 only; worldsim 0.2.0 reads v1`, exit 1). Two runs of the same card, po
 routes and replies have the same canonical hash within a format; what changed a canonical hash
 from one release to the next is listed in CHANGELOG.md.
 
-Within format v2 (worldsim 0.3.0), these changed what offline traces hold, and so canonical
-hashes, against worldsim 0.2.0 (the pins of `tests/test_canonical_pins.py` follow them):
+What traces of format v2 (worldsim 0.3.0) hold beyond format v1's, and where that moved a
+canonical hash (the pins of `tests/test_canonical_pins.py` follow them):
 
 * **A question that resolves during a run counts as settled.** A timeline the reviewer ends
   (`terminate`) with its outcome distribution (forced values) — the offline model's question
@@ -149,6 +149,12 @@ hashes, against worldsim 0.2.0 (the pins of `tests/test_canonical_pins.py` follo
   status, `timeline_ended`, extraction, report and audit, and so in their canonical hash: three
   of the six demo cards (branching, seed 0: `merger-review`, `product-launch`, `space-launch`,
   whose unresolved mass is now 0.925, 0.9 and 0.85 instead of 1.0; their p_yes is unchanged).
+* **Provider anomalies.** An `llm_call` gains `anomaly` (`null` unless set): a reply whose
+  reported usage costs more than its round trip's reservation records the `attempt`, the
+  `reported_usage`, its `reported_cost_usd` and the `reserved_usd` it was charged instead; the
+  call's `usage` holds the reported counts and its `cost_usd` what was charged. The run then
+  ends with a resumable `run_failed` of kind `ProviderAnomaly` (docs/models.md). The canonical
+  hash keeps only a call's request hash, reply and error: unchanged.
 
 ## Record types
 
