@@ -69,7 +69,7 @@ def test_every_job_has_a_row_and_a_page_that_exists(study: Path, page: Path) -> 
     for href in links:
         target = page.parent / unquote(href)
         assert target.is_file() and files_folder(page) in target.parents
-        assert "matches the study lock" in target.read_text()
+        assert "matches the study's job log" in target.read_text()
     assert dom.count('data-check="ok"') == 8
 
 
