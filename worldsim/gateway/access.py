@@ -1,8 +1,11 @@
 """The gateway's access log, indexed by agent and timeline as records are appended.
 
-A citation check asks which documents an agent received in a timeline or its ancestors. Scanning
-the whole log for it made every proposal cost in proportion to the run's history; the index
-answers it from the few sets of the timeline's lineage instead.
+A citation check asks which documents an agent received in a timeline or its ancestors — an
+ancestor's only up to the tick its descendant forked off, the history the child inherited: what
+the parent went on to receive later is not the child's, and whether the parent had already
+received it when the child's check ran would depend on how the timelines were scheduled.
+Scanning the whole log for it made every proposal cost in proportion to the run's history; the
+index answers it from the few sets of the timeline's lineage instead.
 """
 
 from __future__ import annotations
@@ -317,6 +320,9 @@ class AccessLog:
     def __init__(self, records: Iterable[RetrievalRecord] = ()) -> None:
         self._held: list[Calls] = []
         self._received: dict[str, dict[str | None, set[str]]] = {}
+        # the same, by tick: what an ancestor's receipts up to a fork are made of
+        self._by_tick: dict[str, dict[str | None, dict[int | None, set[str]]]] = {}
+        self._forked_at: dict[str, int] = {}
         self._batches: dict[str | None, list[SearchBatch | ReadBatch]] = {}
         # each timeline's batches of its latest tick: where a tick's citations are checked first
         self._recent: dict[str | None, list[SearchBatch | ReadBatch]] = {}
@@ -373,6 +379,13 @@ class AccessLog:
                     by_timeline[timeline] = set(received)
                 else:
                     ids.update(received)
+                ticks = self._by_tick.setdefault(access["agent"], {}).setdefault(timeline, {})
+                ticks.setdefault(tick, set()).update(received)
+
+    def forked(self, child: str, tick: int) -> None:
+        """``child`` forked off its parent at ``tick``: in its lineage, the parent's receipts
+        count up to that tick only."""
+        self._forked_at[child] = tick
 
     def append(self, record: RetrievalRecord) -> None:
         logged = Logged.of(record)
@@ -457,25 +470,37 @@ class AccessLog:
         return found
 
     def _received_sets(self, agent: str, timeline: str | None) -> list[set[str]]:
-        by_timeline = self._received.get(agent)
+        by_timeline = self._received.get(agent) or {}
+        by_tick = self._by_tick.get(agent) or {}
+        places: list[tuple[str | None, int | None]] = (
+            [(key, None) for key in {*by_timeline, *self._batches}]
+            if timeline is None
+            else self._where(timeline)
+        )
         sets: list[set[str]] = []
-        if by_timeline:
-            if timeline is None:
-                sets = list(by_timeline.values())
+        for place, until in places:
+            if until is None:
+                found = by_timeline.get(place)
+                if found:
+                    sets.append(found)
             else:
-                sets = [by_timeline[key] for key in _where(timeline) if key in by_timeline]
-        if self._batches:
-            places = self._batches.keys() if timeline is None else _where(timeline)
-            for place in places:
-                for batch in self._batches.get(place, ()):
-                    got = batch.received_by(agent)
-                    if got:
-                        sets.append(set(got))
+                ticks = by_tick.get(place, {})
+                sets += [ids for t, ids in ticks.items() if t is None or t <= until]
+            for batch in self._batches.get(place, ()):
+                if until is not None and batch.tick is not None and batch.tick > until:
+                    continue
+                got = batch.received_by(agent)
+                if got:
+                    sets.append(set(got))
         return sets
 
-
-@functools.lru_cache(maxsize=4_096)
-def _where(timeline: str) -> tuple[str | None, ...]:
-    """Where an access counts for ``timeline``: anywhere (``None``), the timeline and its
-    ancestors."""
-    return (None, *ancestry(timeline))
+    def _where(self, timeline: str) -> list[tuple[str | None, int | None]]:
+        """Where an access counts for ``timeline``, and up to which tick: anywhere (``None``),
+        the timeline itself, each ancestor up to the tick its descendant on the way forked off
+        (without limit when that fork is not known: a log indexed from records alone)."""
+        lineage = ancestry(timeline)
+        bounded: list[tuple[str | None, int | None]] = [(None, None)]
+        for ancestor, descendant in itertools.pairwise(lineage):
+            bounded.append((ancestor, self._forked_at.get(descendant)))
+        bounded.append((timeline, None))
+        return bounded

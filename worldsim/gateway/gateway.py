@@ -133,6 +133,11 @@ class Gateway:
         """Every document id anyone received through this gateway, drained or not."""
         return frozenset(self._log.documents)
 
+    def forked(self, child: str, tick: int) -> None:
+        """``child`` forked off its parent at ``tick``: its citation checks count the parent's
+        receipts up to that tick only (what it inherited), however far the parent has run."""
+        self._log.forked(child, tick)
+
     def restore(self, records: Iterable[RetrievalRecord]) -> None:
         """Take back the accesses a resumed run made before it was cut off (already traced):
         the citation checks know them, and they are not drained again."""

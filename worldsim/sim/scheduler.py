@@ -283,6 +283,8 @@ class Engine:
                     )
                 )
                 self.gateway.restore(self._retrievals)
+                for known in self.timelines.values():  # a resumed run's ended timelines
+                    self._lineage_known(known)
             async with anyio.create_task_group() as tg:
                 for tl, tick, announce in starts:
                     tg.start_soon(self._run_timeline, tl, tick, tg, announce)
@@ -301,10 +303,17 @@ class Engine:
         reporter: ReportRole = self.roles["reporter"]
         return await settle(self.config, outcome, reporter, self.writer, self.guard, started)
 
+    def _lineage_known(self, tl: Timeline) -> None:
+        """Tell the gateway where ``tl`` forked off its parent (its citation checks count the
+        parent's receipts up to there, whatever the parent has done since)."""
+        if self.gateway is not None and tl.fork_tick is not None:
+            self.gateway.forked(tl.id, tl.fork_tick)
+
     async def _run_timeline(
         self, tl: Timeline, start_tick: int, tg: TaskGroup, announce: bool = True
     ) -> None:
         self.timelines[tl.id] = tl
+        self._lineage_known(tl)
         if announce:
             await self.writer.emit(
                 "timeline_started",
