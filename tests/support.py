@@ -36,8 +36,10 @@ def cli_command_paths() -> list[tuple[str, ...]]:
     return paths
 
 
-def run_on_stub(base_url: str, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``worldsim run DEMO_CARD --model stub/test-model --no-preflight --out OUT ARGS`` through
+def run_on_stub(
+    base_url: str, out: Path, *args: str, card: Path = DEMO_CARD
+) -> subprocess.CompletedProcess[str]:
+    """``worldsim run CARD --model stub/test-model --no-preflight --out OUT ARGS`` through
     the entry point in a fresh interpreter, against the server at ``base_url`` (key ``k``),
     with its response cache in ``OUT/cache``."""
     env = {
@@ -46,7 +48,7 @@ def run_on_stub(base_url: str, out: Path, *args: str) -> subprocess.CompletedPro
         "STUB_BASE_URL": base_url,
         "WORLDSIM_CACHE_DIR": str(out / "cache"),
     }
-    run = ["run", str(DEMO_CARD), "--model", "stub/test-model", "--no-preflight", "--out"]
+    run = ["run", str(card), "--model", "stub/test-model", "--no-preflight", "--out"]
     return subprocess.run(
         [sys.executable, "-c", "from worldsim.cli import main; main()", *run, str(out), *args],
         env=env,

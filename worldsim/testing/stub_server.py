@@ -159,6 +159,9 @@ class StubServer:
             invented to fit the request's JSON schema (from ``response_format`` or from a
             schema in the prompt), or ``{}``.
         latency_s: added to every answer.
+        jitter_s: up to this much more, a fraction of it fixed by the request's body and
+            ``jitter_seed`` (the same request waits alike on a server with the same seed, and
+            differently under another), so that answers arrive in another order.
         faults: fault rates and behaviours.
         fault_sequence: faults forced on the first requests, in order (``None``: no fault);
             later requests draw from ``faults``.
@@ -196,6 +199,8 @@ class StubServer:
         script: Script | None = None,
         *,
         latency_s: float = 0.0,
+        jitter_s: float = 0.0,
+        jitter_seed: int = 0,
         faults: Faults | None = None,
         fault_sequence: Sequence[Fault | None] = (),
         seed: int = 0,
@@ -215,6 +220,8 @@ class StubServer:
     ) -> None:
         self.script = script
         self.latency_s = latency_s
+        self.jitter_s = jitter_s
+        self.jitter_seed = jitter_seed
         self.faults = faults or Faults()
         self.fault_sequence = tuple(fault_sequence)
         self.seed = seed
@@ -323,6 +330,13 @@ class StubServer:
             return self._state.max_in_flight
 
     # -- serving ---------------------------------------------------------------------------
+
+    def jitter(self, body: bytes) -> float:
+        """The extra wait of a request with this body (see ``jitter_s``)."""
+        if self.jitter_s <= 0:
+            return 0.0
+        digest = hashlib.sha256(self.jitter_seed.to_bytes(8, "big") + body).digest()
+        return self.jitter_s * int.from_bytes(digest[:8], "big") / 2**64
 
     def _admit(
         self, path: str, headers: Mapping[str, str], body: dict[str, Any], connection: str = ""
@@ -591,8 +605,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         try:
-            if self.stub.latency_s > 0:
-                time.sleep(self.stub.latency_s)
+            delay = self.stub.latency_s + self.stub.jitter(raw)
+            if delay > 0:
+                time.sleep(delay)
             status, reply_headers, payload = self.stub._answer(seen, fault)
         finally:
             # the request stops counting as in flight before its answer is sent: once the
