@@ -259,3 +259,26 @@ def test_labels_of_another_round_are_refused_in_a_labels_folder(tmp_path: Path) 
     assert invoke("cards", "import", LLM, "-o", cards).code == 0
     wrong = invoke("cards", "labels", ROUNDS[HUMAN], "-o", tmp_path / "x", "--cards", cards)
     assert wrong.code == 2 and "2025-10-26" in wrong.err and not (tmp_path / "x").exists()
+
+
+def test_latest_llm_read_as_text_imports_the_set_it_points_to(tmp_path: Path) -> None:
+    """ForecastBench's ``latest-llm.json`` is a git link; fetched as a file it holds the target's
+    name. Import reads the set it names beside it, and a pointer to a missing set is refused."""
+    (tmp_path / LLM.name).write_bytes(LLM.read_bytes())
+    pointer = tmp_path / "latest-llm.json"
+    pointer.write_text(LLM.name, encoding="utf-8")
+    cards = tmp_path / "cards"
+    assert invoke("cards", "import", pointer, "-o", cards).code == 0
+    direct = import_questions(LLM)
+    assert sorted(p.stem for p in cards.glob("*.yaml")) == sorted(c.id for c in direct.cards)
+    provenance = load_card(next(cards.glob("*.yaml"))).provenance
+    assert provenance is not None
+    assert provenance.model_dump().get("question_set") == LLM.name
+
+    dangling = tmp_path / "elsewhere" / "latest-llm.json"
+    dangling.parent.mkdir()
+    dangling.write_text("2026-08-16-llm.json\n", encoding="utf-8")
+    refused = invoke("cards", "import", dangling, "-o", tmp_path / "none")
+    assert refused.code == 2
+    assert "latest-llm.json" in refused.err and "2026-08-16-llm.json" in refused.err
+    assert not (tmp_path / "none").exists()

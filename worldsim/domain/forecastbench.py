@@ -12,6 +12,9 @@ from __future__ import annotations
 import math
 import re
 from datetime import date, timedelta
+from pathlib import Path
+
+from worldsim.domain.errors import WorldsimError
 
 __all__ = [
     "DATASET_SOURCES",
@@ -25,6 +28,7 @@ __all__ = [
     "horizon_dates",
     "is_combination",
     "is_na",
+    "pointed_to",
     "question_rows",
     "slug",
 ]
@@ -114,3 +118,29 @@ def freeze_value(question: dict[str, object]) -> float | None:
     except ValueError:
         return None
     return value if 0.0 <= value <= 1.0 else None
+
+
+_POINTER = re.compile(r"[\w.-]+\.json")
+
+
+def pointed_to(path: Path, error: type[WorldsimError]) -> Path:
+    """The question set ``path`` names when it is a pointer: ForecastBench's
+    ``latest-llm.json`` is a git link, which a download or a checkout without links holds as a
+    small file with the target's name as its text. Any other file is itself; a pointer whose
+    target is not beside it is ``error``, naming both."""
+    try:
+        if path.stat().st_size > 256:
+            return path
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return path  # read again, and refused with its reason, as a question set
+    if not _POINTER.fullmatch(text) or text == path.name:
+        return path
+    target = path.parent / text
+    if not target.is_file():
+        raise error(
+            f"a pointer to '{text}' (ForecastBench's latest-*.json is a link), which is not "
+            "beside it: give that question set",
+            file=path,
+        )
+    return target

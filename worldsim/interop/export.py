@@ -29,7 +29,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from worldsim.domain.errors import ConfigError, TraceIncomplete
 from worldsim.domain.files import first_error, load_document, write_files
-from worldsim.domain.forecastbench import MARKET_SOURCES, card_id_for, freeze_value, is_combination
+from worldsim.domain.forecastbench import (
+    MARKET_SOURCES,
+    card_id_for,
+    freeze_value,
+    is_combination,
+    pointed_to,
+)
 from worldsim.interop.question_set import held_prior, round_of
 from worldsim.scoring.aggregates import Aggregate
 from worldsim.scoring.aggregates import aggregate as combine
@@ -115,9 +121,7 @@ def study_forecasts(folder: Path, method: str) -> tuple[list[JobForecast], int]:
         if plan["method"] != method:
             continue
         trace = study.path / str(plan["trace"])
-        usable = (
-            trace in heads and plan["kind"] == "binary" and plan["forecast_date"] == "card"
-        )
+        usable = trace in heads and plan["kind"] == "binary" and plan["forecast_date"] == "card"
         job = _job(trace, int(plan["seed"]), heads[trace]) if usable else None
         if job is None:
             left_out += 1
@@ -213,7 +217,7 @@ def _round_rows(
 ) -> tuple[list[SubmittedForecast], list[str], str, str, int]:
     """One row per row of the round's question set; the fallbacks listed; the round's name and
     due date; how many of the study's jobs answer no row of it."""
-    doc = load_document(path, what="question set", error=ConfigError)
+    doc = load_document(pointed_to(path, ConfigError), what="question set", error=ConfigError)
     if not isinstance(doc, dict) or not isinstance(doc.get("questions"), list):
         raise ConfigError(
             "expected a ForecastBench question set: an object with 'questions'", file=path

@@ -42,6 +42,7 @@ from worldsim.domain.forecastbench import (
     QuestionRow,
     due_date_in,
     horizon_dates,
+    pointed_to,
     question_rows,
 )
 
@@ -165,7 +166,7 @@ def read_rows(data: Any) -> tuple[list[str], dict[QuestionRow, float], str | Non
 def check_forecast_file(path: Path, question_set: Path) -> Checked:
     """Apply the reader's rules (see the module) to the forecast file ``path`` for the round of
     ``question_set``; a question set that cannot be read is a `CardError`."""
-    doc = load_document(question_set, what="question set")
+    doc = load_document(pointed_to(question_set, CardError), what="question set")
     if not isinstance(doc, dict) or not isinstance(doc.get("questions"), list):
         raise CardError(
             "expected a ForecastBench question set: an object with 'questions'", file=question_set

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from worldsim.domain.cards import Card
 from worldsim.domain.errors import CardError
 from worldsim.domain.files import csv_rows, first_error, load_document, read_jsonl, write_files
+from worldsim.domain.forecastbench import pointed_to
 from worldsim.interop.question_set import (
     NaiveForecasts,
     Round,
@@ -90,6 +91,7 @@ def import_questions(path: str | Path, naive: NaiveForecasts | None = None) -> I
     suffix = p.suffix.lower()
     this: Round | None = None
     if suffix == ".json":
+        p = pointed_to(p, CardError)
         doc = load_document(p, what="question set")
         if not isinstance(doc, dict) or not isinstance(doc.get("questions"), list):
             raise CardError(

@@ -41,6 +41,7 @@ from worldsim.domain.forecastbench import (
     due_date_in,
     freeze_value,
     is_combination,
+    pointed_to,
     question_rows,
 )
 from worldsim.scoring.inputs import PredictionRow
@@ -147,7 +148,7 @@ def score_round(
 ) -> RoundScores:
     """Score every method of ``predictions`` over the round of ``question_set`` (see the
     module); a question set that cannot be read is a `CardError`."""
-    doc = load_document(question_set, what="question set")
+    doc = load_document(pointed_to(question_set, CardError), what="question set")
     if not isinstance(doc, dict) or not isinstance(doc.get("questions"), list):
         raise CardError(
             "expected a ForecastBench question set: an object with 'questions'", file=question_set

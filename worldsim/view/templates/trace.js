@@ -41,7 +41,7 @@ function header() {
 
 function treeView(main) {
   main.appendChild(h("h2", null, "Multiverse"));
-  main.appendChild(h("p", { "class": "muted" }, "Line width: path mass. Colour: settlement (green yes, red no, blue unresolved). Dots: forks. Click a timeline to step through it."));
+  main.appendChild(h("p", { "class": "muted" }, "Line width: path mass. Colour: settlement (green yes, red no, blue unresolved, purple settled at a probability (expected) or at an option, grey running). Dots: forks. Click a timeline to step through it."));
   main.appendChild(treeChart(DATA.timelines, function (id) { setState({ view: "ticks", tl: id }); }));
   main.appendChild(forecastCard());
   main.appendChild(h("h2", null, "Fork points"));
