@@ -72,7 +72,7 @@ def test_a_run_whose_route_gives_no_reply_fails_and_score_says_why(
     assert offline.code == 0
     scored = invoke("score", tmp_path / TRACE, tmp_path / "ok", "--labels", LABELS)
     assert scored.code == 0
-    assert f"{tmp_path / TRACE}: the run failed (stub/test-model: gave up" in scored.err
+    assert f"{tmp_path / TRACE}: no result: the run failed: stub/test-model: gave up" in scored.err
     assert "skipped" in scored.err
     alone = invoke("score", tmp_path / TRACE, "--labels", LABELS)
     assert alone.code == 2 and "no completed predictions" in alone.err

@@ -21,122 +21,32 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 from pydantic import BaseModel
 
-from worldsim.models.pricing import input_token_bound
 from worldsim.models.routes import RouteSettings, parse_route
 from worldsim.testing._fake import fake_value
-
-__all__ = ["Fault", "Faults", "RecordedRequest", "StubReply", "StubServer", "worst_case_usage"]
-
-Fault = Literal["rate_limit", "server_error", "timeout", "malformed", "truncated"]
-
-
-@dataclass(frozen=True, slots=True)
-class StubReply:
-    """A raw HTTP answer a script can return instead of content (an error, say)."""
-
-    status: int
-    body: Mapping[str, Any]
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
-Script = Callable[[dict[str, Any]], "str | dict[str, Any] | BaseModel | StubReply"]
-UsageFn = Callable[[Mapping[str, Any], str], tuple[int, int]]
-"""``(request JSON, reply content) -> (prompt_tokens, completion_tokens)``."""
-
-
-def worst_case_usage(body: Mapping[str, Any], content: str) -> tuple[int, int]:
-    """A `UsageFn` reporting the most a reply could count: the bound a budget reserves for
-    (the request body's bytes in, its ``max_tokens`` out), so each call costs its reservation."""
-    out = body.get("max_tokens", body.get("max_completion_tokens"))
-    return input_token_bound(body), int(out) if out is not None else len(content)
-
-
-LLAMA_CPP_REJECTION = (
-    "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n"
-    "  Input should be 'text' or 'json_object' [type=literal_error, input_value='json_schema', "
-    "input_type=str]"
+from worldsim.testing.stub_wire import (
+    Fault,
+    Faults,
+    RecordedRequest,
+    Script,
+    StubReply,
+    UsageFn,
+    completion_json,
+    error_body,
+    forced_function,
+    requested_schema,
+    stream_chunks,
+    worst_case_usage,
 )
 
-
-@dataclass(frozen=True, slots=True)
-class Faults:
-    """Fault rates (each in [0, 1], summing to at most 1) and how faults behave.
-
-    Attributes:
-        rate_limit: share of requests answered 429 with ``Retry-After: retry_after``.
-        server_error: share answered 500.
-        timeout: share that sleep ``timeout_sleep_s`` before answering.
-        malformed: share whose content is broken JSON.
-        truncated: share whose content is cut short with ``finish_reason: "length"``.
-        retry_after: the ``Retry-After`` header value sent with 429s (seconds or HTTP date).
-        retry_after_ms: if set, a ``retry-after-ms`` header sent with 429s.
-        reject_json_schema: answer ``json_schema`` formats like llama-cpp-python (HTTP 500).
-        reject_response_format: answer any response format with HTTP 400.
-        reasoning_model: refuse ``max_tokens`` and a non-default ``temperature`` with HTTP 400,
-            as OpenAI's reasoning models do.
-        reject_stream: refuse ``stream: true`` with HTTP 400, as a server without streaming.
-        reject_tools: refuse any request with ``tools`` with HTTP 400, as a server without
-            function calling.
-
-    A request whose ``tool_choice`` names a function (or is ``required``: then the last one
-    offered) is answered with a call of it, the invented (or scripted) content as its
-    arguments, as function-calling servers do.
-    """
-
-    rate_limit: float = 0.0
-    server_error: float = 0.0
-    timeout: float = 0.0
-    malformed: float = 0.0
-    truncated: float = 0.0
-    retry_after: str = "1"
-    retry_after_ms: str | None = None
-    timeout_sleep_s: float = 2.0
-    reject_json_schema: bool = False
-    reject_response_format: bool = False
-    reasoning_model: bool = False
-    reject_stream: bool = False
-    reject_tools: bool = False
-
-    def __post_init__(self) -> None:
-        rates = (self.rate_limit, self.server_error, self.timeout, self.malformed, self.truncated)
-        if any(r < 0 for r in rates) or sum(rates) > 1:
-            raise ValueError("fault rates must be non-negative and sum to at most 1")
-
-    def draw(self, roll: float) -> Fault | None:
-        edge = 0.0
-        for name, rate in (
-            ("rate_limit", self.rate_limit),
-            ("server_error", self.server_error),
-            ("timeout", self.timeout),
-            ("malformed", self.malformed),
-            ("truncated", self.truncated),
-        ):
-            edge += rate
-            if roll < edge:
-                return name  # type: ignore[return-value]
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedRequest:
-    """One request as the server saw it (header names lower-cased) and the fault injected
-    into its answer, if any."""
-
-    number: int
-    path: str
-    headers: Mapping[str, str]
-    body: Mapping[str, Any]
-    fault: Fault | None
-    connection: str = ""
-    """The client's address and port: the TCP connection the request came on."""
+__all__ = ["Fault", "Faults", "RecordedRequest", "StubReply", "StubServer", "worst_case_usage"]
 
 
 @dataclass
@@ -391,59 +301,13 @@ class StubServer:
             headers = {"Retry-After": self.faults.retry_after}
             if self.faults.retry_after_ms is not None:
                 headers["retry-after-ms"] = self.faults.retry_after_ms
-            return 429, headers, _error("Rate limit reached, slow down", "rate_limit_exceeded")
+            return 429, headers, error_body("Rate limit reached, slow down", "rate_limit_exceeded")
         if fault == "server_error":
             self._applied(seen, fault)
-            return 500, {}, _error("The server had an error while processing", "server_error")
-        fmt = body.get("response_format") or {}
-        fmt_type = fmt.get("type") if isinstance(fmt, dict) else None
-        if fmt_type and self.faults.reject_response_format:
-            return (
-                400,
-                {},
-                _error(
-                    "response_format is not supported by this server",
-                    "invalid_request_error",
-                    param="response_format",
-                ),
-            )
-        if self.faults.reject_tools and body.get("tools"):
-            return (
-                400,
-                {},
-                _error("tools are not supported", "invalid_request_error", param="tools"),
-            )
-        if self.faults.reject_stream and body.get("stream"):
-            return (
-                400,
-                {},
-                _error("stream is not supported", "invalid_request_error", param="stream"),
-            )
-        if self.faults.reasoning_model and "max_tokens" in body:
-            return (
-                400,
-                {},
-                _error(
-                    "Unsupported parameter: 'max_tokens' is not supported with this model. "
-                    "Use 'max_completion_tokens' instead.",
-                    "invalid_request_error",
-                    param="max_tokens",
-                ),
-            )
-        if self.faults.reasoning_model and body.get("temperature", 1) != 1:
-            return (
-                400,
-                {},
-                _error(
-                    "Unsupported value: 'temperature' does not support "
-                    f"{body['temperature']} with this model. "
-                    "Only the default (1) value is supported.",
-                    "invalid_request_error",
-                    param="temperature",
-                ),
-            )
-        if fmt_type == "json_schema" and self.faults.reject_json_schema:
-            return 500, {}, _error(LLAMA_CPP_REJECTION, "server_error")
+            return 500, {}, error_body("The server had an error while processing", "server_error")
+        refused = self.faults.refusal(body)
+        if refused is not None:
+            return refused[0], {}, refused[1]
         if fault == "timeout":
             self._applied(seen, fault)
             time.sleep(self.faults.timeout_sleep_s)
@@ -458,7 +322,7 @@ class StubServer:
             self._applied(seen, fault)
             content, finish = content[: max(1, len(content) // 2)], "length"
         completion = self._completion(body, content, finish, seen.number)
-        forced = _forced_function(body)
+        forced = forced_function(body)
         if forced is not None:
             call = {
                 "id": f"call_stub{seen.number:06d}",
@@ -478,7 +342,7 @@ class StubServer:
             if isinstance(reply, BaseModel):
                 return reply.model_dump_json()
             return reply if isinstance(reply, str) else json.dumps(reply)
-        schema = _requested_schema(body)
+        schema = requested_schema(body)
         if schema is None:
             return "{}"
         rng = random.Random(f"{self.seed}:{self._content_key(body, number)}")
@@ -493,37 +357,15 @@ class StubServer:
     def _completion(
         self, body: Mapping[str, Any], content: str, finish: str, number: int
     ) -> dict[str, Any]:
-        requested = str(body.get("model", "stub-model"))
         if self.over_report is not None and number >= self.over_report_from:
-            prompt_tokens = completion_tokens = self.over_report
+            tokens = (self.over_report, self.over_report)
         elif self.usage is not None:
-            prompt_tokens, completion_tokens = self.usage(body, content)
+            tokens = self.usage(body, content)
         else:
             prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
-            prompt_tokens = max(1, prompt_chars // 4)
-            completion_tokens = max(1, len(content) // 4)
-        return {
-            "id": f"chatcmpl-stub{self.seed:x}-{number:06d}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": self.resolved_model or f"{requested}-2026-01-01",
-            "system_fingerprint": f"fp_stub{self.seed:04x}",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": finish,
-                    "logprobs": None,
-                }
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-                "prompt_tokens_details": {"cached_tokens": 0},
-                "completion_tokens_details": {"reasoning_tokens": 0},
-            },
-        }
+            tokens = (max(1, prompt_chars // 4), max(1, len(content) // 4))
+        model = self.resolved_model or f"{body.get('model', 'stub-model')}-2026-01-01"
+        return completion_json(content, finish, number, self.seed, model, tokens)
 
     def _stalls(self) -> bool:
         """Whether the next stream stalls (counting streams as they start)."""
@@ -534,38 +376,12 @@ class StubServer:
             return False
         return self.stall_first is None or number <= self.stall_first
 
-    def _chunks(self, body: Mapping[str, Any], completion: Mapping[str, Any]) -> list[str]:
-        """A completion as the ``data:`` lines of a stream, with usage last if asked for."""
-        head = {k: completion.get(k) for k in ("id", "created", "model", "system_fingerprint")}
-        head["object"] = "chat.completion.chunk"
-        head["created"] = head["created"] or int(time.time())
-        choice = completion["choices"][0]
-        message = choice.get("message") or {}
-        content = message.get("content") or ""
-        step = self.chunk_chars
-        pieces = [content[i : i + step] for i in range(0, len(content), step)] or [""]
-        events: list[dict[str, Any]] = [
-            {"role": "assistant", "content": piece} for piece in pieces[:1]
-        ]
-        events += [{"content": piece} for piece in pieces[1:]]
-        for index, call in enumerate(message.get("tool_calls") or ()):
-            events.append({"tool_calls": [{**call, "index": index}]})
-        finish = [None] * (len(events) - 1) + [choice.get("finish_reason")]
-        lines: list[dict[str, Any]] = [
-            {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": end}]}
-            for delta, end in zip(events, finish, strict=True)
-        ]
-        options = body.get("stream_options")
-        if isinstance(options, dict) and options.get("include_usage") and "usage" in completion:
-            lines.append({**head, "choices": [], "usage": completion["usage"]})
-        return [json.dumps(line) for line in lines]
-
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256  # the default of 5 resets connections under a burst of clients
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
+    def handleerror_body(self, request: Any, client_address: Any) -> None:
         """Clients that drop a connection (timeouts, shutdown) are expected; stay quiet."""
 
 
@@ -579,7 +395,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.split("?", 1)[0] not in ("/v1/models", "/models"):
-            self._send(404, {}, _error(f"no route {self.path}", "not_found"))
+            self._send(404, {}, error_body(f"no route {self.path}", "not_found"))
             return
         meta = {"n_ctx_train": self.stub.context_size} if self.stub.context_size else {}
         model = {"id": "stub-model", "object": "model", "owned_by": "stub", "meta": meta}
@@ -590,12 +406,12 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         if path not in ("/v1/chat/completions", "/chat/completions"):
-            self._send(404, {}, _error(f"no route {path}", "not_found"))
+            self._send(404, {}, error_body(f"no route {path}", "not_found"))
             return
         try:
             body = json.loads(raw)
         except json.JSONDecodeError:
-            self._send(400, {}, _error("request body is not JSON", "invalid_request_error"))
+            self._send(400, {}, error_body("request body is not JSON", "invalid_request_error"))
             return
         headers = {name.lower(): value for name, value in self.headers.items()}
         host, port = self.client_address[:2]
@@ -615,7 +431,7 @@ class _Handler(BaseHTTPRequestHandler):
             # counted beside this one
             self.stub._release()
         if status == 200 and body.get("stream"):
-            self._stream(self.stub._chunks(body, payload))
+            self._stream(stream_chunks(body, payload, self.stub.chunk_chars))
         else:
             self._send(status, reply_headers, payload)
 
@@ -660,51 +476,3 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
-
-
-def _error(message: str, kind: str, *, param: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": param, "code": None}}
-
-
-def _forced_function(body: Mapping[str, Any]) -> str | None:
-    """The function ``tool_choice`` tells the model to call: the one it names, or, when any
-    call is ``required``, the last function offered."""
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
-        name = choice["function"].get("name")
-        return name if isinstance(name, str) else None
-    tools = body.get("tools") or []
-    if choice == "required" and tools and isinstance(tools[-1], dict):
-        name = (tools[-1].get("function") or {}).get("name")
-        return name if isinstance(name, str) else None
-    return None
-
-
-def _requested_schema(body: Mapping[str, Any]) -> dict[str, Any] | None:
-    forced = _forced_function(body)
-    for tool in body.get("tools") or ():
-        function = tool.get("function") if isinstance(tool, dict) else None
-        if isinstance(function, dict) and function.get("name") == forced:
-            parameters = function.get("parameters")
-            if isinstance(parameters, dict):
-                return parameters
-    fmt = body.get("response_format")
-    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
-        schema = (fmt.get("json_schema") or {}).get("schema")
-        if isinstance(schema, dict):
-            return schema
-    decoder = json.JSONDecoder()
-    for message in body.get("messages", []):
-        text = str(message.get("content", ""))
-        marker = text.find("JSON schema")
-        start = text.find("{", marker if marker >= 0 else 0)
-        while start >= 0:
-            try:
-                value, _ = decoder.raw_decode(text, start)
-            except json.JSONDecodeError:
-                start = text.find("{", start + 1)
-                continue
-            if isinstance(value, dict) and ("properties" in value or "type" in value):
-                return value
-            start = text.find("{", start + 1)
-    return None
