@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from tests.gateway.test_store_and_tools import CUTOFF
 from worldsim.gateway import RetrievalRecord, retrieved_by
-from worldsim.gateway.access import AccessLog
+from worldsim.gateway.access_log import AccessLog
 
 records = st.builds(
     RetrievalRecord,

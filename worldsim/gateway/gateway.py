@@ -21,13 +21,13 @@ from worldsim.domain.cards import Card, EvidenceDatabase, utc_iso
 from worldsim.domain.errors import ConfigError, GatewayRefusal
 from worldsim.domain.memo import IdentityMemo
 from worldsim.gateway.access import (
-    AccessLog,
     Calls,
     ReadBatch,
     RetrievalRecord,
     SearchBatch,
     access_json,
 )
+from worldsim.gateway.access_log import AccessLog
 from worldsim.gateway.store import (
     EvidenceStore,
     SearchHit,
