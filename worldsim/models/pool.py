@@ -2,12 +2,13 @@
 
 Wrapping order, outermost first::
 
-    LeakageGuardModel → RecordedModel → CachedModel → OpenAIModel (budget per round trip,
-    limiter per attempt)
+    LeakageGuardModel → RecordedModel → CachedModel → OpenAIModel (retries, and the budget
+    and a connection per HTTP attempt, in its transport)
 
 so prompts are scanned before anything else (cache hits included), a resumed run's recorded
 replies and cache hits neither spend budget nor take a connection, and retry waits do not hold
-a connection (`RecordedModel` only when resuming). Every route's client
+a connection (`RecordedModel` only when resuming). Limits, retries and the budget are no
+wrappers: only an attempt knows its worst-case cost and when its connection is free. Every route's client
 redacts fragments of every key the pool resolved from what its server says.
 
 A route's `RouteOptions` (the ``routes:`` block) override the run-wide settings for it; a local

@@ -30,8 +30,6 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from worldsim.domain.contracts import Model, ModelRequest, ModelResponse
-from worldsim.domain.errors import RouteFailed
 from worldsim.models.call import CallErrorEntry
 from worldsim.models.limits import AdaptiveLimiter
 
@@ -39,7 +37,6 @@ __all__ = [
     "Attempt",
     "DeadlineReached",
     "RetryPolicy",
-    "RetryingModel",
     "TransientError",
     "call_with_retries",
     "classify",
@@ -312,41 +309,6 @@ async def _one_attempt(
         )
         entry = CallErrorEntry(attempt=number, kind="timeout", message=message, timeout_s=timeout_s)
         raise TransientError(entry) from exc
-
-
-@dataclass(frozen=True, slots=True)
-class RetryingModel:
-    """Wrapper: retry any model's calls under ``policy``.
-
-    The wrapped model marks a failed attempt worth retrying by raising `TransientError`; an
-    attempt that outlives ``policy.timeout_s`` counts as one too. Other errors pass at once.
-    When the attempts run out the call fails with `RouteFailed` naming each attempt's error.
-    (`OpenAIModel` retries its own HTTP attempts, with output-mode negotiation in between, and
-    is not wrapped again.)
-    """
-
-    inner: Model
-    policy: RetryPolicy
-
-    @property
-    def route(self) -> str:
-        return self.inner.route
-
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        errors: list[CallErrorEntry] = []
-
-        async def attempt(_: Attempt) -> ModelResponse:
-            return await self.inner.request(request)
-
-        try:
-            return await call_with_retries(attempt, self.policy, errors.append)
-        except DeadlineReached as exc:
-            raise RouteFailed(f"{self.route}: {exc.entry.message}") from None
-        except TransientError:
-            tried = "; ".join(f"#{e.attempt} {e.kind}: {e.message}" for e in errors)
-            raise RouteFailed(
-                f"{self.route}: no answer after {len(errors)} attempts ({tried})"[:2000]
-            ) from None
 
 
 def _short(text: str) -> str:
