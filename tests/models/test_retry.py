@@ -144,6 +144,46 @@ async def test_attempts_are_bounded_and_the_failure_is_recorded(
     assert "gave up after 4 attempts" in call["error"]
 
 
+_ANSWER = {"p_yes": 0.3, "stance": "neutral", "rationale": "r"}
+
+
+@pytest.mark.parametrize(
+    ("status", "should_retry", "retried"),
+    [
+        (409, None, True),  # a lock timeout: the openai client retries it
+        (503, "false", False),  # the server's x-should-retry wins over the status
+        (400, "true", True),
+        (400, None, False),
+    ],
+)
+@pytest.mark.asyncio
+async def test_a_status_is_retried_as_the_openai_client_retries_it(
+    make_request: Any, fast_retry: Any, status: int, should_retry: str | None, retried: bool
+) -> None:
+    from worldsim.testing import StubReply
+
+    headers = {} if should_retry is None else {"x-should-retry": should_retry}
+    answers: list[Any] = [
+        StubReply(status, {"error": {"message": "busy", "type": "x", "code": None}}, headers)
+    ]
+
+    def script(body: dict[str, Any]) -> Any:
+        return answers.pop(0) if answers else _ANSWER
+
+    async with StubServer(script=script) as server:
+        model = OpenAIModel(server.settings(), retry=fast_retry(max_attempts=3))
+        if retried:
+            response = await model.request(make_request())
+            assert response.call["attempts"] == 2
+            assert response.call["errors"][0]["status"] == status
+        else:
+            with pytest.raises(ModelError) as caught:
+                await model.request(make_request())
+            assert caught.value.call["attempts"] == 1
+        await model.aclose()
+    assert server.request_count == (2 if retried else 1)
+
+
 @pytest.mark.asyncio
 async def test_timeouts_are_retried(make_request: Any, fast_retry: Any) -> None:
     faults = Faults(timeout_sleep_s=1.5)

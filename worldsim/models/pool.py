@@ -8,8 +8,8 @@ Wrapping order, outermost first::
 so prompts are scanned before anything else (cache hits included), a resumed run's recorded
 replies and cache hits neither spend budget nor take a connection, and retry waits do not hold
 a connection (`RecordedModel` only when resuming). Limits, retries and the budget are no
-wrappers: only an attempt knows its worst-case cost and when its connection is free. Every route's client
-redacts fragments of every key the pool resolved from what its server says.
+wrappers: only an attempt knows its worst-case cost and when its connection is free. Every
+route's client redacts fragments of every key the pool resolved from what its server says.
 
 A route's `RouteOptions` (the ``routes:`` block) override the run-wide settings for it; a local
 route (a local provider or a loopback base URL, unless ``local: false``) doubles an attempt's

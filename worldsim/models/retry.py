@@ -1,6 +1,8 @@
 """The one place that retries model calls: tenacity around a per-attempt no-progress timeout.
 
-Retried: HTTP 429, 408 and 5xx, timeouts, connection errors and unreadable response bodies.
+Retried, by the rules the openai client applies when it retries itself: HTTP 429, 408, 409
+(a lock timeout) and 5xx, unless an ``x-should-retry`` header says otherwise (it may also ask
+for a retry of any other status); timeouts, connection errors and unreadable response bodies.
 Waits grow exponentially with jitter; a ``Retry-After`` (seconds or HTTP date) or
 ``retry-after-ms`` header replaces the computed wait, capped. Every failed attempt is reported
 to ``on_error`` as a `CallErrorEntry`, with the wait that followed it and the limit it ran under.
@@ -173,10 +175,15 @@ def classify(
             kind, retry = "rate_limit", True
         elif status == 408:
             kind, retry = "timeout", True
+        elif status == 409:
+            kind, retry = "conflict", True
         elif status >= 500:
             kind, retry = "server_error", True
         else:
             kind, retry = "client_error", False
+        told = exc.response.headers.get("x-should-retry")
+        if told in ("true", "false"):  # the server's word wins, as in the openai client
+            retry = told == "true"
         entry = CallErrorEntry(attempt=attempt, kind=kind, status=status, message=message)
         return entry, retry, retry_after
     if isinstance(exc, openai.APIResponseValidationError | ValueError):
