@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, cast
 from worldsim.domain.config import RouteOptions
 from worldsim.domain.contracts import Model
 from worldsim.domain.errors import ConfigError
+from worldsim.domain.jsonbytes import canonical_bytes
 from worldsim.models.cache import CachedModel, ResponseCache
 from worldsim.models.call import OutputMode
 from worldsim.models.leakage import LeakageGuard, LeakageGuardModel
@@ -43,7 +44,6 @@ from worldsim.models.routes import (
 )
 from worldsim.models.schema import DEFAULT_MAX_STRING_LENGTH
 from worldsim.models.secrets import Redactor
-from worldsim.world.canonical import canonical_json
 
 if TYPE_CHECKING:  # the client library is imported when a run first needs a server's route
     from openai import AsyncOpenAI
@@ -294,7 +294,7 @@ def _cache_variant(ro: RouteOptions) -> str:
     """The route settings that change what a request sends, for the cache key."""
     sent = {"max_tokens_scale": ro.max_tokens_scale, "temperature": ro.temperature}
     chosen = {k: v for k, v in sent.items() if v is not None}
-    return canonical_json(chosen).decode() if chosen else ""
+    return canonical_bytes(chosen).decode() if chosen else ""
 
 
 def route_limits(routes: RouteTable, options: ModelOptions) -> dict[str, int]:
