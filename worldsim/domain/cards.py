@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import math
 import sys
 from datetime import UTC, date, datetime, time
@@ -32,7 +31,7 @@ from pydantic import (
 from worldsim.domain import bounds
 from worldsim.domain.errors import CardError
 from worldsim.domain.files import first_error, load_mapping
-from worldsim.domain.jsonbytes import canonical_bytes
+from worldsim.domain.jsonbytes import canonical_ascii_bytes
 
 __all__ = [
     "ACTOR_SEEDS",
@@ -443,12 +442,8 @@ def card_hash(card: Card) -> str:
 
 def public_card_hash(public: dict[str, Any]) -> str:
     """:func:`card_hash` of a card's :meth:`~Card.public_dict`: the SHA-256 of
-    ``json.dumps(public, sort_keys=True, separators=(",", ":"))`` (non-ASCII escaped), made by
-    msgspec where it is all ASCII, as a card's text almost always is."""
-    blob = canonical_bytes(public)
-    if not blob.isascii():
-        blob = json.dumps(public, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(blob).hexdigest()
+    ``json.dumps(public, sort_keys=True, separators=(",", ":"))`` (non-ASCII escaped)."""
+    return hashlib.sha256(canonical_ascii_bytes(public)).hexdigest()
 
 
 def load_card(path: str | Path) -> Card:
