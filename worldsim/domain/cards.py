@@ -22,15 +22,13 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     StrictInt,
     TypeAdapter,
-    ValidationError,
     field_validator,
     model_serializer,
     model_validator,
 )
 
 from worldsim.domain import bounds
-from worldsim.domain.errors import CardError
-from worldsim.domain.files import first_error, load_mapping
+from worldsim.domain.files import load_model
 from worldsim.domain.jsonbytes import canonical_ascii_bytes
 
 __all__ = [
@@ -448,12 +446,7 @@ def public_card_hash(public: dict[str, Any]) -> str:
 
 def load_card(path: str | Path) -> Card:
     """Load and validate a card; any problem raises :class:`CardError` naming file and field."""
-    data = load_mapping(path, what="card")
-    try:
-        return Card.model_validate(data)
-    except ValidationError as exc:
-        field, message = first_error(exc)
-        raise CardError(message, file=path, field=field) from None
+    return load_model(path, Card, what="card")
 
 
 PROVISIONAL = "provisional"
@@ -537,9 +530,4 @@ def _outcome(value: Any) -> str:
 
 def load_label(path: str | Path) -> Label:
     """Load one label file (YAML or JSON)."""
-    data = load_mapping(path, what="label")
-    try:
-        return Label.model_validate(data)
-    except ValidationError as exc:
-        field, message = first_error(exc)
-        raise CardError(message, file=path, field=field) from None
+    return load_model(path, Label, what="label")
