@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from tests.conftest import RunFn
 from tests.support import ROOT
 from worldsim.domain.cards import Card, load_card
+from worldsim.domain.jsonbytes import canonical_bytes
 from worldsim.trace.reader import read_trace
 from worldsim.world.build import build_world
 from worldsim.world.state import (
@@ -24,7 +25,6 @@ from worldsim.world.state import (
     ShiftPressure,
     WorldState,
     apply_review,
-    canonical_json,
     state_digest,
 )
 
@@ -36,7 +36,7 @@ SCORED = [ep.id for ep in WORLD.scored]
 
 def full_digest(state: WorldState) -> str:
     """The definition: SHA-256 of the whole state's canonical JSON, rendered afresh."""
-    return hashlib.sha256(canonical_json(state.to_json())).hexdigest()
+    return hashlib.sha256(canonical_bytes(state.to_json())).hexdigest()
 
 
 unit = st.floats(0.0, 1.0, allow_nan=False)
@@ -108,7 +108,7 @@ def test_evidence_trail_is_the_concatenation_of_what_was_added(
         assert tuple(before) == before_items  # the older trail is untouched
     assert tuple(trail) == flat and len(trail) == len(flat)
     assert trail == flat and trail == EvidenceTrail(flat)
-    assert b"".join(trail.canonical_pieces()) == canonical_json([ev.to_json() for ev in flat])
+    assert b"".join(trail.canonical_pieces()) == canonical_bytes([ev.to_json() for ev in flat])
 
 
 def test_a_ledger_apply_adds_one_chunk_sharing_the_earlier_evidence() -> None:

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from worldsim.domain.contracts import ModelRequest, ModelResponse
 from worldsim.domain.errors import BudgetExhausted
-from worldsim.models import Budget, BudgetedModel, OpenAIModel, Price, PriceTable
+from worldsim.models import Budget, OpenAIModel, Price, PriceTable
+from worldsim.models.call import Usage, output_schema_of
 from worldsim.models.pricing import input_token_bound
 from worldsim.testing import ScriptedModel, StubServer, worst_case_usage
 
@@ -166,27 +167,25 @@ def test_a_negative_budget_or_spend_is_a_config_error() -> None:
         Budget(1.0, spent_usd=-0.5)
 
 
-# ------------------------------------------------------------------- BudgetedModel (any model)
+# ------------------------------------------------- many calls reserving on one budget at once
 
 
-@pytest.mark.asyncio
-async def test_unpriced_calls_reserve_nothing_and_are_charged_nothing(make_request: Any) -> None:
-    budget = Budget(max_usd=1.0)
-    model = BudgetedModel(ScriptedModel([REPLY]), budget)
-    response = await model.request(make_request())
-    assert response.call["cost_usd"] is None
-    assert (budget.spent_usd, budget.exhausted) == (0.0, False)
+def _worst_case(price: Price, request: ModelRequest) -> float:
+    """The most ``request`` can cost: its messages, schema and ``max_tokens`` at ``price``."""
+    messages = [{"role": m.role, "content": m.content} for m in request.chat()]
+    prompt = {"messages": messages, "schema": output_schema_of(request)}
+    return price.worst_case(input_token_bound(prompt), request.max_tokens)
 
 
-@pytest.mark.asyncio
-async def test_a_price_prices_a_model_that_records_no_cost(make_request: Any) -> None:
-    price = Price(input=1.0, output=2.0)
-    budget = Budget(1.0)
-    response = await BudgetedModel(ScriptedModel([REPLY]), budget, price).request(make_request())
-    usage = response.call["usage"]
-    want = (usage["input_tokens"] * 1.0 + usage["output_tokens"] * 2.0) / 1e6
-    assert response.call["cost_usd"] == pytest.approx(want) and want > 0
-    assert budget.spent_usd == pytest.approx(want)
+async def _reserved(
+    budget: Budget, price: Price, model: Any, request: ModelRequest
+) -> ModelResponse:
+    """A call as a route makes it: reserve its worst case, then settle to the priced usage."""
+    async with budget.reserve(_worst_case(price, request), request) as held:
+        response = await model.request(request)
+        cost = round(price.cost(Usage.model_validate(response.call["usage"])), 10)
+        held.settle(cost)
+        return ModelResponse(response.output, response.text, {**response.call, "cost_usd": cost})
 
 
 class _Interleaved:
@@ -242,7 +241,6 @@ def test_concurrent_spend_never_passes_the_cap_and_no_sent_call_is_lost(
         return {**REPLY, "rationale": "x" * min(room, lengths[request.site.index % len(lengths)])}
 
     inner = _Interleaved(ScriptedModel(reply), pauses)
-    model = BudgetedModel(inner, budget, price)
     responses: list[ModelResponse] = []
     refused: list[ModelRequest] = []
 
@@ -250,7 +248,7 @@ def test_concurrent_spend_never_passes_the_cap_and_no_sent_call_is_lost(
         request = dataclasses.replace(make_request(index=i), max_tokens=max_tokens)
         async with limiter:
             try:
-                responses.append(await model.request(request))
+                responses.append(await _reserved(budget, price, inner, request))
             except BudgetExhausted:
                 refused.append(request)
                 raise
@@ -274,7 +272,7 @@ def test_concurrent_spend_never_passes_the_cap_and_no_sent_call_is_lost(
     if refused:
         assert budget.closed
         # the stop was needed: the refused call's worst case did not fit what was left
-        assert price.worst_case_of(refused[0]) > cap - budget.spent_usd - FLOAT_NOISE
+        assert _worst_case(price, refused[0]) > cap - budget.spent_usd - FLOAT_NOISE
     else:
         assert len(responses) == calls
 

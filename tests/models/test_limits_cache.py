@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from worldsim.domain.errors import ConfigError, ReplayMissError
-from worldsim.models import CachedModel, LimitedModel, OpenAIModel, ResponseCache, RouteLimiters
+from worldsim.models import CachedModel, OpenAIModel, ResponseCache, RouteLimiters
 from worldsim.testing import SchemaModel, StubServer
 
 
@@ -32,25 +32,6 @@ async def test_limiter_never_exceeds_max_connections(make_request: Any, fast_ret
     assert server.request_count == 24
     assert server.max_concurrency == 3
     assert limiters.get("stub/test-model") is models[0].limiter
-
-
-@pytest.mark.asyncio
-async def test_limited_model_holds_a_token_for_the_whole_call(make_request: Any) -> None:
-    limiter = anyio.CapacityLimiter(2)
-    peak = 0
-
-    class Slow(SchemaModel):
-        async def request(self, request: Any) -> Any:
-            nonlocal peak
-            peak = max(peak, int(limiter.borrowed_tokens))
-            await anyio.sleep(0.01)
-            return await super().request(request)
-
-    model = LimitedModel(Slow(), limiter)
-    async with anyio.create_task_group() as tg:
-        for i in range(10):
-            tg.start_soon(model.request, make_request(index=i))
-    assert peak == 2
 
 
 @pytest.mark.asyncio

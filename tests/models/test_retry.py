@@ -144,6 +144,46 @@ async def test_attempts_are_bounded_and_the_failure_is_recorded(
     assert "gave up after 4 attempts" in call["error"]
 
 
+_ANSWER = {"p_yes": 0.3, "stance": "neutral", "rationale": "r"}
+
+
+@pytest.mark.parametrize(
+    ("status", "should_retry", "retried"),
+    [
+        (409, None, True),  # a lock timeout: the openai client retries it
+        (503, "false", False),  # the server's x-should-retry wins over the status
+        (400, "true", True),
+        (400, None, False),
+    ],
+)
+@pytest.mark.asyncio
+async def test_a_status_is_retried_as_the_openai_client_retries_it(
+    make_request: Any, fast_retry: Any, status: int, should_retry: str | None, retried: bool
+) -> None:
+    from worldsim.testing import StubReply
+
+    headers = {} if should_retry is None else {"x-should-retry": should_retry}
+    answers: list[Any] = [
+        StubReply(status, {"error": {"message": "busy", "type": "x", "code": None}}, headers)
+    ]
+
+    def script(body: dict[str, Any]) -> Any:
+        return answers.pop(0) if answers else _ANSWER
+
+    async with StubServer(script=script) as server:
+        model = OpenAIModel(server.settings(), retry=fast_retry(max_attempts=3))
+        if retried:
+            response = await model.request(make_request())
+            assert response.call["attempts"] == 2
+            assert response.call["errors"][0]["status"] == status
+        else:
+            with pytest.raises(ModelError) as caught:
+                await model.request(make_request())
+            assert caught.value.call["attempts"] == 1
+        await model.aclose()
+    assert server.request_count == (2 if retried else 1)
+
+
 @pytest.mark.asyncio
 async def test_timeouts_are_retried(make_request: Any, fast_retry: Any) -> None:
     faults = Faults(timeout_sleep_s=1.5)
@@ -155,47 +195,12 @@ async def test_timeouts_are_retried(make_request: Any, fast_retry: Any) -> None:
     assert response.call["attempts"] == 2
 
 
-class _Flaky:
-    """Fails with a transient error ``failures`` times, hangs once if asked, then answers."""
-
-    route = "local/flaky"
-
-    def __init__(self, failures: int, *, hang_first: bool = False) -> None:
-        self.failures = failures
-        self.hang_first = hang_first
-        self.calls = 0
-
-    async def request(self, request: Any) -> Any:
-        from worldsim.domain.contracts import ModelResponse
-        from worldsim.domain.outputs import ForecastOutput
-        from worldsim.models.call import CallErrorEntry
-        from worldsim.models.retry import TransientError
-
-        self.calls += 1
-        if self.hang_first and self.calls == 1:
-            await anyio.sleep(10)
-        if self.calls <= self.failures + self.hang_first:
-            entry = CallErrorEntry(attempt=self.calls, kind="server_error", message="busy")
-            raise TransientError(entry)
-        out = ForecastOutput(p_yes=0.3, rationale="r", leakage_warning=False)
-        return ModelResponse(output=out, text="{}")
-
-
-def _request() -> Any:
-    from worldsim.domain.contracts import CallSite, ChatMessage, ModelRequest
-    from worldsim.domain.outputs import ForecastOutput
-
-    return ModelRequest(
-        messages=(ChatMessage("user", "p?"),),
-        output_type=ForecastOutput,
-        site=CallSite(role="direct", agent="direct"),
-        prompt_version="v",
-    )
-
-
 @pytest.mark.asyncio
-async def test_any_model_can_be_wrapped_with_retries() -> None:
-    from worldsim.models import RetryingModel, RetryPolicy
+async def test_a_hung_attempt_is_cut_at_its_timeout_and_retried_until_the_attempts_run_out() -> (
+    None
+):
+    from worldsim.models.call import CallErrorEntry
+    from worldsim.models.retry import Attempt, RetryPolicy, TransientError, call_with_retries
 
     waits: list[float] = []
 
@@ -203,10 +208,27 @@ async def test_any_model_can_be_wrapped_with_retries() -> None:
         waits.append(seconds)
 
     policy = RetryPolicy(max_attempts=4, timeout_s=0.2, jitter_s=0.0, sleep=record)
-    flaky = _Flaky(1, hang_first=True)  # a timeout, a transient error, then an answer
-    response = await RetryingModel(flaky, policy).request(_request())
-    assert response.output.p_yes == 0.3 and flaky.calls == 3 and len(waits) == 2
-    hopeless = _Flaky(10)
-    with pytest.raises(ModelError, match=r"local/flaky: no answer after 4 attempts .*#4 server"):
-        await RetryingModel(hopeless, policy).request(_request())
-    assert hopeless.calls == 4
+    calls: list[int] = []
+
+    async def flaky(attempt: Attempt) -> str:
+        calls.append(attempt.number)
+        if attempt.number == 1:
+            await anyio.sleep(10)  # hangs: cut after timeout_s without progress
+        if attempt.number == 2:
+            raise TransientError(CallErrorEntry(attempt=2, kind="server_error", message="busy"))
+        return "answer"
+
+    errors: list[CallErrorEntry] = []
+    assert await call_with_retries(flaky, policy, errors.append) == "answer"
+    assert calls == [1, 2, 3] and len(waits) == 2
+    assert [e.kind for e in errors] == ["timeout", "server_error"]
+
+    async def hopeless(attempt: Attempt) -> str:
+        raise TransientError(
+            CallErrorEntry(attempt=attempt.number, kind="server_error", message="busy")
+        )
+
+    errors.clear()
+    with pytest.raises(TransientError):
+        await call_with_retries(hopeless, policy, errors.append)
+    assert [e.attempt for e in errors] == [1, 2, 3, 4]

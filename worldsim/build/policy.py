@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from worldsim.domain.errors import ConfigError
-from worldsim.domain.files import first_error, load_mapping
+from worldsim.domain.files import load_model
 from worldsim.domain.resources import data_dirs
 
 __all__ = ["GraphGates", "QualityPolicy", "QuestionGates", "load_quality_policy"]
@@ -53,9 +53,4 @@ def load_quality_policy(path: str | Path | None = None) -> tuple[QualityPolicy, 
             return QualityPolicy(), None
         path = found[0]
     p = Path(path)
-    data = load_mapping(p, what="quality policy")
-    try:
-        return QualityPolicy.model_validate(data), p
-    except ValidationError as exc:
-        field, message = first_error(exc)
-        raise ConfigError(message, file=p, field=field) from None
+    return load_model(p, QualityPolicy, what="quality policy", error=ConfigError), p

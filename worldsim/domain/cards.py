@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import math
 import sys
 from datetime import UTC, date, datetime, time
@@ -23,16 +22,14 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     StrictInt,
     TypeAdapter,
-    ValidationError,
     field_validator,
     model_serializer,
     model_validator,
 )
 
 from worldsim.domain import bounds
-from worldsim.domain.errors import CardError
-from worldsim.domain.files import first_error, load_mapping
-from worldsim.domain.jsonbytes import canonical_bytes
+from worldsim.domain.files import load_model
+from worldsim.domain.jsonbytes import canonical_ascii_bytes
 
 __all__ = [
     "ACTOR_SEEDS",
@@ -443,22 +440,13 @@ def card_hash(card: Card) -> str:
 
 def public_card_hash(public: dict[str, Any]) -> str:
     """:func:`card_hash` of a card's :meth:`~Card.public_dict`: the SHA-256 of
-    ``json.dumps(public, sort_keys=True, separators=(",", ":"))`` (non-ASCII escaped), made by
-    msgspec where it is all ASCII, as a card's text almost always is."""
-    blob = canonical_bytes(public)
-    if not blob.isascii():
-        blob = json.dumps(public, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(blob).hexdigest()
+    ``json.dumps(public, sort_keys=True, separators=(",", ":"))`` (non-ASCII escaped)."""
+    return hashlib.sha256(canonical_ascii_bytes(public)).hexdigest()
 
 
 def load_card(path: str | Path) -> Card:
     """Load and validate a card; any problem raises :class:`CardError` naming file and field."""
-    data = load_mapping(path, what="card")
-    try:
-        return Card.model_validate(data)
-    except ValidationError as exc:
-        field, message = first_error(exc)
-        raise CardError(message, file=path, field=field) from None
+    return load_model(path, Card, what="card")
 
 
 PROVISIONAL = "provisional"
@@ -542,9 +530,4 @@ def _outcome(value: Any) -> str:
 
 def load_label(path: str | Path) -> Label:
     """Load one label file (YAML or JSON)."""
-    data = load_mapping(path, what="label")
-    try:
-        return Label.model_validate(data)
-    except ValidationError as exc:
-        field, message = first_error(exc)
-        raise CardError(message, file=path, field=field) from None
+    return load_model(path, Label, what="label")

@@ -14,10 +14,10 @@ import re
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from worldsim.domain import bounds
 from worldsim.domain.errors import CardError, ConfigError
@@ -29,8 +29,10 @@ __all__ = [
     "first_error",
     "load_document",
     "load_mapping",
+    "load_model",
     "read_jsonl",
     "sha256_file",
+    "validated",
     "write_files",
 ]
 
@@ -240,6 +242,34 @@ def load_mapping(
     if not isinstance(data, dict):
         raise error(f"{what} must hold a mapping at top level", file=path)
     return data
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated(
+    model: type[M],
+    data: Any,
+    *,
+    file: str | Path,
+    error: type[ConfigError] = CardError,
+    line: int | None = None,
+) -> M:
+    """``data`` as a ``model``; its first problem raises ``error`` naming the file (and line)
+    and the field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        field, message = first_error(exc)
+        raise error(message, file=file, field=field, line=line) from None
+
+
+def load_model(
+    path: str | Path, model: type[M], *, what: str, error: type[ConfigError] = CardError
+) -> M:
+    """The YAML or JSON mapping at ``path`` as a ``model`` (:func:`load_mapping`,
+    :func:`validated`)."""
+    return validated(model, load_mapping(path, what=what, error=error), file=path, error=error)
 
 
 _UNION_TAG = re.compile(

@@ -34,6 +34,7 @@ from typing import Any
 import msgspec
 
 __all__ = [
+    "canonical_ascii_bytes",
     "canonical_bytes",
     "compact_bytes",
     "floats_in",
@@ -241,3 +242,13 @@ def canonical_bytes(value: Any, floats: Iterable[float] | None = None) -> bytes:
     UTF-8: compact, key-sorted JSON (NaN written as ``NaN``, as the standard library does).
     ``floats``: as for :func:`compact_bytes`."""
     return _bytes(_SORTED, value, _STANDARD_SORTED, floats)
+
+
+def canonical_ascii_bytes(value: Any) -> bytes:
+    """``json.dumps(value, sort_keys=True, separators=(",", ":"))`` in UTF-8:
+    :func:`canonical_bytes` with non-ASCII escaped, the spelling a card's hash is taken over
+    (msgspec's bytes where they are all ASCII, as a card's text almost always is)."""
+    out = canonical_bytes(value)
+    if out.isascii():
+        return out
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()

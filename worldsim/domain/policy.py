@@ -12,12 +12,11 @@ from pydantic import (
     StrictBool,
     StrictFloat,
     StrictInt,
-    ValidationError,
 )
 
 from worldsim.domain import bounds
 from worldsim.domain.errors import PolicyError
-from worldsim.domain.files import first_error, load_mapping
+from worldsim.domain.files import load_mapping, validated
 from worldsim.domain.resources import data_dirs
 
 __all__ = ["AdaptiveTrigger", "BranchPolicy", "known_policies", "load_policy"]
@@ -89,8 +88,4 @@ def load_policy(name_or_path: str | Path) -> BranchPolicy:
         path = presets[text]
     data = load_mapping(path, what="policy", error=PolicyError)
     data.setdefault("name", path.stem)
-    try:
-        return BranchPolicy.model_validate(data)
-    except ValidationError as exc:
-        field, message = first_error(exc)
-        raise PolicyError(message, file=path, field=field) from None
+    return validated(BranchPolicy, data, file=path, error=PolicyError)

@@ -22,11 +22,11 @@ if TYPE_CHECKING:
     from worldsim.models.cache import CachedModel, CacheMode, ResponseCache
     from worldsim.models.call import CallErrorEntry, LlmCallData, OutputMode, Usage, request_hash
     from worldsim.models.leakage import LeakageFinding, LeakageGuard, LeakageGuardModel
-    from worldsim.models.limits import LimitedModel, RouteLimiters
+    from worldsim.models.limits import RouteLimiters
     from worldsim.models.openai_model import OpenAIModel
     from worldsim.models.pool import ModelOptions, ModelPool
-    from worldsim.models.pricing import Budget, BudgetedModel, Price, PriceTable, Reservation
-    from worldsim.models.retry import RetryingModel, RetryPolicy, parse_retry_after
+    from worldsim.models.pricing import Budget, Price, PriceTable, Reservation
+    from worldsim.models.retry import RetryPolicy, parse_retry_after
     from worldsim.models.routes import (
         Route,
         RouteSettings,
@@ -42,14 +42,12 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "Budget": "worldsim.models.pricing",
-        "BudgetedModel": "worldsim.models.pricing",
         "CacheMode": "worldsim.models.cache",
         "CachedModel": "worldsim.models.cache",
         "CallErrorEntry": "worldsim.models.call",
         "LeakageFinding": "worldsim.models.leakage",
         "LeakageGuard": "worldsim.models.leakage",
         "LeakageGuardModel": "worldsim.models.leakage",
-        "LimitedModel": "worldsim.models.limits",
         "LlmCallData": "worldsim.models.call",
         "ModelOptions": "worldsim.models.pool",
         "ModelPool": "worldsim.models.pool",
@@ -61,7 +59,6 @@ __getattr__, __dir__ = lazy_exports(
         "Redactor": "worldsim.models.secrets",
         "Reservation": "worldsim.models.pricing",
         "RetryPolicy": "worldsim.models.retry",
-        "RetryingModel": "worldsim.models.retry",
         "Route": "worldsim.models.routes",
         "RouteLimiters": "worldsim.models.limits",
         "RouteSettings": "worldsim.models.routes",
@@ -80,14 +77,12 @@ __getattr__, __dir__ = lazy_exports(
 
 __all__ = [
     "Budget",
-    "BudgetedModel",
     "CacheMode",
     "CachedModel",
     "CallErrorEntry",
     "LeakageFinding",
     "LeakageGuard",
     "LeakageGuardModel",
-    "LimitedModel",
     "LlmCallData",
     "ModelOptions",
     "ModelPool",
@@ -99,7 +94,6 @@ __all__ = [
     "Reservation",
     "ResponseCache",
     "RetryPolicy",
-    "RetryingModel",
     "Route",
     "RouteLimiters",
     "RouteSettings",

@@ -48,9 +48,9 @@ from worldsim.domain.errors import (
     ReplayMissError,
     WorldsimRuntimeError,
 )
+from worldsim.domain.jsonbytes import canonical_bytes
 from worldsim.models.call import request_hash
 from worldsim.models.schema import extract_json
-from worldsim.world.canonical import canonical_json
 
 __all__ = [
     "CACHE_FILE",
@@ -240,7 +240,7 @@ class ResponseCache:
                     *cache_key(route, request, variant),
                     route,
                     reply,
-                    canonical_json(call).decode(),
+                    canonical_bytes(call).decode(),
                     datetime.now(UTC).isoformat(timespec="seconds"),
                 ),
             )

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from worldsim.domain.contracts import CallSite, ModelRequest
-from worldsim.world.canonical import canonical_json
+from worldsim.domain.jsonbytes import canonical_bytes
 
 __all__ = [
     "CacheStatus",
@@ -191,7 +191,7 @@ def output_schema_of(request: ModelRequest) -> dict[str, Any]:
 @functools.lru_cache(maxsize=512)
 def _schema_text(output_type: type[BaseModel]) -> str:
     # Generating a schema costs about a millisecond; every call needs it at least twice.
-    return canonical_json(output_type.model_json_schema()).decode()
+    return canonical_bytes(output_type.model_json_schema()).decode()
 
 
 def request_hash(request: ModelRequest, *, model: str, output_mode: str | None) -> str:
@@ -207,4 +207,4 @@ def request_hash(request: ModelRequest, *, model: str, output_mode: str | None) 
     }
     if output_mode is not None:
         payload["output_mode"] = output_mode
-    return hashlib.sha256(canonical_json(payload)).hexdigest()
+    return hashlib.sha256(canonical_bytes(payload)).hexdigest()

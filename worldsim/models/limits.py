@@ -22,14 +22,11 @@ from dataclasses import dataclass, field
 import anyio
 import structlog
 
-from worldsim.domain.contracts import Model, ModelRequest, ModelResponse
-
 __all__ = [
     "ADAPTIVE_START",
     "DEFAULT_MAX_CONNECTIONS",
     "AdaptiveLimiter",
     "LimitChange",
-    "LimitedModel",
     "RouteLimiters",
     "Ticket",
 ]
@@ -220,23 +217,3 @@ class RouteLimiters:
     def current(self) -> dict[str, int]:
         """Every route's limit now."""
         return {name: lim.limit for name, lim in sorted(self._limiters.items())}
-
-
-@dataclass(frozen=True, slots=True)
-class LimitedModel:
-    """Wrapper: hold one connection of ``limiter`` for the whole call.
-
-    For in-process models; `OpenAIModel` takes the limiter itself and holds it per HTTP
-    attempt, so that retry waits free the connection.
-    """
-
-    inner: Model
-    limiter: AdaptiveLimiter | anyio.CapacityLimiter
-
-    @property
-    def route(self) -> str:
-        return self.inner.route
-
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        async with self.limiter:
-            return await self.inner.request(request)

@@ -32,7 +32,6 @@ from typing import Any, Final
 import anyio
 import structlog
 from openai import AsyncOpenAI
-from pydantic import ValidationError
 
 from worldsim.domain.contracts import ModelRequest, ModelResponse
 from worldsim.domain.errors import BudgetExhausted, ModelError, ProviderAnomaly, RouteFailed
@@ -41,41 +40,26 @@ from worldsim.models.call import (
     LlmCallData,
     OutputMode,
     ProviderAnomalyEntry,
-    ToolCallEntry,
-    Usage,
 )
+from worldsim.models.conversation import Answer, Conversation
 from worldsim.models.limits import AdaptiveLimiter
-from worldsim.models.messages import (
-    ANSWER_TOOL,
-    answer_of,
-    describe_invalid,
-    initial_messages,
-    repair_prompt,
-)
+from worldsim.models.messages import ANSWER_TOOL
 from worldsim.models.pricing import Budget, PriceTable
 from worldsim.models.refusals import (
     CallFailed,
-    CutStreams,
     FormatRejected,
     InvalidReply,
     OverReported,
-    ParamRejected,
     ToolsRejected,
 )
-from worldsim.models.retry import (
-    DeadlineReached,
-    RetryPolicy,
-    TransientError,
-)
+from worldsim.models.retry import RetryPolicy
 from worldsim.models.routes import RouteSettings
 from worldsim.models.schema import (
     DEFAULT_MAX_STRING_LENGTH,
-    extract_json,
     response_schema,
     schema_name,
 )
 from worldsim.models.secrets import Redactor
-from worldsim.models.stream import Reply
 from worldsim.models.transport import Transport
 
 __all__ = ["OpenAIModel"]
@@ -90,17 +74,18 @@ class OpenAIModel:
     """One route on an OpenAI-compatible server, with retries, output-mode negotiation, one
     repair round trip, and a full `LlmCallData` record on every response and failure.
 
-    Each round trip (the first request, a repair, a tool round; its retries included, since
-    only one attempt of them returns a reply) reserves its worst case on the budget before it
-    is sent and settles to the reply's cost. Everything the server sends back (error bodies,
-    reply text, ids) passes through the redactor as it arrives.
+    A call is a `Conversation` of round trips (the first request, a tool round, a repair, the
+    request again in a lower output mode), each sent by the route's `Transport`, where every
+    HTTP attempt reserves its worst case on the budget before it is sent and settles to what it
+    cost. Everything the server sends back (error bodies, reply text, ids) passes through the
+    redactor as it arrives.
 
     Args:
         settings: base URL and key of the route (from `resolve_settings`).
         retry: attempts, per-attempt timeout and backoff.
         limiter: the route's connection limiter, held by each HTTP attempt.
         prices: price table for ``cost_usd``; ``None`` leaves every call unpriced.
-        budget: the budget round trips reserve on (``None``: no limit).
+        budget: the budget HTTP attempts reserve on (``None``: no limit).
         redactor: removes key fragments from server text (default: this route's key).
         max_string_length: ``maxLength`` put on every string of the schema (``None``: none).
         strict: the ``strict`` flag of the schema format; ``None`` sets it when the schema fits
@@ -182,195 +167,104 @@ class OpenAIModel:
         await self.aclose()
 
     async def request(self, request: ModelRequest) -> ModelResponse:
-        started = time.perf_counter()
         schema, strict_ok = response_schema(
             request.output_type, max_string_length=self._max_string_length
         )
         strict = strict_ok if self._strict is None else self._strict
-        errors: list[CallErrorEntry] = []
-        usage = Usage()
-        attempts = 0
-        last: Reply | None = None
-        mode = self._mode
-        messages: list[dict[str, Any]] = list(initial_messages(request, mode, schema))
-        repaired = False
-        tool_rounds = 0
-        tool_log: list[ToolCallEntry] = []
-        extra_usd = 0.0  # what streams cut mid-way were charged
+        talk = Conversation.start(request, self._mode, schema)
         try:
-            while True:
-                offer_tools = (
-                    bool(request.tools)
-                    and request.tool_handler is not None
-                    and self._send_tools
-                    and tool_rounds < request.max_tool_rounds
-                )
-                payload = self._payload(request, messages, mode, schema, strict)
-                if offer_tools:
-                    answer_tool = payload.get("tools", [])
-                    payload["tools"] = [*(dict(t) for t in request.tools), *answer_tool]
-                    if mode == "tools":  # gateway tools first if it likes, then the answer
-                        payload["tool_choice"] = "required"
-                try:
-                    reply, cut_usd = await self._transport.round_trip(
-                        request, payload, mode, errors.append, attempts + 1
-                    )
-                    extra_usd += cut_usd
-                except CutStreams as cut:
-                    extra_usd += cut.usd
-                    raise cut.error from None
-                except ParamRejected as exc:
-                    attempts = exc.entry.attempt
-                    errors.append(exc.entry)
-                    self._transport.adapt(exc)
-                    continue
-                except ToolsRejected as exc:
-                    # a server without function calling: answer from the prompt alone
-                    attempts = exc.entry.attempt
-                    errors.append(exc.entry)
-                    self._send_tools = False
-                    logger.info("tools dropped for this route", route=self.route)
-                    continue
-                except FormatRejected as exc:
-                    attempts = exc.entry.attempt
-                    errors.append(exc.entry)
-                    mode = self._downgrade(mode, exc.entry)
-                    messages = initial_messages(request, mode, schema)
-                    repaired = False
-                    continue
-                except TransientError as exc:
-                    attempts = exc.entry.attempt
-                    raise CallFailed(
-                        f"gave up after {attempts} attempts; last error {exc.entry.kind}: "
-                        f"{exc.entry.message}" + self._transport.hint(exc.entry)
-                    ) from None
-                except DeadlineReached as exc:
-                    attempts = exc.entry.attempt
-                    raise CallFailed(
-                        f"{exc.entry.message} (after {attempts} attempts)"
-                        + self._transport.hint(exc.entry),
-                        exc.entry,
-                    ) from None
-                attempts = reply.attempt
-                usage = usage + reply.usage
-                last = reply
-                answer = answer_of(reply) if mode == "tools" else None
-                if answer is None and reply.tool_calls and offer_tools and request.tool_handler:
-                    tool_rounds += 1
-                    messages.append(
-                        {
-                            "role": "assistant",
-                            "content": reply.content or None,
-                            "tool_calls": [
-                                {
-                                    "id": cid,
-                                    "type": "function",
-                                    "function": {"name": name, "arguments": args},
-                                }
-                                for cid, name, args in reply.tool_calls
-                            ],
-                        }
-                    )
-                    for cid, name, args in reply.tool_calls:
-                        tool_log.append(ToolCallEntry(name=name, arguments=args))
-                        result = await request.tool_handler(name, args)
-                        messages.append({"role": "tool", "tool_call_id": cid, "content": result})
-                    continue
-                text = reply.content if answer is None else answer
-                try:
-                    output = request.output_type.model_validate_json(extract_json(text))
-                except ValidationError as exc:
-                    problem = describe_invalid(exc, reply.finish_reason)
-                    errors.append(
-                        CallErrorEntry(attempt=attempts, kind="invalid_output", message=problem)
-                    )
-                    if repaired:
-                        raise InvalidReply(f"invalid output after one repair: {problem}") from None
-                    repaired = True
-                    messages = [
-                        *messages,
-                        {"role": "assistant", "content": text},
-                        {"role": "user", "content": repair_prompt(problem, schema)},
-                    ]
-                    continue
-                record = self._record(
-                    request, mode, usage, errors, attempts, last, started, extra_usd
-                )
-                record.tool_calls = tool_log
-                return ModelResponse(output=output, text=text, call=record.model_dump(mode="json"))
+            answer = None
+            while answer is None:
+                answer = await self._round_trip(talk, strict)
         except BudgetExhausted as exc:
-            anomaly = None
-            if isinstance(exc, OverReported):  # a reply came, reporting more than it could cost
-                reply = exc.reply
-                attempts, last = reply.attempt, reply
-                extra_usd += exc.reserved_usd
-                anomaly = ProviderAnomalyEntry(
-                    attempt=reply.attempt,
-                    reported_usage=reply.usage,
-                    reported_cost_usd=round(exc.reported_usd, 10),
-                    reserved_usd=round(exc.reserved_usd, 10),
-                )
-            if errors:  # a retry that did not fit: the attempts before it were sent
-                attempts = max(attempts, errors[-1].attempt)
-            if attempts:  # earlier attempts were sent, and perhaps paid: trace them
-                record = self._record(
-                    request, mode, usage, errors, attempts, last, started, extra_usd
-                )
-                record.tool_calls = tool_log
-                record.error = exc.message
-                if anomaly is not None:
-                    record.anomaly = anomaly
-                    record.usage = usage + anomaly.reported_usage
-                exc.call = record.model_dump(mode="json")
-            if anomaly is not None:
-                raise ProviderAnomaly(
-                    exc.message,
-                    call=exc.call,
-                    timeline=request.site.timeline,
-                    tick=request.site.tick,
-                ) from None
-            raise
+            raise self._stopped(talk, exc) from None
         except CallFailed as failure:
-            if failure.entry is not None:
-                errors.append(failure.entry)
-                attempts = failure.entry.attempt
-            record = self._record(request, mode, usage, errors, attempts, last, started, extra_usd)
-            record.tool_calls = tool_log
-            record.error = failure.message
-            logger.warning(
-                "model call failed",
-                route=self.route,
-                role=request.site.role,
-                agent=request.site.agent,
-                attempts=attempts,
-                error=record.error,
-            )
-            # an invalid reply is the model's answer; any other failure is the route's
-            error = ModelError if isinstance(failure, InvalidReply) else RouteFailed
-            raise error(
-                f"{self.route}: {record.error}",
-                call=record.model_dump(mode="json"),
-                timeline=request.site.timeline,
-                tick=request.site.tick,
-            ) from None
+            raise self._failed(talk, failure) from None
+        record = self._record(talk)
+        return ModelResponse(answer.output, answer.text, record.model_dump(mode="json"))
 
-    def _payload(
-        self,
-        request: ModelRequest,
-        messages: list[dict[str, str]],
-        mode: OutputMode,
-        schema: dict[str, Any],
-        strict: bool,
-    ) -> dict[str, Any]:
+    async def _round_trip(self, talk: Conversation, strict: bool) -> Answer | None:
+        """Send the conversation once: its answer, or ``None`` when it goes on (the route
+        refused the tools or the output mode and is asked again without, a tool round, a
+        repair)."""
+        tools = talk.may_call_tools(self._send_tools)
+        try:
+            reply = await self._transport.round_trip(
+                talk.request,
+                self._payload(talk, strict, tools=tools),
+                talk.mode,
+                on_error=talk.failed,
+                on_cut=talk.charged,
+                first_attempt=talk.attempts + 1,
+            )
+        except ToolsRejected as exc:  # a server without function calling: the prompt alone
+            talk.failed(exc.entry)
+            self._send_tools = False
+            logger.info("tools dropped for this route", route=self.route)
+            return None
+        except FormatRejected as exc:
+            talk.failed(exc.entry)
+            talk.restart(self._downgrade(talk.mode, exc.entry))
+            return None
+        return await talk.received(reply, tools_offered=tools)
+
+    def _stopped(self, talk: Conversation, exc: BudgetExhausted) -> BudgetExhausted:
+        """The budget refused a round trip, or a reply reported more usage than it reserved:
+        the error to raise, with the record of what the call sent before, if anything."""
+        anomaly = None
+        if isinstance(exc, OverReported):  # a reply came, reporting more than it could cost
+            talk.last = exc.reply
+            talk.charged(exc.reserved_usd)
+            anomaly = ProviderAnomalyEntry(
+                attempt=exc.reply.attempt,
+                reported_usage=exc.reply.usage,
+                reported_cost_usd=round(exc.reported_usd, 10),
+                reserved_usd=round(exc.reserved_usd, 10),
+            )
+        if talk.attempts:  # earlier attempts were sent, and perhaps paid: trace them
+            record = self._record(talk, error=exc.message)
+            if anomaly is not None:
+                record.anomaly = anomaly
+                record.usage = talk.usage + anomaly.reported_usage
+            exc.call = record.model_dump(mode="json")
+        if anomaly is None:
+            return exc
+        site = talk.request.site
+        return ProviderAnomaly(exc.message, call=exc.call, timeline=site.timeline, tick=site.tick)
+
+    def _failed(self, talk: Conversation, failure: CallFailed) -> ModelError:
+        """The call cannot succeed: a `ModelError` with its record (`RouteFailed` unless the
+        reply itself stayed invalid: that is the model's answer, not the route's failure)."""
+        if failure.entry is not None:
+            talk.failed(failure.entry)
+        record = self._record(talk, error=failure.message)
+        site = talk.request.site
+        logger.warning(
+            "model call failed",
+            route=self.route,
+            role=site.role,
+            agent=site.agent,
+            attempts=record.attempts,
+            error=record.error,
+        )
+        error = ModelError if isinstance(failure, InvalidReply) else RouteFailed
+        return error(
+            f"{self.route}: {record.error}",
+            call=record.model_dump(mode="json"),
+            timeline=site.timeline,
+            tick=site.tick,
+        )
+
+    def _payload(self, talk: Conversation, strict: bool, *, tools: bool) -> dict[str, Any]:
+        """The body of the conversation's next request in its mode, the agent's tools offered
+        when ``tools``, as the route's transport adapts it to what the server accepts."""
+        request, mode, schema = talk.request, talk.mode, talk.schema
         payload: dict[str, Any] = {
             "model": self._settings.route.model,
-            "messages": messages,
-            self._transport.token_param: math.ceil(request.max_tokens * self._max_tokens_scale),
+            "messages": talk.messages,
+            "max_tokens": math.ceil(request.max_tokens * self._max_tokens_scale),
+            "temperature": request.temperature if self._temperature is None else self._temperature,
         }
-        if self._transport.send_temperature:
-            payload["temperature"] = (
-                request.temperature if self._temperature is None else self._temperature
-            )
         if request.seed is not None:
             payload["seed"] = request.seed
         if mode == "json_schema":
@@ -398,6 +292,10 @@ class OpenAIModel:
                 }
             ]
             payload["tool_choice"] = {"type": "function", "function": {"name": ANSWER_TOOL}}
+        if tools:
+            payload["tools"] = [*(dict(t) for t in request.tools), *payload.get("tools", [])]
+            if mode == "tools":  # gateway tools first if it likes, then the answer
+                payload["tool_choice"] = "required"
         return payload
 
     def _downgrade(self, mode: OutputMode, entry: CallErrorEntry) -> OutputMode:
@@ -411,36 +309,30 @@ class OpenAIModel:
             self._mode = lower
         return lower
 
-    def _record(
-        self,
-        request: ModelRequest,
-        mode: OutputMode,
-        usage: Usage,
-        errors: list[CallErrorEntry],
-        attempts: int,
-        last: Reply | None,
-        started: float,
-        extra_usd: float = 0.0,
-    ) -> LlmCallData:
-        model = self._settings.route.model
+    def _record(self, talk: Conversation, *, error: str | None = None) -> LlmCallData:
+        """The call's ``llm_call`` record as it stands."""
+        route = self._settings.route
         record = LlmCallData.for_request(
-            request,
-            provider=self._settings.route.provider,
-            requested_model=model,
-            output_mode=mode,
+            talk.request,
+            provider=route.provider,
+            requested_model=route.model,
+            output_mode=talk.mode,
             base_url_host=self._settings.base_url_host,
             redact=self._transport.redact,
         )
+        last = talk.last
         if last is not None:
             record.resolved_model = last.model
             record.response_id = last.id
             record.system_fingerprint = last.system_fingerprint
             record.finish_reason = last.finish_reason
             record.reply = last.content
-        record.usage = usage
-        record.latency_s = round(time.perf_counter() - started, 6)
-        record.attempts = attempts
-        record.errors = list(errors)
-        cost = self._transport.cost(usage, record.resolved_model)
-        record.cost_usd = cost + extra_usd if cost is not None else None
+        record.usage = talk.usage
+        record.latency_s = round(time.perf_counter() - talk.started, 6)
+        record.attempts = talk.attempts
+        record.errors = list(talk.errors)
+        record.tool_calls = list(talk.tool_calls)
+        record.error = error
+        cost = self._transport.cost(talk.usage, record.resolved_model)
+        record.cost_usd = cost + talk.cut_usd if cost is not None else None
         return record

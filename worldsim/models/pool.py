@@ -2,13 +2,14 @@
 
 Wrapping order, outermost first::
 
-    LeakageGuardModel → RecordedModel → CachedModel → OpenAIModel (budget per round trip,
-    limiter per attempt)
+    LeakageGuardModel → RecordedModel → CachedModel → OpenAIModel (retries, and the budget
+    and a connection per HTTP attempt, in its transport)
 
 so prompts are scanned before anything else (cache hits included), a resumed run's recorded
 replies and cache hits neither spend budget nor take a connection, and retry waits do not hold
-a connection (`RecordedModel` only when resuming). Every route's client
-redacts fragments of every key the pool resolved from what its server says.
+a connection (`RecordedModel` only when resuming). Limits, retries and the budget are no
+wrappers: only an attempt knows its worst-case cost and when its connection is free. Every
+route's client redacts fragments of every key the pool resolved from what its server says.
 
 A route's `RouteOptions` (the ``routes:`` block) override the run-wide settings for it; a local
 route (a local provider or a loopback base URL, unless ``local: false``) doubles an attempt's
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, cast
 from worldsim.domain.config import RouteOptions
 from worldsim.domain.contracts import Model
 from worldsim.domain.errors import ConfigError
+from worldsim.domain.jsonbytes import canonical_bytes
 from worldsim.models.cache import CachedModel, ResponseCache
 from worldsim.models.call import OutputMode
 from worldsim.models.leakage import LeakageGuard, LeakageGuardModel
@@ -42,7 +44,6 @@ from worldsim.models.routes import (
 )
 from worldsim.models.schema import DEFAULT_MAX_STRING_LENGTH
 from worldsim.models.secrets import Redactor
-from worldsim.world.canonical import canonical_json
 
 if TYPE_CHECKING:  # the client library is imported when a run first needs a server's route
     from openai import AsyncOpenAI
@@ -293,7 +294,7 @@ def _cache_variant(ro: RouteOptions) -> str:
     """The route settings that change what a request sends, for the cache key."""
     sent = {"max_tokens_scale": ro.max_tokens_scale, "temperature": ro.temperature}
     chosen = {k: v for k, v in sent.items() if v is not None}
-    return canonical_json(chosen).decode() if chosen else ""
+    return canonical_bytes(chosen).decode() if chosen else ""
 
 
 def route_limits(routes: RouteTable, options: ModelOptions) -> dict[str, int]:

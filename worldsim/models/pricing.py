@@ -21,14 +21,13 @@ import anyio
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from worldsim.domain.contracts import Model, ModelRequest, ModelResponse
-from worldsim.domain.errors import BudgetExhausted, ConfigError, ModelError, ProviderAnomaly
+from worldsim.domain.contracts import ModelRequest
+from worldsim.domain.errors import BudgetExhausted, ConfigError, ProviderAnomaly
 from worldsim.domain.files import first_error, load_mapping
-from worldsim.models.call import Usage, output_schema_of
+from worldsim.models.call import Usage
 
 __all__ = [
     "Budget",
-    "BudgetedModel",
     "Price",
     "PriceTable",
     "Reservation",
@@ -61,14 +60,6 @@ class Price(BaseModel):
         """The most a call can cost: every input token uncached, every output token used."""
         rate = max(self.input, self.cached_input or 0.0)
         return (input_tokens * rate + max_output_tokens * self.output) / 1_000_000
-
-    def worst_case_of(self, request: ModelRequest) -> float:
-        """`worst_case` of a request: its messages and output schema, and its ``max_tokens``."""
-        prompt = {
-            "messages": [{"role": m.role, "content": m.content} for m in request.chat()],
-            "schema": output_schema_of(request),
-        }
-        return self.worst_case(input_token_bound(prompt), request.max_tokens)
 
 
 def input_token_bound(payload: Any) -> int:
@@ -280,44 +271,3 @@ class Reservation:
         self.settled = True
         self.cost_usd = cost_usd
         self.budget.release(self.usd, cost_usd or 0.0, self.token)
-
-
-@dataclass(frozen=True, slots=True)
-class BudgetedModel:
-    """Wrapper: reserve each call's worst case on ``budget`` and settle to its cost.
-
-    With a ``price``, the worst case is `Price.worst_case_of` the request and a call record
-    without a cost is priced from its usage; without one nothing can be reserved ahead and the
-    call is charged its recorded ``cost_usd`` after it, so the cap holds for priced models.
-    `OpenAIModel` reserves per round trip itself and is not wrapped in this (nor should two
-    reservations on one budget nest: the inner one could wait for the outer forever). Cache
-    hits cost nothing because the cache sits outside the budget.
-    """
-
-    inner: Model
-    budget: Budget
-    price: Price | None = None
-
-    @property
-    def route(self) -> str:
-        return self.inner.route
-
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        bound = 0.0 if self.price is None else self.price.worst_case_of(request)
-        async with self.budget.reserve(bound, request) as reservation:
-            try:
-                response = await self.inner.request(request)
-            except (ModelError, BudgetExhausted) as exc:
-                if exc.call:
-                    exc.call = self._priced(exc.call)
-                    reservation.settle(exc.call.get("cost_usd"))
-                raise
-            call = self._priced(response.call)
-            reservation.settle(call.get("cost_usd"))
-            return ModelResponse(response.output, response.text, call)
-
-    def _priced(self, call: Mapping[str, Any]) -> dict[str, Any]:
-        if self.price is None or call.get("cost_usd") is not None or "usage" not in call:
-            return dict(call)
-        cost = self.price.cost(Usage.model_validate(call["usage"]))
-        return {**call, "cost_usd": round(cost, 10)}

@@ -17,7 +17,6 @@ from worldsim.models.stream import Reply
 
 __all__ = [
     "CallFailed",
-    "CutStreams",
     "FormatRejected",
     "InvalidReply",
     "OverReported",
@@ -73,15 +72,6 @@ class ParamRejected(Exception):
         super().__init__(entry.message)
         self.entry = entry
         self.param = param
-
-
-class CutStreams(Exception):
-    """A round trip failed after streams it charged for were cut: ``usd`` and the failure."""
-
-    def __init__(self, usd: float, error: Exception) -> None:
-        super().__init__(str(error))
-        self.usd = usd
-        self.error = error
 
 
 class CallFailed(Exception):

@@ -1,6 +1,8 @@
 """The one place that retries model calls: tenacity around a per-attempt no-progress timeout.
 
-Retried: HTTP 429, 408 and 5xx, timeouts, connection errors and unreadable response bodies.
+Retried, by the rules the openai client applies when it retries itself: HTTP 429, 408, 409
+(a lock timeout) and 5xx, unless an ``x-should-retry`` header says otherwise (it may also ask
+for a retry of any other status); timeouts, connection errors and unreadable response bodies.
 Waits grow exponentially with jitter; a ``Retry-After`` (seconds or HTTP date) or
 ``retry-after-ms`` header replaces the computed wait, capped. Every failed attempt is reported
 to ``on_error`` as a `CallErrorEntry`, with the wait that followed it and the limit it ran under.
@@ -30,8 +32,6 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from worldsim.domain.contracts import Model, ModelRequest, ModelResponse
-from worldsim.domain.errors import RouteFailed
 from worldsim.models.call import CallErrorEntry
 from worldsim.models.limits import AdaptiveLimiter
 
@@ -39,7 +39,6 @@ __all__ = [
     "Attempt",
     "DeadlineReached",
     "RetryPolicy",
-    "RetryingModel",
     "TransientError",
     "call_with_retries",
     "classify",
@@ -176,10 +175,15 @@ def classify(
             kind, retry = "rate_limit", True
         elif status == 408:
             kind, retry = "timeout", True
+        elif status == 409:
+            kind, retry = "conflict", True
         elif status >= 500:
             kind, retry = "server_error", True
         else:
             kind, retry = "client_error", False
+        told = exc.response.headers.get("x-should-retry")
+        if told in ("true", "false"):  # the server's word wins, as in the openai client
+            retry = told == "true"
         entry = CallErrorEntry(attempt=attempt, kind=kind, status=status, message=message)
         return entry, retry, retry_after
     if isinstance(exc, openai.APIResponseValidationError | ValueError):
@@ -312,41 +316,6 @@ async def _one_attempt(
         )
         entry = CallErrorEntry(attempt=number, kind="timeout", message=message, timeout_s=timeout_s)
         raise TransientError(entry) from exc
-
-
-@dataclass(frozen=True, slots=True)
-class RetryingModel:
-    """Wrapper: retry any model's calls under ``policy``.
-
-    The wrapped model marks a failed attempt worth retrying by raising `TransientError`; an
-    attempt that outlives ``policy.timeout_s`` counts as one too. Other errors pass at once.
-    When the attempts run out the call fails with `RouteFailed` naming each attempt's error.
-    (`OpenAIModel` retries its own HTTP attempts, with output-mode negotiation in between, and
-    is not wrapped again.)
-    """
-
-    inner: Model
-    policy: RetryPolicy
-
-    @property
-    def route(self) -> str:
-        return self.inner.route
-
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        errors: list[CallErrorEntry] = []
-
-        async def attempt(_: Attempt) -> ModelResponse:
-            return await self.inner.request(request)
-
-        try:
-            return await call_with_retries(attempt, self.policy, errors.append)
-        except DeadlineReached as exc:
-            raise RouteFailed(f"{self.route}: {exc.entry.message}") from None
-        except TransientError:
-            tried = "; ".join(f"#{e.attempt} {e.kind}: {e.message}" for e in errors)
-            raise RouteFailed(
-                f"{self.route}: no answer after {len(errors)} attempts ({tried})"[:2000]
-            ) from None
 
 
 def _short(text: str) -> str:

@@ -30,7 +30,6 @@ from worldsim.models.messages import streamed
 from worldsim.models.pricing import Budget, PriceTable, input_token_bound
 from worldsim.models.refusals import (
     CallFailed,
-    CutStreams,
     OverReported,
     ParamRejected,
     read_refusal,
@@ -38,6 +37,7 @@ from worldsim.models.refusals import (
 )
 from worldsim.models.retry import (
     Attempt,
+    DeadlineReached,
     RetryPolicy,
     TransientError,
     call_with_retries,
@@ -117,29 +117,62 @@ class Transport:
         request: ModelRequest,
         payload: dict[str, Any],
         mode: OutputMode,
+        *,
         on_error: Callable[[CallErrorEntry], None],
+        on_cut: Callable[[float], None],
         first_attempt: int,
-    ) -> tuple[Reply, float]:
-        """One round trip, its retries included. Each attempt holds its own worst case on the
-        budget and settles it to what it cost: the reply's cost, or, for an attempt cut
-        mid-stream, the usage the server reported for it, else (tokens had arrived, the count
-        is unknown) its whole reservation. No attempt is sent that does not fit, so a run never
-        spends past its cap. Returns the reply and what the cut attempts were charged."""
-        bound = self._bound(payload)
-        cut: list[float] = []
+    ) -> Reply:
+        """One round trip, its retries included: the reply, or `CallFailed` once the attempts
+        or the run's deadline ran out.
+
+        ``payload`` is sent as the server accepts it: ``max_tokens`` renamed and
+        ``temperature`` dropped once a server refused them (a refusal is retried at once
+        without). Each attempt holds its own worst case on the budget and settles it to what
+        it cost: the reply's cost, or, for an attempt cut mid-stream, the usage the server
+        reported for it, else (tokens had arrived, the count is unknown) its whole
+        reservation, which ``on_cut`` hears. No attempt is sent that does not fit, so a run
+        never spends past its cap. Every failed attempt goes to ``on_error``."""
+        body = self._as_sent(payload)
         try:
-            reply = await call_with_retries(
-                functools.partial(self._attempt, payload, mode, request, bound, cut),
+            return await call_with_retries(
+                functools.partial(self._attempt, body, mode, request, self._bound(body), on_cut),
                 self._retry,
                 on_error,
                 limiter=self.limiter,
                 first_attempt=first_attempt,
             )
-        except Exception as exc:
-            if sum(cut):
-                raise CutStreams(sum(cut), exc) from None
-            raise
-        return reply, sum(cut)
+        except ParamRejected as exc:  # each parameter is adapted once: at most three rounds
+            on_error(exc.entry)
+            self.adapt(exc)
+            return await self.round_trip(
+                request,
+                payload,
+                mode,
+                on_error=on_error,
+                on_cut=on_cut,
+                first_attempt=exc.entry.attempt + 1,
+            )
+        except TransientError as exc:
+            entry = exc.entry
+            raise CallFailed(
+                f"gave up after {entry.attempt} attempts; last error {entry.kind}: "
+                f"{entry.message}" + self._hint(entry)
+            ) from None
+        except DeadlineReached as exc:
+            entry = exc.entry
+            raise CallFailed(
+                f"{entry.message} (after {entry.attempt} attempts)" + self._hint(entry), entry
+            ) from None
+
+    def _as_sent(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """``payload`` with the parameters this server takes: its token limit's name, and no
+        ``temperature`` where it accepts only its default."""
+        body = dict(payload)
+        if self.token_param != "max_tokens":
+            body[self.token_param] = body.pop("max_tokens")
+        if not self.send_temperature:
+            body.pop("temperature", None)
+        return body
 
     def adapt(self, exc: ParamRejected) -> None:
         """Stop sending the parameter the server rejected, for the rest of the run."""
@@ -153,7 +186,7 @@ class Transport:
             raise CallFailed(f"server rejected parameter {exc.param}", exc.entry)
         logger.info("request parameter adapted", route=self.route, param=exc.param)
 
-    def hint(self, entry: CallErrorEntry) -> str:
+    def _hint(self, entry: CallErrorEntry) -> str:
         """What to change when attempts ran out on timeouts or the deadline."""
         if entry.kind not in ("timeout", "deadline"):
             return ""
@@ -205,7 +238,7 @@ class Transport:
         mode: OutputMode,
         request: ModelRequest,
         bound: float,
-        cut: list[float],
+        on_cut: Callable[[float], None],
         attempt: Attempt,
     ) -> Reply:
         site = request.site
@@ -220,7 +253,7 @@ class Transport:
                 except BaseException as exc:
                     if state.tokens:  # generated, perhaps billed, then cut
                         charge = self._cut_charge(state.usage, bound)
-                        cut.append(charge)
+                        on_cut(charge)
                         spend.settle(charge)
                     if not isinstance(exc, Exception):
                         raise  # cancellation: the task group passes it on as it is

@@ -11,11 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from worldsim.domain.cards import Label
 from worldsim.domain.errors import CardError
-from worldsim.domain.files import first_error, load_document, load_mapping, read_jsonl
+from worldsim.domain.files import load_document, load_mapping, read_jsonl, validated
 from worldsim.scoring.inputs import read_csv
 
 __all__ = ["LabelEntry", "LabelSet", "label_files", "load_labels"]
@@ -86,11 +84,7 @@ def load_labels(path: str | Path) -> LabelSet:
 
 
 def _validate(record: Mapping[str, Any], path: Path, line: int | None) -> Label:
-    try:
-        return Label.model_validate(record)
-    except ValidationError as exc:
-        field, message = first_error(exc)
-        raise CardError(message, file=path, field=field, line=line) from None
+    return validated(Label, record, file=path, line=line)
 
 
 def _folder_file_records(path: Path) -> Iterator[tuple[int | None, dict[str, Any]]]:

@@ -22,7 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
-from worldsim.domain.files import first_error, load_mapping, sha256_file
+from worldsim.domain.files import first_error, load_mapping, load_model, sha256_file
 from worldsim.scoring.inputs import rows_from_table
 from worldsim.scoring.recalibrate import SUFFIX as RECALIBRATED
 from worldsim.scoring.table import Blend
@@ -136,12 +136,7 @@ class Lock(_Model):
 
 
 def load_prereg(path: str | Path) -> Prereg:
-    data = load_mapping(path, what="prereg", error=ConfigError)
-    try:
-        prereg = Prereg.model_validate(data)
-    except ValidationError as exc:
-        field, message = first_error(exc)
-        raise ConfigError(message, file=path, field=field) from None
+    prereg = load_model(path, Prereg, what="prereg", error=ConfigError)
     try:
         prereg.blend_objects()  # weights are checked when the prereg is read, not when scored
     except ConfigError as exc:

@@ -34,6 +34,7 @@ from worldsim.domain.cards import Card, card_hash
 from worldsim.domain.config import RunConfig
 from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest, ModelResponse
 from worldsim.domain.errors import BudgetExhausted, ConfigError, ModelError
+from worldsim.domain.jsonbytes import canonical_bytes
 from worldsim.domain.outputs import ChoiceForecastOutput, ForecastOutput
 from worldsim.domain.version import __version__, git_revision
 from worldsim.models.call import LlmCallData
@@ -52,7 +53,6 @@ from worldsim.trace.records import (
 from worldsim.trace.signing import Signer
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.build import prior_of
-from worldsim.world.canonical import canonical_json
 from worldsim.world.moves import Claim
 from worldsim.world.outcome import DIRECT_RULE, direct_extraction, direct_options
 from worldsim.world.views import ForecastContext, RoleView
@@ -166,7 +166,7 @@ def direct_request(card: Card, *, seed: int = 0, role_name: str | None = None) -
 def _local_call(request: ModelRequest, response: ModelResponse) -> dict[str, Any]:
     """The call record of a reply from a model that keeps none (the offline model): a direct
     trace always records its one reply, so replay can re-extract it."""
-    text = canonical_json(response.output.model_dump(mode="json")).decode()
+    text = canonical_bytes(response.output.model_dump(mode="json")).decode()
     call = LlmCallData.for_request(
         request, provider="offline", requested_model="offline", output_mode="offline"
     )

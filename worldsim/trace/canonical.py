@@ -11,9 +11,9 @@ import hashlib
 from typing import Any
 
 from worldsim.domain.contracts import lineage
+from worldsim.domain.jsonbytes import canonical_bytes
 from worldsim.trace.reader import Trace, TraceLine
 from worldsim.trace.records import accesses_of
-from worldsim.world.state import canonical_json
 
 __all__ = ["CanonicalHash", "canonical_hash"]
 
@@ -99,7 +99,7 @@ class CanonicalHash:
         agent = str(data.get("agent", ""))
         index = int(data.get("index", 0) or 0)
         key = (group, path, tick if tick is not None else -1, _PHASE[t], agent, index)
-        self._entries.append((key, canonical_json([t, tl, tick, _content(t, data)])))
+        self._entries.append((key, canonical_bytes([t, tl, tick, _content(t, data)])))
 
     def hexdigest(self) -> str:
         entries = sorted(self._entries, key=lambda e: e[0])

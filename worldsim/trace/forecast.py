@@ -35,7 +35,7 @@ from pydantic import TypeAdapter
 
 from worldsim.domain.cards import UtcDatetime, parse_utc
 from worldsim.domain.contracts import lineage
-from worldsim.domain.jsonbytes import msgspec_bytes
+from worldsim.domain.jsonbytes import canonical_bytes, msgspec_bytes
 from worldsim.trace.reader import TraceLine
 from worldsim.trace.records import (
     ForecastEvent,
@@ -44,7 +44,6 @@ from worldsim.trace.records import (
     ForecastLink,
     proposals_of,
 )
-from worldsim.world.canonical import canonical_json
 
 __all__ = [
     "FORECAST_TYPES",
@@ -197,8 +196,6 @@ def _date(value: object) -> str | None:
     return dumped
 
 
-
-
 def _index(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
@@ -228,12 +225,12 @@ def forecast_record(records: list[RecordView]) -> ForecastGraphData:
     by link (the graph of a run of 10⁵ actors is never held whole)."""
     graph = _Graph(records)
     digest = hashlib.sha256()
-    digest.update(b'{"as_of":' + canonical_json(graph.as_of))
-    digest.update(b',"card_id":' + canonical_json(graph.card_id) + b',"events":[')
+    digest.update(b'{"as_of":' + canonical_bytes(graph.as_of))
+    digest.update(b',"card_id":' + canonical_bytes(graph.card_id) + b',"events":[')
     events = _hash_items(digest, graph.event_bytes())
     digest.update(b'],"links":[')
     links = _hash_items(digest, graph.link_bytes())
-    digest.update(b'],"run":' + canonical_json(graph.run_id) + b"}")
+    digest.update(b'],"run":' + canonical_bytes(graph.run_id) + b"}")
     return ForecastGraphData(
         run=graph.run_id,
         card_id=graph.card_id,
@@ -418,10 +415,12 @@ class _Graph:
         for group in self._groups():
             others = sorted(self.others.get(group, ()), key=_in_group)
             for event in others:
-                yield canonical_json(event, _event_floats(event)), 1
+                yield canonical_bytes(event, _event_floats(event)), 1
             tick, _ = group
             head = (
-                b'{"date":' + canonical_json(self.tick_dates.get(tick)) + b',"description":"","id":'
+                b'{"date":'
+                + canonical_bytes(self.tick_dates.get(tick))
+                + b',"description":"","id":'
             )
             parts: dict[str, bytes] = {}  # timeline -> what follows an event's id
             made: list[tuple[str, bytes]] = []
@@ -431,7 +430,7 @@ class _Graph:
                     mass = self.masses.get(tl)
                     part = parts[tl] = (
                         b',"kind":"proposal","mass":'
-                        + canonical_json(mass, [mass] if isinstance(mass, float) else [])
+                        + canonical_bytes(mass, [mass] if isinstance(mass, float) else [])
                         + b',"tick":%d,"timeline":%s,"title":' % (tick, _text_json(tl))
                     )
                 text = _text_json(_text(data[0]))

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from worldsim.domain.collector import collector_paced
 from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.domain.files import first_error
+from worldsim.domain.jsonbytes import compact_bytes
 from worldsim.domain.version import __version__
 from worldsim.trace.effective import effective_lines, stream_effective
 from worldsim.trace.records import (
@@ -331,12 +332,9 @@ def _whole_record(raw: bytes, seq: int, prev: str | None) -> bool:
     return obj.get("type") not in SEALED_TYPES or _check_seal(raw)
 
 
-def _canonical(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
-
-
 def in_writers_form(raw: bytes) -> bool:
-    """Whether ``raw`` is exactly the writer's bytes for its content (``_canonical``).
+    """Whether ``raw`` is exactly the writer's bytes for its content
+    (:func:`~worldsim.domain.jsonbytes.compact_bytes`).
 
     msgspec encodes a parsed line about ten times faster than :func:`json.dumps` and writes
     every value as it does, except floats that Python writes in exponent form (``1e-05``,
@@ -355,7 +353,10 @@ def _same_as_writers(raw: bytes, obj: Any, *, plain: bool) -> bool:
     """``raw`` is the writer's bytes for ``obj``; ``plain`` as :func:`_decode` says."""
     if plain and _ENCODER.encode(obj) == raw:
         return True
-    return _canonical(obj) == raw
+    try:
+        return compact_bytes(obj) == raw
+    except ValueError:  # NaN or an infinity: the writer refuses them
+        return False
 
 
 def check_line(line: TraceLine) -> None:

@@ -23,12 +23,17 @@ from pydantic import (
 )
 
 from worldsim.domain.cards import UtcDatetime, utc_iso
-from worldsim.domain.jsonbytes import floats_in, odd_positions, raw_json, standard_float
+from worldsim.domain.jsonbytes import (
+    canonical_bytes,
+    floats_in,
+    odd_positions,
+    raw_json,
+    standard_float,
+)
 from worldsim.gateway.access import ACCESS_DEFAULTS, Access, Calls, merged_accesses
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.models.call import LlmCallData
 from worldsim.world.build import WorldSource
-from worldsim.world.canonical import canonical_json
 from worldsim.world.columns import MoveColumns, TickProposals
 from worldsim.world.moves import PROPOSALS, BranchCandidate, Claim, Proposal, Review
 from worldsim.world.outcome import ExtractionData, LeafData
@@ -588,7 +593,7 @@ def forecast_digest(graph: Mapping[str, Any]) -> str:
         for value in (event["mass"], event["tick"])
         if isinstance(value, float)
     ]
-    return hashlib.sha256(canonical_json(graph, floats)).hexdigest()
+    return hashlib.sha256(canonical_bytes(graph, floats)).hexdigest()
 
 
 class ForecastGraphData(_Data):

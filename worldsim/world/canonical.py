@@ -1,31 +1,22 @@
-"""Canonical JSON bytes, and a memo of them for the immutable parts a state shares.
+"""A memo of the canonical JSON bytes of the immutable parts a world state shares.
 
-Every digest in worldsim is taken over compact, key-sorted JSON. A world state's parts are
-immutable and shared between ticks and timelines (an actor map no delta touched is the same object
-a tick later), so the bytes of a part are rendered once and reused while the part lives; the
-digest then costs in proportion to what changed, plus one pass of SHA-256.
+Every digest in worldsim is taken over compact, key-sorted JSON
+(:func:`~worldsim.domain.jsonbytes.canonical_bytes`). A world state's parts are immutable and
+shared between ticks and timelines (an actor map no delta touched is the same object a tick
+later), so the bytes of a part are rendered once and reused while the part lives; the digest
+then costs in proportion to what changed, plus one pass of SHA-256.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable
 
-from worldsim.domain.jsonbytes import canonical_bytes
 from worldsim.domain.memo import IdentityMemo
 
-__all__ = ["canonical_json", "rendered"]
+__all__ = ["rendered"]
 
 #: Parts remembered; a run keeps a handful alive at a time (one per part and live state).
 _RENDERED: IdentityMemo[bytes] = IdentityMemo(256)
-
-
-def canonical_json(value: Any, floats: Iterable[float] | None = None) -> bytes:
-    """Compact, key-sorted JSON bytes: the form every digest in worldsim is taken over
-    (``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``);
-    ``floats``, when given, are every float ``value`` holds
-    (:func:`~worldsim.domain.jsonbytes.canonical_bytes`)."""
-    return canonical_bytes(value, floats)
 
 
 def rendered(kind: str, part: object, render: Callable[[], bytes]) -> bytes:

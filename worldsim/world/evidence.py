@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from worldsim.world.canonical import canonical_json
+from worldsim.domain.jsonbytes import canonical_bytes
 
 __all__ = ["Evidence", "EvidenceTrail"]
 
@@ -50,7 +50,7 @@ class EvidenceTrail:
             for value in (ev.kind, ev.ref, ev.tick, ev.note)
             if isinstance(value, float)
         ]
-        self._json = canonical_json([ev.to_json() for ev in self._chunk], floats)[1:-1]
+        self._json = canonical_bytes([ev.to_json() for ev in self._chunk], floats)[1:-1]
 
     def added(self, entries: Iterable[Evidence]) -> EvidenceTrail:
         """This trail with ``entries`` after it; this trail is shared, not copied."""
@@ -68,7 +68,7 @@ class EvidenceTrail:
         trail._chunk, trail._cols = None, (kinds, refs, notes, tick)
         trail._len += len(kinds)
         # key-sorted, as canonical JSON is, and holding no float
-        trail._json = canonical_json(
+        trail._json = canonical_bytes(
             [
                 {"kind": k, "note": n, "ref": r, "tick": tick}
                 for k, r, n in zip(kinds, refs, notes, strict=True)

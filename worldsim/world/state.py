@@ -19,8 +19,9 @@ from immutables import Map
 from pydantic import BaseModel
 
 from worldsim.domain.errors import StateError
+from worldsim.domain.jsonbytes import canonical_bytes
 from worldsim.domain.memo import IdentityMemo
-from worldsim.world.canonical import canonical_json, rendered
+from worldsim.world.canonical import rendered
 from worldsim.world.deltas import (
     Delta,
     EvidenceIn,
@@ -77,7 +78,6 @@ __all__ = [
     "WorldState",
     "actor_columns",
     "apply_review",
-    "canonical_json",
     "deliver_events",
     "state_digest",
 ]
@@ -277,7 +277,7 @@ def deliver_events(state: WorldState, tick: int) -> WorldState:
 def state_digest(state: WorldState) -> str:
     """SHA-256 of the state's canonical JSON; replay recomputes it at every committed tick.
 
-    The value is ``sha256(canonical_json(state.to_json()))``, but the bytes are assembled from
+    The value is ``sha256(canonical_bytes(state.to_json()))``, but the bytes are assembled from
     parts: those a tick leaves alone (actors, edges, events, endpoints) are the same objects a
     tick later and are rendered once (:func:`~worldsim.world.canonical.rendered`), and old
     ledger evidence keeps its bytes in its trail, hashed chunk by chunk. What remains per digest
@@ -285,25 +285,25 @@ def state_digest(state: WorldState) -> str:
     """
     parts: dict[str, bytes | list[bytes]] = {
         "actors": rendered("actors", state.actors, lambda: _actors_bytes(state.actors)),
-        "cohorts": canonical_json(state.cohorts.to_json()),
-        "constraints": canonical_json(list(state.constraints)),
-        "edges": rendered("edges", state.edges, lambda: canonical_json(_edges_json(state.edges))),
+        "cohorts": canonical_bytes(state.cohorts.to_json()),
+        "constraints": canonical_bytes(list(state.constraints)),
+        "edges": rendered("edges", state.edges, lambda: canonical_bytes(_edges_json(state.edges))),
         "endpoints": rendered(
-            "endpoints", state.endpoints, lambda: canonical_json(_endpoints_json(state.endpoints))
+            "endpoints", state.endpoints, lambda: canonical_bytes(_endpoints_json(state.endpoints))
         ),
         "events": rendered(
-            "events", state.events, lambda: canonical_json(_events_json(state.events))
+            "events", state.events, lambda: canonical_bytes(_events_json(state.events))
         ),
-        "hazard": canonical_json(state.hazard),
-        "hypotheses": canonical_json(state.to_json_hypotheses()),
+        "hazard": canonical_bytes(state.hazard),
+        "hypotheses": canonical_bytes(state.to_json_hypotheses()),
         "ledger": _ledger_pieces(state.ledger),
-        "pressure": canonical_json(dict(state.pressure.items())),
-        "variables": canonical_json(dict(state.variables.items())),
+        "pressure": canonical_bytes(dict(state.pressure.items())),
+        "variables": canonical_bytes(dict(state.variables.items())),
     }
     digest = hashlib.sha256()
     separator = b"{"
     for key in sorted(parts):
-        digest.update(separator + canonical_json(key) + b":")
+        digest.update(separator + canonical_bytes(key) + b":")
         part = parts[key]
         for piece in part if isinstance(part, list) else (part,):
             digest.update(piece)
@@ -313,7 +313,7 @@ def state_digest(state: WorldState) -> str:
 
 
 def _actors_bytes(actors: Map[str, Actor]) -> bytes:
-    return canonical_json([_actor_json(actors[k]) for k in sorted(actors.keys())])
+    return canonical_bytes([_actor_json(actors[k]) for k in sorted(actors.keys())])
 
 
 def _ledger_pieces(ledger: Map[str, LedgerRow]) -> list[bytes]:
@@ -324,13 +324,13 @@ def _ledger_pieces(ledger: Map[str, LedgerRow]) -> list[bytes]:
     for key, row in sorted(ledger.items()):
         if len(pieces) > 1:
             pieces.append(b",")
-        pieces += (canonical_json(key), b':{"evidence":')
+        pieces += (canonical_bytes(key), b':{"evidence":')
         pieces += row.evidence.canonical_pieces()
         pieces += (
             b',"settled_tick":',
-            canonical_json(row.settled_tick),
+            canonical_bytes(row.settled_tick),
             b',"status":',
-            canonical_json(row.status),
+            canonical_bytes(row.status),
             b"}",
         )
     pieces.append(b"}")

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from worldsim.domain.cards import UtcDatetime
 from worldsim.domain.errors import CardError
-from worldsim.domain.files import first_error, load_document
+from worldsim.domain.files import load_document, validated
 
 __all__ = [
     "Annotation",
@@ -250,8 +250,4 @@ def load_hindsight(path: str | Path) -> HindsightGraph:
     data = load_document(p, what="hindsight graph")
     if not isinstance(data, dict):
         raise CardError("a hindsight graph must be a JSON object", file=p)
-    try:
-        return HindsightGraph.model_validate(data)
-    except ValidationError as exc:
-        field_name, message = first_error(exc)
-        raise CardError(message, file=p, field=field_name) from None
+    return validated(HindsightGraph, data, file=p)
