@@ -95,8 +95,11 @@ def test_faults_are_retried_and_recorded_and_nothing_is_lost(
         injected = sum(server.fault_counts.values())
         requests = server.request_count
     assert injected >= 10
-    assert sum(c.attempts for c in calls) == requests  # every HTTP attempt is accounted for
     retried = [e for c in calls for e in c.errors]
+    # every HTTP attempt is accounted for; only one that ended without an answer (timed out,
+    # or its connection failed) may have been cut before the server read its request
+    unanswered = sum(1 for e in retried if e.kind in ("timeout", "connection"))
+    assert requests <= sum(c.attempts for c in calls) <= requests + unanswered
     assert retried, "every fault and retry is in the trace"
     # bounded: max_attempts per request, and the one repair round trip gets its own
     assert all(c.attempts <= 2 * FAST.max_attempts for c in calls)

@@ -232,3 +232,32 @@ async def test_a_hung_attempt_is_cut_at_its_timeout_and_retried_until_the_attemp
     with pytest.raises(TransientError):
         await call_with_retries(hopeless, policy, errors.append)
     assert [e.attempt for e in errors] == [1, 2, 3, 4]
+
+
+@pytest.mark.asyncio
+async def test_progress_reported_as_the_timeout_lands_still_ends_the_attempt_as_a_timeout() -> (
+    None
+):
+    """A chunk that arrives while the no-progress cancellation is on its way must not move the
+    limit past it: the attempt is a timeout and is retried, never an attempt that "succeeded"
+    with nothing (its cancel scope swallowing its own cancellation)."""
+    from worldsim.models.call import CallErrorEntry
+    from worldsim.models.retry import Attempt, RetryPolicy, call_with_retries
+
+    async def no_wait(seconds: float) -> None:
+        return None
+
+    policy = RetryPolicy(max_attempts=3, timeout_s=0.05, jitter_s=0.0, sleep=no_wait)
+
+    async def late_chunk(attempt: Attempt) -> str:
+        if attempt.number == 1:
+            try:
+                await anyio.sleep(10)
+            except anyio.get_cancelled_exc_class():
+                attempt.progress()  # a chunk read just as the limit passed
+                raise
+        return "answer"
+
+    errors: list[CallErrorEntry] = []
+    assert await call_with_retries(late_chunk, policy, errors.append) == "answer"
+    assert [(e.attempt, e.kind) for e in errors] == [(1, "timeout")]

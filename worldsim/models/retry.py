@@ -107,6 +107,8 @@ class Attempt:
         a timer, and a stream's chunks arrive far more often than that matters, so an attempt
         without progress ends between 0.99 and 1 times ``timeout_s`` after its last chunk.
         """
+        if self._scope.cancel_called:  # too late: the limit has passed, the attempt is ending
+            return
         wanted = min(anyio.current_time() + self.timeout_s, self._end)
         if wanted - self._scope.deadline >= 0.01 * self.timeout_s:
             self._scope.deadline = wanted
@@ -307,6 +309,9 @@ async def _one_attempt(
     try:
         with anyio.fail_after(min(timeout_s, remaining)) as scope:
             return await attempt_fn(Attempt(number, timeout_s, scope, end))
+        # the scope caught its own cancellation but its deadline had moved on since (progress
+        # reported as the cancellation was on its way): the attempt timed out all the same
+        raise TimeoutError
     except TimeoutError as exc:
         cut = policy.remaining() <= 0
         message = (
