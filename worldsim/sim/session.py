@@ -18,7 +18,6 @@ from pathlib import Path
 import anyio
 
 from worldsim.domain.bounds import DEFAULT_MAX_TRACE_MB
-from worldsim.domain.collector import collector_paced
 from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.contracts import Model
 from worldsim.domain.errors import ConfigError
@@ -337,13 +336,12 @@ async def _resume_locked(
     shared: Shared | None,
     signer: Signer | None,
 ) -> RunResult:
-    with collector_paced():  # the trace read and replayed to its cut, as a run goes
-        trace = read_trace(lock.path)
-        _check_signer(trace, signer)
-        cut = Cut(trace)
-        config = resume_config(trace, models)
-        plan = role_plan(config)
-        point = restore_point(cut, config)
+    trace = read_trace(lock.path)
+    _check_signer(trace, signer)
+    cut = Cut(trace)
+    config = resume_config(trace, models)
+    plan = role_plan(config)
+    point = restore_point(cut, config)
     await check_evidence(config.card, card_path=config.card_path)
     shared = shared or Shared()
     if shared.budget is None:

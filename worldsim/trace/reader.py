@@ -20,7 +20,6 @@ from typing import Any, NamedTuple
 import msgspec
 from pydantic import ValidationError
 
-from worldsim.domain.collector import collector_paced
 from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.domain.files import first_error
 from worldsim.domain.version import __version__
@@ -408,9 +407,7 @@ def iter_trace(path: str | Path, *, parsed: bool = False) -> Iterator[TraceLine]
     With ``parsed``, each line carries the JSON parsed here (and whether msgspec's encoding of
     it can stand in for the writer's), for a consumer that checks every line as it comes
     (``verify``); without, a line keeps its bytes and is parsed again on use, which keeps the
-    lines a consumer holds cheap for the collector. While the lines are being read the
-    collector keeps the slower pace of :mod:`worldsim.domain.collector`: a reader holding open
-    ticks would otherwise have them walked again and again, for nothing to free.
+    lines a consumer holds cheap for the collector.
     """
     p = Path(path)
     if not p.is_file():
@@ -419,7 +416,7 @@ def iter_trace(path: str | Path, *, parsed: bool = False) -> Iterator[TraceLine]
         fh = p.open("rb")
     except OSError as exc:
         raise TraceError(f"cannot read trace: {exc}", file=p) from None
-    with fh, collector_paced():
+    with fh:
         run_id: str | None = None
         prev_hash: str | None = None
         sealed_at: int | None = None
