@@ -330,8 +330,9 @@ def test_cli_summary_names_p_yes_rationale_and_trace(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "p_yes 0.3700" in proc.stdout
     assert "Phase 2 reviews with offered remedies" in proc.stdout
-    assert "merger-review__direct-stub__stub-test-model__s3.jsonl" in proc.stdout
-    assert read_trace(out / "merger-review__direct-stub__stub-test-model__s3.jsonl").started.method == "direct-stub"
+    name = "merger-review__direct-stub__stub-test-model__s3.jsonl"  # the route is in the name
+    assert name in proc.stdout
+    assert read_trace(out / name).started.method == "direct-stub"
 
 
 def test_cli_replay_strict_with_an_empty_cache_fails_clearly(tmp_path: Path) -> None:
