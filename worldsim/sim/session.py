@@ -111,12 +111,19 @@ class Prepared:
         return Path(trace_path) if trace_path else Path(out) / self.trace_name
 
 
-def prepare(config: RunConfig, *, max_trace_mb: float | None = DEFAULT_MAX_TRACE_MB) -> Prepared:
+def prepare(
+    config: RunConfig,
+    *,
+    max_trace_mb: float | None = DEFAULT_MAX_TRACE_MB,
+    direct: bool | None = None,
+) -> Prepared:
     """Check ``config`` for everything that can fail before a run starts: the roles (unknown
     names, wrong phases), the extraction rule, the routes, and for a multiverse run its size
-    against ``max_trace_mb`` (``None``: no limit). The one set-up path of every run."""
+    against ``max_trace_mb`` (``None``: no limit). ``direct``: prepare the direct forecast of
+    the config's card (default: when its ``kind`` is ``direct``). The one set-up path of every
+    run."""
     name = trace_name(config)
-    if config.kind == "direct":
+    if config.kind == "direct" if direct is None else direct:
         role = config.roles.get("direct") or default_direct_role(config.card)
         direct_request(config.card, seed=config.seed, role_name=role)
         route_table(config.models)
@@ -450,9 +457,7 @@ async def forecast(
     offline model answers with the card's base rate. ``shared`` is what the call shares with
     other runs (see `build_pool`); ``signer`` signs the sealed last record.
     """
-    if config.kind != "direct":
-        raise ConfigError("a multiverse config runs with `worldsim run`", field="kind")
-    prepared = prepare(config)  # a bad card or role fails here
+    prepared = prepare(config, direct=True)  # a bad card or role fails here
     role = prepared.direct_role or default_direct_role(config.card)
     route = route_table(config.models).for_role(role)
     path = prepared.trace_path(out, trace_path)
