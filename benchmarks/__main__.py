@@ -158,4 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from worldsim.domain.collector import collector_paced
+
+    with collector_paced():  # as the worldsim command runs
+        sys.exit(main())

@@ -141,9 +141,12 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    what, kind, *rest = sys.argv[1:]
-    if what == "run":
-        point = _run_replicates(int(rest[0]), rest[1], rest[2], stream=kind == "streamed")
-    else:
-        point = _bare(rest[0], rest[1], whole=kind == "whole")
-    print(json.dumps(point))
+    from worldsim.domain.collector import collector_paced
+
+    with collector_paced():  # as the worldsim command runs
+        what, kind, *rest = sys.argv[1:]
+        if what == "run":
+            point = _run_replicates(int(rest[0]), rest[1], rest[2], stream=kind == "streamed")
+        else:
+            point = _bare(rest[0], rest[1], whole=kind == "whole")
+        print(json.dumps(point))

@@ -261,10 +261,13 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    what, args = sys.argv[1], json.loads(sys.argv[2])
-    if what == "versus":
-        print(json.dumps(_versus_floor(*args)))
-    elif what == "policy":
-        print(json.dumps(_run_policy(*args)))
-    else:
-        print(json.dumps(_load_cards(*args)))
+    from worldsim.domain.collector import collector_paced
+
+    with collector_paced():  # as the worldsim command runs
+        what, args = sys.argv[1], json.loads(sys.argv[2])
+        if what == "versus":
+            print(json.dumps(_versus_floor(*args)))
+        elif what == "policy":
+            print(json.dumps(_run_policy(*args)))
+        else:
+            print(json.dumps(_load_cards(*args)))

@@ -113,4 +113,7 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(_point(int(sys.argv[1]), sys.argv[2])))
+    from worldsim.domain.collector import collector_paced
+
+    with collector_paced():  # as the worldsim command runs
+        print(json.dumps(_point(int(sys.argv[1]), sys.argv[2])))

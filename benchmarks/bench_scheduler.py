@@ -168,5 +168,8 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    for row in rows(run()):
-        print(row)
+    from worldsim.domain.collector import collector_paced
+
+    with collector_paced():  # as the worldsim command runs
+        for row in rows(run()):
+            print(row)

@@ -147,4 +147,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from worldsim.domain.collector import collector_paced
+
+    with collector_paced():  # as the worldsim command runs
+        main()

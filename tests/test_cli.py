@@ -219,8 +219,42 @@ def test_help_is_wrapped_at_120_columns_on_a_narrow_terminal() -> None:
 @pytest.mark.parametrize("columns", [80, 137, 200])
 def test_help_never_cuts_or_splits_a_word(columns: int) -> None:
     lines = _help_pages(columns)
-    assert not [line for line in lines if "…" in line]  # nothing truncated
+    cut = [line for line in lines if "…" in line or line.endswith("...")]
+    assert all(line.startswith("Usage: ") for line in cut)  # "ARGS..." repeats, is not cut
     assert not [line for line in lines if re.search(r"[A-Za-z]-$", line)]  # e.g. "path-|ledger/1"
+
+
+def test_top_level_help_lists_each_commands_summary_whole() -> None:
+    from typer.testing import CliRunner
+
+    from worldsim.cli import app
+
+    page = CliRunner().invoke(app, ["--help"], terminal_width=80).output
+    view = CliRunner().invoke(app, ["view", "--help"]).output
+    summary = " ".join(view.split("\n\n")[1].split()).split(". ")[0]
+    assert summary.startswith("Write one HTML file") and summary in " ".join(page.split())
+
+
+def test_version_names_the_release_and_the_checkouts_revision() -> None:
+    from worldsim.domain.version import __version__
+
+    root = Path(__file__).resolve().parents[1]
+    described = subprocess.run(
+        ["git", "describe", "--always", "--dirty", "--tags"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    proc = cli("--version")
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout == f"worldsim {__version__} ({described})\n"
+
+
+def test_version_outside_a_checkout_is_the_release_alone(tmp_path: Path) -> None:
+    from worldsim.domain.version import __version__, version_line
+
+    assert version_line(tmp_path) == f"worldsim {__version__}"
 
 
 def test_hindsight_subcommands_take_their_inputs_one_way() -> None:

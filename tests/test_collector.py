@@ -1,8 +1,10 @@
-"""The collector's pace during runs and trace reads: raised inside, restored after the last ends."""
+"""The collector's pace: raised inside `collector_paced`, restored after the last use ends; set
+by the programs (the worldsim command), never by a library call."""
 
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -11,14 +13,17 @@ from typing import Any
 import anyio
 import pytest
 
+from worldsim.cli import main
 from worldsim.domain.cards import load_card
 from worldsim.domain.collector import PACED_THRESHOLD, collector_paced
 from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
 from worldsim.sim.session import run_card
+from worldsim.trace import verify as verify_module
 from worldsim.trace.reader import iter_trace
+from worldsim.trace.verify import verify_trace
 
-from .support import DEMO_CARD
+from .support import DEMO_CARD, collector_paces
 
 
 @pytest.fixture(autouse=True)
@@ -84,7 +89,7 @@ def test_runs_in_threads_overlapping_in_any_order() -> None:
     assert gc.get_threshold() == (700, 10, 10)
 
 
-def test_a_run_paces_the_collector_and_restores_it(tmp_path: Path) -> None:
+def test_a_library_run_leaves_the_collector_as_the_program_set_it(tmp_path: Path) -> None:
     card = load_card(DEMO_CARD)
     config = RunConfig(card=card, policy=load_policy("no_branch"), seed=1, ticks=2)
     seen: list[int] = []
@@ -93,22 +98,33 @@ def test_a_run_paces_the_collector_and_restores_it(tmp_path: Path) -> None:
         seen.append(gc.get_threshold()[0])
 
     anyio.run(lambda: run_card(config, tmp_path, fsync=False, observer=observe))
-    assert seen and set(seen) == {PACED_THRESHOLD}
-    assert gc.get_threshold() == (700, 10, 10)
+    assert seen and set(seen) == {700}
+    with collector_paced():  # a program that opts in gets its pace for the whole run
+        anyio.run(lambda: run_card(config, tmp_path / "paced", fsync=False, observer=observe))
+    assert PACED_THRESHOLD in seen and gc.get_threshold() == (700, 10, 10)
 
 
-def test_reading_a_trace_paces_the_collector_until_the_reader_stops(tmp_path: Path) -> None:
+def test_reading_replaying_and_verifying_leave_the_collector_alone(tmp_path: Path) -> None:
     card = load_card(DEMO_CARD)
     config = RunConfig(card=card, policy=load_policy("no_branch"), seed=1, ticks=2)
     trace = anyio.run(lambda: run_card(config, tmp_path, fsync=False)).trace
-    assert gc.get_threshold() == (700, 10, 10)
-
     seen = {gc.get_threshold()[0] for _ in iter_trace(trace)}
-    assert seen == {PACED_THRESHOLD}
+    replayed: list[int] = []
+    verify_trace(trace, on_step=lambda step: replayed.append(gc.get_threshold()[0]))
+    assert seen == {700} and set(replayed) == {700}
     assert gc.get_threshold() == (700, 10, 10)
 
-    lines = iter_trace(trace)
-    next(lines)
-    assert gc.get_threshold()[0] == PACED_THRESHOLD
-    lines.close()  # a reader that stops early (as a dropped generator is closed)
-    assert gc.get_threshold() == (700, 10, 10)
+
+def test_the_worldsim_command_paces_its_process_and_restores_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    card = load_card(DEMO_CARD)
+    config = RunConfig(card=card, policy=load_policy("no_branch"), seed=1, ticks=2)
+    trace = anyio.run(lambda: run_card(config, tmp_path, fsync=False)).trace
+    with collector_paces(monkeypatch, verify_module, "verify_trace") as seen:
+        monkeypatch.setattr(sys, "argv", ["worldsim", "verify", str(trace)])
+        with pytest.raises(SystemExit) as done:
+            main()
+        after = gc.get_threshold()[0]
+    assert done.value.code in (0, None)
+    assert seen == [PACED_THRESHOLD] and after == 700

@@ -25,17 +25,22 @@ from worldsim.world.extraction import EXTRACTION_RULES
 CARD = load_card(DEMO_CARD)
 
 names = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
-models = st.builds(
-    ModelConfig,
-    model=st.sampled_from(["offline", "openai/gpt-4o-mini", "stub/test-model"]),
-    role_models=st.lists(names.map(lambda n: f"{n}=stub/x"), max_size=3).map(tuple),
-    max_connections=st.integers(1, 64),
-    cache=st.sampled_from(["use", "refresh", "off"]),
-    cache_dir=st.none() | st.just(Path("/srv/cache/worldsim")),
-    replay_strict=st.booleans(),
-    max_cost_usd=st.none() | st.floats(0, 100, allow_nan=False),
-    leakage=st.sampled_from(["record", "fail"]),
-    retry=st.none() | st.builds(RetrySettings, max_attempts=st.integers(1, 9)),
+caching = st.sampled_from(["use", "refresh", "off"]).flatmap(
+    lambda cache: st.tuples(st.just(cache), st.booleans() if cache == "use" else st.just(False))
+)  # a strict replay reads the cache
+models = caching.flatmap(
+    lambda caching: st.builds(
+        ModelConfig,
+        model=st.sampled_from(["offline", "openai/gpt-4o-mini", "stub/test-model"]),
+        role_models=st.lists(names.map(lambda n: f"{n}=stub/x"), max_size=3).map(tuple),
+        max_connections=st.integers(1, 64),
+        cache=st.just(caching[0]),
+        cache_dir=st.none() | st.just(Path("/srv/cache/worldsim")),
+        replay_strict=st.just(caching[1]),
+        max_cost_usd=st.none() | st.floats(0, 100, allow_nan=False),
+        leakage=st.sampled_from(["record", "fail"]),
+        retry=st.none() | st.builds(RetrySettings, max_attempts=st.integers(1, 9)),
+    )
 )
 configs = st.builds(
     RunConfig,
@@ -142,3 +147,26 @@ def test_a_bad_config_file_is_one_line_exit_2_and_nothing_written(
     assert len(proc.stderr.strip().splitlines()) == 1
     assert str(path) in proc.stderr and named in proc.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("cache", ["off", "refresh"])
+def test_a_strict_replay_without_the_cache_is_refused_by_the_library(cache: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        RunConfig.from_dict(
+            {"card": str(DEMO_CARD), "models": {"cache": cache, "replay_strict": True}}
+        )
+    assert info.value.field == "models.replay_strict" and f"not '{cache}'" in info.value.message
+    assert ModelConfig(cache="use", replay_strict=True).replay_strict
+
+
+@pytest.mark.parametrize("command", [["run"], ["forecast", "--model", "stub/test-model"]])
+def test_a_strict_replay_with_the_cache_off_is_one_line_exit_2(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Refused before any route is reached: with the cache off, nothing could be replayed."""
+    out = tmp_path / "out"
+    args = [*command, str(DEMO_CARD), "--cache", "off", "--replay-strict", "--out", str(out)]
+    proc = cli(*args)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "replay_strict" in proc.stderr
+    assert "needs cache 'use'" in proc.stderr and not out.exists()

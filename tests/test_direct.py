@@ -29,6 +29,7 @@ from worldsim.trace.writer import TraceWriter
 WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]
 ROUTE = "stub/test-model"
 TRACE = "merger-review__direct__s0.jsonl"
+STUB_TRACE = "merger-review__direct__stub-test-model__s0.jsonl"
 PLANTED_KEY = "sk-planted-7c1e9a0b5d3f42e8a6b1c0d9e8f7a6b5"
 LABELS = ROOT / "scenarios" / "labels"
 
@@ -125,7 +126,7 @@ def test_direct_trace_verifies_and_carries_the_reply(tmp_path: Path) -> None:
     with StubServer(scripted(reply(0.37))) as server:
         result = run_direct(server, tmp_path)
         body = server.requests[0].body
-    assert result.trace == tmp_path / TRACE
+    assert result.trace == tmp_path / STUB_TRACE
     assert result.p_yes == 0.37
     assert types_of(result.trace) == [
         "run_started",
@@ -286,7 +287,7 @@ def test_invalid_reply_in_process_raises_and_ends_with_run_failed(tmp_path: Path
             run_direct(server, tmp_path)
         assert server.request_count == 2  # the reply and one repair
     assert info.value.call["error"]
-    assert types_of(tmp_path / TRACE) == ["run_started", "llm_call", "run_failed"]
+    assert types_of(tmp_path / STUB_TRACE) == ["run_started", "llm_call", "run_failed"]
 
 
 # -------------------------------------------------------------------------- command line
@@ -303,7 +304,7 @@ def test_cli_forecast_json_then_cache_hit(tmp_path: Path, user_cache: Path) -> N
         assert (row["card_id"], row["seed"], row["method"]) == ("merger-review", 0, "direct")
         assert (row["p_yes"], row["unresolved_mass"], row["cache"]) == (0.37, 0.0, "miss")
         trace = Path(row["trace"])
-        assert trace == out / TRACE
+        assert trace == out / STUB_TRACE
         assert verify_trace(trace).exit_code == 0
         first_hash = canonical_hash(read_trace(trace))
         assert (user_cache / "responses.sqlite").is_file()
@@ -329,8 +330,9 @@ def test_cli_summary_names_p_yes_rationale_and_trace(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "p_yes 0.3700" in proc.stdout
     assert "Phase 2 reviews with offered remedies" in proc.stdout
-    assert "merger-review__direct-stub__s3.jsonl" in proc.stdout
-    assert read_trace(out / "merger-review__direct-stub__s3.jsonl").started.method == "direct-stub"
+    name = "merger-review__direct-stub__stub-test-model__s3.jsonl"  # the route is in the name
+    assert name in proc.stdout
+    assert read_trace(out / name).started.method == "direct-stub"
 
 
 def test_cli_replay_strict_with_an_empty_cache_fails_clearly(tmp_path: Path) -> None:
@@ -341,8 +343,8 @@ def test_cli_replay_strict_with_an_empty_cache_fails_clearly(tmp_path: Path) -> 
     assert proc.returncode == 1
     [line] = error_lines(proc.stderr)
     assert "strict replay: no cached reply" in line
-    assert types_of(out / TRACE) == ["run_started", "run_failed"]
-    assert verify_trace(out / TRACE).exit_code == 3
+    assert types_of(out / STUB_TRACE) == ["run_started", "run_failed"]
+    assert verify_trace(out / STUB_TRACE).exit_code == 3
 
 
 def test_cli_out_of_bounds_reply_is_a_recorded_failure(tmp_path: Path) -> None:
@@ -353,11 +355,11 @@ def test_cli_out_of_bounds_reply_is_a_recorded_failure(tmp_path: Path) -> None:
     assert proc.returncode == 1
     [line] = error_lines(proc.stderr)
     assert "invalid output after one repair" in line
-    assert types_of(out / TRACE) == ["run_started", "llm_call", "run_failed"]
-    call = read_trace(out / TRACE).first("llm_call")
+    assert types_of(out / STUB_TRACE) == ["run_started", "llm_call", "run_failed"]
+    call = read_trace(out / STUB_TRACE).first("llm_call")
     assert call is not None and call.data.error
     assert '"p_yes":498' in (call.data.reply or "").replace(" ", "")
-    check = verify_trace(out / TRACE)
+    check = verify_trace(out / STUB_TRACE)
     assert (check.exit_code, check.terminal) == (3, "run_failed")
 
 
@@ -368,9 +370,9 @@ def test_cli_out_of_bounds_reply_is_repaired(tmp_path: Path) -> None:
         assert server.request_count == 2
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["p_yes"] == 0.42
-    call = read_trace(out / TRACE).first("llm_call")
+    call = read_trace(out / STUB_TRACE).first("llm_call")
     assert call is not None and [e.kind for e in call.data.errors] == ["invalid_output"]
-    assert verify_trace(out / TRACE).exit_code == 0
+    assert verify_trace(out / STUB_TRACE).exit_code == 0
 
 
 def test_planted_key_never_leaves_the_request_header(tmp_path: Path, user_cache: Path) -> None:
@@ -414,7 +416,7 @@ def test_cli_budget_and_leakage_fail_before_the_call(tmp_path: Path) -> None:
     assert spent.returncode == 1 and "budget" in error_lines(spent.stderr)[0]
     assert leaked.returncode == 1 and "forbidden string" in error_lines(leaked.stderr)[0]
     for out in (tmp_path / "a", tmp_path / "b"):
-        assert types_of(out / TRACE) == ["run_started", "run_failed"]
+        assert types_of(out / STUB_TRACE) == ["run_started", "run_failed"]
     assert "regulator r" not in leaked.stderr.casefold()
 
 

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 import worldsim.sim.session as session_module
 from tests.support import DEMO_CARD, collector_paces
 from worldsim.domain.cards import load_card
-from worldsim.domain.collector import PACED_THRESHOLD
 from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.errors import BudgetExhausted, ConfigError
 from worldsim.domain.policy import load_policy
@@ -95,17 +94,17 @@ def test_resuming_twice_keeps_the_hash(complete: tuple[bytes, str, int], tmp_pat
     assert first_stretch and all(line.number in kept for line in first_stretch)
 
 
-def test_a_resume_replays_to_its_cut_at_the_collectors_pace(
+def test_a_resume_leaves_the_collectors_pace_to_the_program(
     complete: tuple[bytes, str, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The trace is read and replayed to its cut at the slower pace a run keeps (the
-    threshold is read as the restore point is made from the replay)."""
+    """The trace is read and replayed to its cut at the pace the program set (the threshold
+    is read as the restore point is made from the replay)."""
     blob, want, after_init = complete
     path = tmp_path / "cut.jsonl"
     path.write_bytes(blob[: after_init + (len(blob) - after_init) // 2])
     with collector_paces(monkeypatch, session_module, "restore_point") as seen:
         anyio.run(lambda: resume_run(path, fsync=False))
-    assert seen == [PACED_THRESHOLD]
+    assert seen == [700]
     assert verify_trace(path, canonical=True).canonical == want
 
 
@@ -150,7 +149,7 @@ def test_sigkill_mid_tick_resumes_without_repaying_calls(tmp_path: Path) -> None
         proc = subprocess.Popen(
             [*WORLDSIM, "run", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
-        trace = tmp_path / "merger-review__branching__s2.jsonl"
+        trace = tmp_path / "merger-review__branching__stub-test-model__s2.jsonl"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             held = server.request_count > 12
@@ -258,7 +257,7 @@ def test_a_capped_run_stops_within_its_cap_and_resumes_under_a_higher_one(tmp_pa
     no call is paid for twice."""
     prices = tmp_path / "prices.yaml"
     prices.write_text("models:\n  test-model: {input: 10.0, output: 10.0}\n")
-    trace = tmp_path / "merger-review__branching__s2.jsonl"
+    trace = tmp_path / "merger-review__branching__stub-test-model__s2.jsonl"
     # every call costs exactly the worst case it reserved: $0.03 to $0.11 here
     with StubServer(seed=8, usage=worst_case_usage, latency_s=0.005) as server:
         env = {"STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}

@@ -13,6 +13,7 @@ from worldsim.domain.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from worldsim.domain.cards import Card, Label, load_card, load_label
+    from worldsim.domain.collector import collector_paced
     from worldsim.domain.config import ModelConfig, RunConfig
     from worldsim.domain.errors import (
         BudgetExhausted,
@@ -76,6 +77,7 @@ __getattr__, __dir__ = lazy_exports(
         "WorldsimRuntimeError": "worldsim.domain.errors",
         "__version__": "worldsim.domain.version",
         "canonical_hash": "worldsim.trace.canonical",
+        "collector_paced": "worldsim.domain.collector",
         "extract": "worldsim.world.extraction",
         "load_card": "worldsim.domain.cards",
         "load_label": "worldsim.domain.cards",
@@ -122,6 +124,7 @@ __all__ = [
     "WorldsimRuntimeError",
     "__version__",
     "canonical_hash",
+    "collector_paced",
     "extract",
     "load_card",
     "load_label",

@@ -1,7 +1,8 @@
 """The ``worldsim`` command line: one entry point, subcommands in sibling modules.
 
 This is the only place that configures logging (structlog): console output on a TTY, JSON lines
-otherwise, always on standard error so standard output stays clean for ``--json``.
+otherwise, always on standard error so standard output stays clean for ``--json``; and the only
+place the command sets the collector's pace for its process (`worldsim.domain.collector`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import importlib
 import sys
 
 from worldsim.cli._app import app, configure_logging, fail
+from worldsim.domain.collector import collector_paced
 from worldsim.domain.errors import WorldsimError
 
 __all__ = ["app", "main"]
@@ -41,6 +43,7 @@ def main() -> None:
     if not {"-h", "--help"} & set(sys.argv[1:]):  # help needs no logging (nor structlog)
         configure_logging()
     try:
-        app()
+        with collector_paced():
+            app()
     except WorldsimError as exc:
         fail(str(exc), code=exc.exit_code)

@@ -94,8 +94,9 @@ _USAGE_ERROR: type[Exception] = next(
 
 
 class _Group(typer.core.TyperGroup):
-    """A command group whose ``--help`` flag defaults to False, and whose subcommands report a
-    bad flag or argument in one line, like every other input error.
+    """A command group whose ``--help`` flag defaults to False, whose subcommands report a
+    bad flag or argument in one line, like every other input error, and whose help lists each
+    subcommand's summary whole.
 
     Running a subcommand processes its groups' help flags too; typer converts a flag's value
     through a pydantic validator unless it is already a bool, and the default ``None`` is not,
@@ -108,6 +109,18 @@ class _Group(typer.core.TyperGroup):
         if option is not None:
             option.default = False
         return option
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The subcommands, each with the first sentence of its help in full, wrapped (click
+        cuts it to the line with "...")."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=10_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -133,6 +146,28 @@ app = typer.Typer(
         "help_option_names": ["-h", "--help"],
     },
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from worldsim.domain.version import version_line
+
+        sys.stdout.write(version_line() + "\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        is_eager=True,
+        expose_value=False,
+        callback=_print_version,
+        help="Print the version (and the source revision, in a checkout) and exit.",
+    ),
+) -> None:
+    """Branching, auditable multiverse simulations for forecasting agents, scored offline."""
 
 
 def command_group(name: str, help: str) -> typer.Typer:

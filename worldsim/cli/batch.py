@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from worldsim.cli._app import app, err_console, escape, out_console
-from worldsim.cli.models import CacheDirOption, PreflightOption, preflight_routes
+from worldsim.cli.models import preflight_routes
+from worldsim.cli.settings import CacheDirOption, PreflightOption
 
 if TYPE_CHECKING:
     from worldsim.models.limits import LimitChange

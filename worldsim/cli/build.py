@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from worldsim.cli._app import command_group, escape, out_console
-from worldsim.cli.models import CacheDirOption
+from worldsim.cli.settings import CacheDirOption
 from worldsim.domain.errors import ConfigError
 
 __all__ = ["build_app"]

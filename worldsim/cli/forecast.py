@@ -12,24 +12,29 @@ from typing import Annotated
 import typer
 
 from worldsim.cli._app import SignKeyOption, app, escape, out_console
-from worldsim.cli.models import (
+from worldsim.cli.settings import (
     CacheDirOption,
+    CacheOption,
     DeadlineOption,
+    ForbiddenStringsOption,
+    LeakageOption,
     MaxAttemptsOption,
+    MaxCostOption,
     PreflightOption,
+    PricesOption,
+    ReplayStrictOption,
     RoutesOption,
     TimeoutOption,
+    given_options,
+    run_config,
 )
-from worldsim.domain.errors import ConfigError
 
 __all__ = ["forecast"]
-
-_CACHE_MODES = ("use", "refresh", "off")
-_LEAKAGE_MODES = ("record", "fail")
 
 
 @app.command()
 def forecast(
+    ctx: typer.Context,
     card: Annotated[
         Path,
         typer.Argument(
@@ -44,9 +49,10 @@ def forecast(
         ),
     ],
     seed: Annotated[int, typer.Option(min=0, help="Seed sent with the request.")] = 0,
-    role: Annotated[
+    direct_role: Annotated[
         str | None,
         typer.Option(
+            "--role",
             metavar="NAME",
             help="The prompt role to ask (phase direct; default direct, or direct_choice for "
             "a card with several choices); see `worldsim roles`.",
@@ -64,33 +70,13 @@ def forecast(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print one JSON object, nothing else.")
     ] = False,
-    cache: Annotated[
-        str,
-        typer.Option(metavar="|".join(_CACHE_MODES), help="Response cache: use, refresh or off."),
-    ] = "use",
+    cache: CacheOption = "use",
     cache_dir: CacheDirOption = None,
-    replay_strict: Annotated[
-        bool, typer.Option(help="Answer from the cache only; a miss is an error.")
-    ] = False,
-    max_cost_usd: Annotated[
-        float | None,
-        typer.Option(min=0.0, metavar="USD", help="Stop before a call once this much is spent."),
-    ] = None,
-    prices: Annotated[
-        Path | None,
-        typer.Option(metavar="FILE", help="Price table (YAML) extending the shipped one."),
-    ] = None,
-    forbidden_strings: Annotated[
-        Path | None,
-        typer.Option(metavar="FILE", help="Strings no prompt or reply may contain, one per line."),
-    ] = None,
-    leakage: Annotated[
-        str,
-        typer.Option(
-            metavar="|".join(_LEAKAGE_MODES),
-            help="On a forbidden string: record it, or fail the call.",
-        ),
-    ] = "record",
+    replay_strict: ReplayStrictOption = False,
+    max_cost_usd: MaxCostOption = None,
+    prices: PricesOption = None,
+    forbidden_strings: ForbiddenStringsOption = None,
+    leakage: LeakageOption = "record",
     sign_key: SignKeyOption = None,
     routes_file: RoutesOption = None,
     timeout: TimeoutOption = None,
@@ -106,46 +92,21 @@ def forecast(
     """
     import anyio
 
-    from worldsim.cli.models import model_overrides, preflight_routes
-    from worldsim.domain.config import DEFAULT_POLICY, RunConfig
+    from worldsim.cli.models import preflight_routes
+    from worldsim.domain.config import DEFAULT_POLICY
     from worldsim.sim.session import forecast as run_forecast
+    from worldsim.sim.session import prepare
     from worldsim.trace.signing import load_signer
 
     signer = load_signer(sign_key) if sign_key is not None else None  # before any file
-    if cache not in _CACHE_MODES:
-        raise ConfigError(f"unknown cache mode {cache!r}: use, refresh or off", field="--cache")
-    if leakage not in _LEAKAGE_MODES:
-        raise ConfigError(f"unknown leakage mode {leakage!r}: record or fail", field="--leakage")
-    if replay_strict and cache != "use":
-        raise ConfigError("--replay-strict reads the cache: use --cache use", field="--cache")
     # every value is validated here, before anything is written: a bad one is a ConfigError
-    models = model_overrides(
-        {
-            "model": model,
-            "cache": cache,
-            "cache_dir": cache_dir,
-            "replay_strict": replay_strict,
-            "max_cost_usd": max_cost_usd,
-            "prices": prices,
-            "forbidden_strings": forbidden_strings,
-            "leakage": leakage,
-        },
-        routes_file=routes_file,
-        timeout=timeout,
-        max_attempts=max_attempts,
-        deadline=deadline,
+    direct = {"kind": "direct", "policy": DEFAULT_POLICY}
+    config = run_config(
+        given_options(ctx),
+        card=card,
+        fixed={**direct, "roles": {"direct": direct_role} if direct_role else {}},
     )
-    config = RunConfig.from_dict(
-        {
-            "card": card,
-            "policy": DEFAULT_POLICY,
-            "kind": "direct",
-            "seed": seed,
-            "roles": {"direct": role} if role else {},
-            "method": method_label,
-            "models": models,
-        }
-    )
+    prepare(config)  # a role of another phase, a bad route: exit 2
     preflight_routes(config.models, preflight)
     result = anyio.run(lambda: run_forecast(config, out, overwrite=force, signer=signer))
     if json_out:

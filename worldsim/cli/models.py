@@ -1,7 +1,6 @@
 """``worldsim models check``: measure a route before a run, and the brief automatic preflight.
 
-Also the route flags ``run`` and ``forecast`` share (``--routes``, ``--timeout``,
-``--max-attempts``, ``--deadline``) and how they fold into a run's ``models`` settings.
+The shared model options are declared in `worldsim.cli.settings`.
 """
 
 # No `from __future__ import annotations` here: typer reads every command's signature at
@@ -23,99 +22,13 @@ if TYPE_CHECKING:
     from worldsim.domain.contracts import ModelRequest, ModelResponse
     from worldsim.models.preflight import Estimate, Measurement, PlannedCall
 
-__all__ = [
-    "CacheDirOption",
-    "DeadlineOption",
-    "MaxAttemptsOption",
-    "PreflightOption",
-    "RoutesOption",
-    "TimeoutOption",
-    "model_overrides",
-    "preflight_routes",
-]
-
-RoutesOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--routes",
-        metavar="FILE",
-        help="Per-route settings (timeout, attempts, connections, output mode, max_tokens "
-        "scale, temperature, price): a YAML file with a routes: block, as in --config.",
-    ),
-]
-TimeoutOption = Annotated[
-    float | None,
-    typer.Option(
-        min=0.001,
-        metavar="S",
-        help="Seconds without progress (no token streamed) before an attempt is given up "
-        "(default 60; a local route doubles it after each timeout).",
-    ),
-]
-MaxAttemptsOption = Annotated[
-    int | None, typer.Option(min=1, metavar="N", help="Attempts per request (default 5).")
-]
-DeadlineOption = Annotated[
-    float | None,
-    typer.Option(
-        min=0.001,
-        metavar="S",
-        help="Wall-clock seconds for the model calls: no attempt starts or goes on past it.",
-    ),
-]
-CacheDirOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--cache-dir",
-        metavar="DIR",
-        help="The response cache's folder (default: $WORLDSIM_CACHE_DIR, else "
-        "$XDG_CACHE_HOME/worldsim, else ~/.cache/worldsim); see `worldsim cache info`.",
-    ),
-]
-PreflightOption = Annotated[
-    bool | None,
-    typer.Option(
-        help="Measure each remote route briefly first (default: on a terminal, once per "
-        "route; see `worldsim models check`)."
-    ),
-]
+__all__ = ["preflight_routes"]
 
 models_app = command_group("models", "Model routes: measure one before running on it.")
 
 PREFLIGHT_FILE = "preflight.json"
 """Routes already measured, in the response cache's folder: the automatic preflight runs
 once per route and server, whatever the output folder."""
-
-
-def model_overrides(
-    data: dict[str, Any],
-    *,
-    routes_file: Path | None,
-    timeout: float | None,
-    max_attempts: int | None,
-    deadline: float | None,
-) -> dict[str, Any]:
-    """``data`` (a run's ``models`` settings) with the route flags folded in: a routes file's
-    entries replace the same routes' entries, ``--timeout`` and ``--max-attempts`` set the
-    run-wide retry settings, ``--deadline`` the deadline."""
-    from worldsim.domain.config import load_routes_file
-
-    models = dict(data)
-    if routes_file is not None:
-        loaded = {
-            k: v.model_dump(exclude_none=True) for k, v in load_routes_file(routes_file).items()
-        }
-        models["routes"] = {**dict(models.get("routes") or {}), **loaded}
-    retry = dict(models.get("retry") or {})
-    if timeout is not None:
-        retry["timeout_s"] = timeout
-    if max_attempts is not None:
-        retry["max_attempts"] = max_attempts
-    if retry:
-        models["retry"] = retry
-    if deadline is not None:
-        models["deadline_s"] = deadline
-    return models
 
 
 class _Counting:

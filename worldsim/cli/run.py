@@ -8,20 +8,30 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from worldsim.cli._app import SignKeyOption, app, err_console, out_console
-from worldsim.cli.models import (
+from worldsim.cli.models import preflight_routes
+from worldsim.cli.settings import (
     CacheDirOption,
+    CacheOption,
     DeadlineOption,
+    ForbiddenStringsOption,
+    LeakageOption,
     MaxAttemptsOption,
+    MaxConnectionsOption,
+    MaxCostOption,
     PreflightOption,
+    PricesOption,
+    ReplayStrictOption,
+    RoleModelOption,
     RoutesOption,
     TimeoutOption,
-    model_overrides,
-    preflight_routes,
+    given_options,
+    recorded_settings,
+    run_config,
 )
 from worldsim.domain import bounds
 from worldsim.domain.errors import ConfigError
@@ -30,7 +40,6 @@ from worldsim.world.extraction import EXTRACTION_RULES
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from worldsim.domain.config import ModelConfig, RunConfig
     from worldsim.sim.settlement import RunResult
     from worldsim.trace.signing import Signer
 
@@ -53,11 +62,16 @@ def _one_card(card: Path | None, extra: list[str]) -> Path | None:
     return card
 
 
-def _resume(trace: Path, models: "ModelConfig", json_out: bool, signer: "Signer | None") -> None:
+def _resume(trace: Path, ctx: typer.Context, json_out: bool, signer: "Signer | None") -> None:
+    """Continue the run in ``trace`` with the settings it recorded, and the options typed now
+    on top (the routes always come from the trace)."""
     import anyio
 
     from worldsim.sim.session import resume_run
 
+    recorded = recorded_settings(trace)  # none: resume_run says what is wrong with the trace
+    options = given_options(ctx)
+    models = run_config(options, base=recorded, source=trace).models if recorded else None
     result = anyio.run(lambda: resume_run(trace, models=models, signer=signer))
     if json_out:
         sys.stdout.write(json.dumps(result.summary()) + "\n")
@@ -79,30 +93,6 @@ def _anchor(result: "RunResult", signer: "Signer | None") -> str:
     """``TRACE head HASH``: what to record to pin the trace (``verify --expect-head``)."""
     signed = f" · signed by key {signer.key_id}" if signer is not None else ""
     return f"{result.trace} · head {result.head}{signed}"
-
-
-_KEPT_ON_RESUME = ("max_cost_usd", "prices", "routes", "retry", "deadline_s")
-
-
-def _recorded_cost_settings(trace: Path, given: set[str]) -> dict[str, Any]:
-    """The budget, price file and route settings the resumed run recorded, for those not typed
-    again: a capped run stays capped, priced by the same table, and a slow route keeps its
-    timeouts, unless told otherwise (``--routes``, ``--timeout`` and the like apply on top)."""
-    from worldsim.domain.config import RunConfig
-    from worldsim.trace.reader import iter_trace
-
-    missing = [name for name in _KEPT_ON_RESUME if name not in given]
-    if not missing or not trace.is_file():
-        return {}
-    first = next(iter_trace(trace), None)  # only the header is read here
-    config = getattr(first.data, "config", None) if first is not None else None
-    if first is None or first.type != "run_started" or config is None:
-        return {}  # a trace resume_run will refuse, or one from before configs were recorded
-    try:
-        models = RunConfig.from_dict(config).models
-    except ConfigError:
-        return {}  # resume_run reports it, naming the trace
-    return {name: getattr(models, name) for name in missing}
 
 
 def _summary_table(results: "list[RunResult]") -> "Table":
@@ -130,71 +120,6 @@ def _summary_table(results: "list[RunResult]") -> "Table":
             str(r.trace),
         )
     return table
-
-
-_RUN_FLAGS = {
-    "policy": "policy",
-    "seed": "seed",
-    "ticks": "ticks",
-    "extraction": "extraction_rule",
-    "method_label": "method",
-}
-_MODEL_FLAGS = {
-    "model": "model",
-    "role_model": "role_models",
-    "max_connections": "max_connections",
-    "cache": "cache",
-    "cache_dir": "cache_dir",
-    "replay_strict": "replay_strict",
-    "max_cost_usd": "max_cost_usd",
-    "prices": "prices",
-    "forbidden_strings": "forbidden_strings",
-    "leakage": "leakage",
-}
-
-
-def _given(ctx: typer.Context) -> set[str]:
-    """The options the user typed (not their defaults)."""
-    given: set[str] = set()
-    for name in ctx.params:
-        source = ctx.get_parameter_source(name)
-        if source is not None and source.name not in {"DEFAULT", "DEFAULT_MAP"}:
-            given.add(name)
-    return given
-
-
-def _run_config(ctx: typer.Context, config_file: Path | None, card: Path | None) -> "RunConfig":
-    """The run's settings: the config file if given, with every option typed on the command
-    line taking precedence over the file's value."""
-    from worldsim.domain.config import RunConfig, load_run_config
-
-    given = _given(ctx) if config_file is not None else set(ctx.params)
-    params = ctx.params
-    data = load_run_config(config_file) if config_file is not None else {}
-    models = dict(data.get("models") or {})
-    for flag, name in _RUN_FLAGS.items():
-        if flag in given:
-            data[name] = params[flag]
-    for flag, name in _MODEL_FLAGS.items():
-        if flag in given:
-            models[name] = params[flag] if flag != "role_model" else tuple(params[flag] or ())
-    data["models"] = model_overrides(
-        models,
-        routes_file=params["routes_file"],
-        timeout=params["timeout"],
-        max_attempts=params["max_attempts"],
-        deadline=params["deadline"],
-    )
-    if card is not None:
-        data["card"] = str(card)
-    data["extra_roles"] = (*data.get("extra_roles", ()), *(params["role"] or ()))
-    try:
-        config = RunConfig.from_dict(data)
-    except ConfigError as exc:
-        if config_file is None or exc.file is not None:
-            raise
-        raise ConfigError(exc.message, file=config_file, field=exc.field) from None
-    return config
 
 
 # Further positional arguments are collected (not refused by typer) so that several cards get
@@ -246,13 +171,7 @@ def run(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print one JSON object per trace, nothing else.")
     ] = False,
-    role_model: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="ROLE=ROUTE",
-            help="The route of one role (repeatable), e.g. cohort=openai/gpt-4o-mini.",
-        ),
-    ] = None,
+    role_model: RoleModelOption = None,
     role: Annotated[
         list[str] | None,
         typer.Option(
@@ -261,43 +180,14 @@ def run(
             "timeline; an init, review or report role takes that phase. See `worldsim roles`.",
         ),
     ] = None,
-    max_connections: Annotated[
-        int, typer.Option(min=1, help="Concurrent requests per route, shared by all timelines.")
-    ] = 8,
-    cache: Annotated[
-        str, typer.Option(metavar="use|refresh|off", help="Response cache: use, refresh or off.")
-    ] = "use",
+    max_connections: MaxConnectionsOption = 8,
+    cache: CacheOption = "use",
     cache_dir: CacheDirOption = None,
-    replay_strict: Annotated[
-        bool, typer.Option(help="A cache miss is an error: replay, call no model.")
-    ] = False,
-    max_cost_usd: Annotated[
-        float | None,
-        typer.Option(
-            min=0.0,
-            metavar="USD",
-            help="Never spend more: each call reserves its worst case first, and the run stops "
-            "cleanly, resumable, when the next one does not fit, or when a reply reports more "
-            "usage than its request could cost (a provider anomaly, docs/models.md). With "
-            "--resume, the cap of the whole run, counting what its trace already spent "
-            "(default: the recorded cap).",
-        ),
-    ] = None,
-    prices: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="FILE",
-            help="Price table YAML overriding the shipped one (with --resume: the recorded one).",
-        ),
-    ] = None,
-    forbidden_strings: Annotated[
-        Path | None,
-        typer.Option(metavar="FILE", help="Strings that must never appear in a prompt or reply."),
-    ] = None,
-    leakage: Annotated[
-        str,
-        typer.Option(metavar="record|fail", help="On a forbidden string: record it, or fail."),
-    ] = "record",
+    replay_strict: ReplayStrictOption = False,
+    max_cost_usd: MaxCostOption = None,
+    prices: PricesOption = None,
+    forbidden_strings: ForbiddenStringsOption = None,
+    leakage: LeakageOption = "record",
     max_trace_mb: Annotated[
         float,
         typer.Option(
@@ -329,64 +219,51 @@ def run(
     """Run a scenario card as a branching multiverse and write one trace per seed.
 
     With --resume TRACE, continue a run that crashed, was interrupted, hit its budget or could
-    not write its trace (a full disk): the card, policy, seed and routes come from the trace;
-    completed ticks are not run again and a model call the trace (or the response cache) holds
-    an answer to is not asked again. The budget counts what the trace records as spent: a run
-    stopped by its budget continues with a higher --max-cost-usd. A trace that another run is
+    not write its trace (a full disk): the card, policy, seed and routes come from the trace, and
+    so do the other settings it recorded (budget, prices, cache, limits, leakage guard) unless
+    an option given here replaces one; completed ticks are not run again and a model call the
+    trace (or the response cache) holds an answer to is not asked again. The budget counts what
+    the trace records as spent: a run stopped by its budget continues with a higher
+    --max-cost-usd. A trace that another run is
     writing is refused at once (exit 2).
 
     With --config FILE, the settings come from FILE (card, policy, seed, ticks, roles, models;
     relative paths are read from FILE's folder) and any option given here overrides them.
+
+    A trace is named DIR/CARD__METHOD__sSEED.jsonl, with the model routes (when not offline) and
+    the added roles before the seed: runs that differ never take each other's place.
 
     Each trace's head is printed at the end: record it to pin the trace (verify --expect-head).
     """
     import statistics
 
     import anyio
-    from pydantic import ValidationError
 
-    from worldsim.domain.config import ModelConfig
-    from worldsim.domain.files import first_error
+    from worldsim.domain.config import load_run_config
     from worldsim.models.pool import HttpClients, Shared
-    from worldsim.sim.plan import check_run_size, role_plan, route_table
-    from worldsim.sim.session import check_trace_target, run_card
-    from worldsim.sim.settlement import trace_name
+    from worldsim.sim.plan import trace_name
+    from worldsim.sim.session import check_trace_target, prepare, run_card
 
     card = _one_card(card, ctx.args)
     signer = _signer(sign_key)
     if resume is not None:
         if card is not None or config_file is not None:
             raise ConfigError("give a card, --config or --resume TRACE, not two", field="resume")
-        flags = {name: ctx.params[flag] for flag, name in _MODEL_FLAGS.items()}
-        flags.update(_recorded_cost_settings(resume, _given(ctx)))
-        flags = model_overrides(
-            flags,
-            routes_file=routes_file,
-            timeout=timeout,
-            max_attempts=max_attempts,
-            deadline=deadline,
-        )
-        try:
-            models = ModelConfig.model_validate({**flags, "role_models": tuple(role_model or ())})
-        except ValidationError as exc:
-            name, message = first_error(exc)
-            raise ConfigError(message, field=name) from None
-        route_table(models)  # a malformed route is reported before anything runs
-        _resume(resume, models, json_out, signer)
+        _resume(resume, ctx, json_out, signer)
         return
     if card is None and config_file is None:
         raise ConfigError("missing card (or --config FILE, or --resume TRACE)", field="card")
-    base = _run_config(ctx, config_file, card)
-    route_table(base.models)  # a malformed route is reported before anything runs
-    check_run_size(base, role_plan(base), max_trace_mb)  # so are unknown roles and a huge run
-    if base.seed + replicates - 1 > bounds.MAX_SEED:
+    base = load_run_config(config_file) if config_file is not None else None
+    first = run_config(given_options(ctx), card=card, base=base, source=config_file)
+    prepare(first, max_trace_mb=max_trace_mb)  # unknown roles, bad routes, a huge run: exit 2
+    if first.seed + replicates - 1 > bounds.MAX_SEED:
         raise ConfigError(f"seeds run up to {bounds.MAX_SEED}", field="replicates")
-    preflight_routes(base.models, preflight)
+    preflight_routes(first.models, preflight)
     configs = [
-        base.model_copy(update={"seed": s}) for s in range(base.seed, base.seed + replicates)
+        first.model_copy(update={"seed": s}) for s in range(first.seed, first.seed + replicates)
     ]
     for cfg in configs:
-        check_trace_target(out / trace_name(cfg.card.id, cfg.method_label, cfg.seed), force)
+        check_trace_target(out / trace_name(cfg), force)
 
     results: list[RunResult] = []
     started = time.perf_counter()

@@ -55,7 +55,8 @@ def view(
     expect_head: ExpectHeadOption = None,
     public_key: PublicKeyOption = None,
     open_it: Annotated[
-        bool, typer.Option("--open", help="Open the page in the default browser.")
+        bool,
+        typer.Option("--open", help="Open the page in the default browser (without one, say so)."),
     ] = False,
 ) -> None:
     """Write one HTML file that shows a run: the multiverse tree, every tick, model calls,
@@ -82,7 +83,11 @@ def view(
     if open_it:
         import webbrowser
 
-        webbrowser.open(path.resolve().as_uri())
+        if not webbrowser.open(path.resolve().as_uri()):
+            err_console.print(
+                "note: no browser could be started here; open the file above in one",
+                highlight=False,
+            )
     if cut_off:
         err_console.print(f"note: {escape(cut_off)}", highlight=False)
         raise typer.Exit(3)

@@ -1,15 +1,22 @@
-"""The garbage collector's pace while a run is in progress or a trace is being read.
+"""The garbage collector's pace for a program that runs worldsim: a process-wide setting.
 
-Both allocate many short-lived objects (requests, tool results, records, parsed lines) beside
-long-lived ones (a world's actors, ledger and indexes; a reader's open ticks, replayed state and
-forecast graph). At the interpreter's default pace (a young collection every 700 net
-allocations) the older generations come due so often that walking the long-lived objects again
-took about a fifth of an offline run of 10³ actors, and about a third of ``verify`` on a 57 MB
-trace, and found nothing to free: neither makes reference cycles as it goes. While at least one
-such pass is in progress the youngest generation is collected every :data:`PACED_THRESHOLD` net
-allocations instead (a pause of up to a few hundred milliseconds each); the thresholds set
-before come back when the last pass ends. Reference counting still frees almost every object at
-once; only reference cycles wait longer.
+Runs and trace reads allocate many short-lived objects (requests, tool results, records, parsed
+lines) beside long-lived ones (a world's actors, ledger and indexes; a reader's open ticks,
+replayed state and forecast graph). At the interpreter's default pace (a young collection every
+700 net allocations) the older generations come due so often that walking the long-lived
+objects again took about a fifth of an offline run of 10³ actors, and about a third of
+``verify`` on a 57 MB trace, and found nothing to free: neither makes reference cycles as it
+goes. Inside :func:`collector_paced` the youngest generation is collected every
+:data:`PACED_THRESHOLD` net allocations instead; the thresholds set before come back when the
+last use ends. Reference counting still frees almost every object at once; only reference
+cycles wait longer.
+
+The thresholds belong to the whole interpreter, so the program decides, never a library call:
+the ``worldsim`` command (`worldsim.cli.main`), a study's Ray workers and the benchmarks opt in
+around everything they do. A program that calls worldsim as a library opts in the same way::
+
+    with worldsim.collector_paced():
+        anyio.run(worldsim.run_card, config)
 
 At 100,000 the collector still took about a twelfth of an offline run of 10⁴ actors (27 young
 and 2 middle collections walking the tick's records and accesses, then the forecast graph's,

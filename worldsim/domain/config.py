@@ -182,6 +182,16 @@ class ModelConfig(_Frozen):
     """Wall-clock seconds the run's model calls may take in all: no attempt starts, or goes
     on, past it. Bounds retries after timeouts by time rather than by luck."""
 
+    @field_validator("replay_strict")
+    @classmethod
+    def _strict_reads_the_cache(cls, strict: bool, info: ValidationInfo) -> bool:
+        cache = info.data.get("cache")
+        if strict and cache is not None and cache != "use":
+            raise ValueError(
+                f"a strict replay reads the response cache: it needs cache 'use', not '{cache}'"
+            )
+        return strict
+
 
 class Intervention(_Frozen):
     """A change made to a run's world (a study's "what if"): at ``at``, an ``event`` (a

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
-__all__ = ["__version__", "git_revision"]
+__all__ = ["__version__", "git_revision", "version_line"]
 
 __version__ = "0.3.0"
 
@@ -27,3 +28,30 @@ def git_revision() -> str | None:
         return head
     except OSError:
         return None
+
+
+def _describe(root: Path) -> str | None:
+    """``git describe --always --dirty`` of the checkout at ``root``; ``None`` outside one or
+    without git."""
+    if not (root / ".git").exists():  # a folder, or a file in a linked work tree
+        return None
+    try:
+        done = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--tags"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    described = done.stdout.strip()
+    return described if done.returncode == 0 and described else None
+
+
+def version_line(root: Path | None = None) -> str:
+    """What ``worldsim --version`` prints: the version and, when worldsim runs from a source
+    checkout (``root``, default the one this file is in), the revision ``git describe`` gives."""
+    revision = _describe(root if root is not None else Path(__file__).resolve().parents[2])
+    return f"worldsim {__version__}" + (f" ({revision})" if revision else "")

@@ -40,7 +40,7 @@ from worldsim.domain.version import __version__, git_revision
 from worldsim.models.call import LlmCallData
 from worldsim.models.leakage import LeakageGuard
 from worldsim.roles.prompts import load_prompt_role
-from worldsim.sim.settlement import trace_name
+from worldsim.sim.plan import trace_name
 from worldsim.trace.audit import endpoint_problems
 from worldsim.trace.records import (
     AuditData,
@@ -276,7 +276,7 @@ async def forecast_card(
     seen = config.world_card
     request = direct_request(seen, seed=seed, role_name=role)
     role = request.site.role
-    path = Path(trace_path) if trace_path else Path(out) / trace_name(card.id, method, seed)
+    path = Path(trace_path) if trace_path else Path(out) / trace_name(config)
     run_id = uuid.uuid4().hex[:16]
     writer = await TraceWriter.create(path, run_id, fsync=fsync, overwrite=overwrite)
     writer.signer = signer

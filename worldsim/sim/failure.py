@@ -9,7 +9,6 @@ from collections.abc import Awaitable, Callable
 import anyio
 import structlog
 
-from worldsim.domain.collector import collector_paced
 from worldsim.domain.errors import BudgetExhausted, ModelError, RoleError, TraceError, WorldsimError
 from worldsim.sim.settlement import RunResult
 from worldsim.trace.records import RunFailedData
@@ -41,20 +40,17 @@ def unwrap_error(exc: BaseException) -> BaseException:
 
 
 async def guarded(writer: TraceWriter, body: Callable[[], Awaitable[RunResult]]) -> RunResult:
-    """Run ``body`` (with the collector paced for a run, :mod:`worldsim.domain.collector`); a
-    failure ends the trace with a sealed ``run_failed`` and is re-raised.
+    """Run ``body``; a failure ends the trace with a sealed ``run_failed`` and is re-raised.
 
-    ``body`` should hold the run's engine only while it runs: the world it leaves behind is
-    then let go before the collector's pace comes back, whose first young collection would
-    otherwise walk it all (about 0.1 s after a run of 10⁴ actors).
+    ``body`` should hold the run's engine only while it runs, so that the world it leaves
+    behind is let go as soon as the run ends.
 
     Cancellation (Ctrl-C, a kill) writes nothing: the trace stays open-ended, resumable. So
     does a failed write of the trace (a full disk): like a crash, it ends with no ``run_failed``
     and no ``run_failed`` log line, and the error raised says what happened.
     """
     try:
-        with collector_paced():
-            return await body()
+        return await body()
     except BaseException as raw:
         exc = unwrap_error(raw)
         if isinstance(exc, Exception):

@@ -8,13 +8,15 @@ and so is the run's size: a run whose trace could outgrow the documented limit r
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from worldsim.domain import bounds
 from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.contracts import Model
-from worldsim.domain.errors import ConfigError
+from worldsim.domain.errors import ConfigError, RoleError
 from worldsim.models import RouteTable
 from worldsim.models.tracing import Emit, traced
 from worldsim.roles.registry import RoleSpec, get_role, registered_roles
@@ -33,6 +35,7 @@ __all__ = [
     "max_timelines",
     "role_plan",
     "route_table",
+    "trace_name",
     "with_role_routes",
 ]
 
@@ -76,7 +79,7 @@ def role_plan(config: RunConfig) -> dict[str, RoleSpec]:
     roles = registered_roles()
     plan: dict[str, RoleSpec] = {}
     for name in config.added_roles:
-        spec = get_role(name, roles=roles)
+        spec = _added_role(config, name, roles)
         if spec.phase == "tick":
             plan[f"tick:{name}"] = spec
         elif spec.phase in _SLOT_OF_PHASE:
@@ -92,6 +95,25 @@ def role_plan(config: RunConfig) -> dict[str, RoleSpec]:
     for name in sorted(tick_names):
         plan[f"tick:{name}"] = get_role(config.roles.get(name, name), "tick", roles=roles)
     return plan
+
+
+def _added_role(config: RunConfig, name: str, roles: Mapping[str, RoleSpec]) -> RoleSpec:
+    """An added role, or an error naming where it was added (``extra_roles``: ``--role`` or
+    a config file; the card's or the policy's ``roles``) and the file that would define it."""
+    if name in roles:
+        return roles[name]
+    if name in config.extra_roles:
+        file, field = None, "extra_roles"
+    elif name in config.card.roles:
+        file, field = config.card_path, "roles"
+    else:
+        file, field = None, f"policy {config.policy.name}: roles"
+    known = ", ".join(roles) or "none"
+    raise RoleError(
+        f"unknown role '{name}': no project file agents/{name}.md, no plug-in (known: {known})",
+        file=file,
+        field=field,
+    )
 
 
 def max_timelines(config: RunConfig) -> int:
@@ -172,3 +194,32 @@ def build_roles(
         key: spec.build(traced(source.for_role(spec.name), emit), seed=config.seed)
         for key, spec in plan.items()
     }
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_MAX_ROUTES_CHARS = 100
+
+
+def _slug(text: str) -> str:
+    return _UNSAFE.sub("-", text.replace("/", "-").replace("=", "-"))
+
+
+def trace_name(config: RunConfig) -> str:
+    """The trace's file name: ``<card>__<method>[__<routes>][__<added roles>]__s<seed>.jsonl``.
+
+    It names what tells two runs of one card, method and seed apart: the model routes when any
+    is not ``offline`` (``openai-gpt-4o-mini``, then each ``--role-model`` as
+    ``+governance-openai-gpt-4o``; past 100 characters, ``+roles-`` and a digest of them) and
+    the roles added to the run (``extra_roles``, joined by ``+``). A run on the offline model
+    with no added role is ``<card>__<method>__s<seed>.jsonl``."""
+    models = config.models
+    parts = [config.card.id, config.method_label]
+    if models.model != "offline" or models.role_models:
+        routes = "+".join(_slug(route) for route in (models.model, *sorted(models.role_models)))
+        if len(routes) > _MAX_ROUTES_CHARS:
+            digest = hashlib.sha256("\n".join(sorted(models.role_models)).encode()).hexdigest()
+            routes = f"{_slug(models.model)}+roles-{digest[:8]}"
+        parts.append(routes)
+    if config.extra_roles:
+        parts.append("+".join(_slug(role) for role in config.extra_roles))
+    return "__".join(parts) + f"__s{config.seed}.jsonl"

@@ -1,10 +1,10 @@
 """One run session: a :class:`RunConfig` (plus where the trace goes) becomes a running engine.
 
 Every way of running goes through here — ``worldsim run``, ``worldsim run --resume``,
-``worldsim forecast`` (the direct baseline) and the library's :func:`run_card` — so the models,
-cache, pool, leakage guard, role plan and trace writer are set up and closed in one place.
-Everything that can be checked is checked before a trace file is created, so bad input leaves
-nothing behind.
+``worldsim forecast`` (the direct baseline), a study's jobs and the library's :func:`run_card`
+— so the models, cache, pool, leakage guard, role plan and trace writer are set up and closed
+in one place. :func:`prepare` checks everything about a config that can be checked before a
+trace file is created, so bad input leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from pathlib import Path
 import anyio
 
 from worldsim.domain.bounds import DEFAULT_MAX_TRACE_MB
-from worldsim.domain.collector import collector_paced
 from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.contracts import Model
 from worldsim.domain.errors import ConfigError
@@ -51,11 +50,12 @@ from worldsim.sim.plan import (
     check_run_size,
     role_plan,
     route_table,
+    trace_name,
     with_role_routes,
 )
 from worldsim.sim.resume import Cut, recorded_spend, restore_point, resume_config
 from worldsim.sim.scheduler import Engine, Observer
-from worldsim.sim.settlement import RunResult, trace_name
+from worldsim.sim.settlement import RunResult
 from worldsim.trace.reader import Trace, read_trace
 from worldsim.trace.records import RunResumedData
 from worldsim.trace.signing import Signer
@@ -63,12 +63,14 @@ from worldsim.trace.writer import TraceLock, TraceWriter
 
 __all__ = [
     "OfflineSource",
+    "Prepared",
     "Session",
     "check_trace_target",
     "forecast",
     "guarded",
     "open_models",
     "open_session",
+    "prepare",
     "resume_run",
     "run_card",
     "unwrap_error",
@@ -89,6 +91,48 @@ def check_trace_target(path: Path, overwrite: bool) -> None:
         raise ConfigError("a folder is in the trace's place", file=path)
     if path.exists() and not overwrite:
         raise ConfigError("trace already exists (use --force to replace it)", file=path)
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A run's settings, checked: what `prepare` found before any file is touched."""
+
+    config: RunConfig
+    """The settings, with each prompt role's own front-matter route added."""
+    plan: Mapping[str, RoleSpec]
+    """The role of each slot and tick role (see `role_plan`); empty for a direct forecast."""
+    direct_role: str | None
+    """The prompt role a direct forecast asks; ``None`` for a multiverse run."""
+    trace_name: str
+    """The trace's file name in its output folder (see `trace_name`)."""
+
+    def trace_path(self, out: str | Path, trace_path: str | Path | None = None) -> Path:
+        """Where the trace goes: ``trace_path`` if given, else ``out`` / `trace_name`."""
+        return Path(trace_path) if trace_path else Path(out) / self.trace_name
+
+
+def prepare(
+    config: RunConfig,
+    *,
+    max_trace_mb: float | None = DEFAULT_MAX_TRACE_MB,
+    direct: bool | None = None,
+) -> Prepared:
+    """Check ``config`` for everything that can fail before a run starts: the roles (unknown
+    names, wrong phases), the extraction rule, the routes, and for a multiverse run its size
+    against ``max_trace_mb`` (``None``: no limit). ``direct``: prepare the direct forecast of
+    the config's card (default: when its ``kind`` is ``direct``). The one set-up path of every
+    run."""
+    name = trace_name(config)
+    if config.kind == "direct" if direct is None else direct:
+        role = config.roles.get("direct") or default_direct_role(config.card)
+        direct_request(config.card, seed=config.seed, role_name=role)
+        route_table(config.models)
+        return Prepared(config, {}, role, name)
+    plan = role_plan(config)
+    check_run_size(config, plan, max_trace_mb)
+    routed = with_role_routes(config, plan)
+    route_table(routed.models)
+    return Prepared(routed, plan, None, name)
 
 
 class OfflineSource:
@@ -273,25 +317,18 @@ async def run_card(
     """
     if config.kind != "multiverse":
         raise ConfigError("a direct config runs with `worldsim forecast`", field="kind")
-    plan = role_plan(config)  # every name checked before any file is touched
-    check_run_size(config, plan, max_trace_mb)
-    config = with_role_routes(config, plan)
-    route_table(config.models)
-    path = (
-        Path(trace_path)
-        if trace_path
-        else Path(out) / trace_name(config.card.id, config.method_label, config.seed)
-    )
+    prepared = prepare(config, max_trace_mb=max_trace_mb)
+    path = prepared.trace_path(out, trace_path)
     check_trace_target(path, overwrite)
     await check_evidence(config.card, card_path=config.card_path)
     async with open_session(
-        config, out, model_source=model_source, environ=environ, shared=shared
+        prepared.config, out, model_source=model_source, environ=environ, shared=shared
     ) as session:
         writer = await TraceWriter.create(
             path, uuid.uuid4().hex[:16], fsync=fsync, overwrite=overwrite
         )
         writer.signer = signer
-        made = [session.engine(writer, plan, observer)]
+        made = [session.engine(writer, prepared.plan, observer)]
 
         async def body() -> RunResult:  # the engine lives only while it runs (see guarded)
             return await made.pop().run()
@@ -337,13 +374,12 @@ async def _resume_locked(
     shared: Shared | None,
     signer: Signer | None,
 ) -> RunResult:
-    with collector_paced():  # the trace read and replayed to its cut, as a run goes
-        trace = read_trace(lock.path)
-        _check_signer(trace, signer)
-        cut = Cut(trace)
-        config = resume_config(trace, models)
-        plan = role_plan(config)
-        point = restore_point(cut, config)
+    trace = read_trace(lock.path)
+    _check_signer(trace, signer)
+    cut = Cut(trace)
+    prepared = prepare(resume_config(trace, models), max_trace_mb=None)
+    config, plan = prepared.config, prepared.plan
+    point = restore_point(cut, config)
     await check_evidence(config.card, card_path=config.card_path)
     shared = shared or Shared()
     if shared.budget is None:
@@ -421,21 +457,16 @@ async def forecast(
     offline model answers with the card's base rate. ``shared`` is what the call shares with
     other runs (see `build_pool`); ``signer`` signs the sealed last record.
     """
-    card = config.card
-    role = config.roles.get("direct") or default_direct_role(card)
-    direct_request(card, seed=config.seed, role_name=role)  # a bad card or role fails here
+    prepared = prepare(config, direct=True)  # a bad card or role fails here
+    role = prepared.direct_role or default_direct_role(config.card)
     route = route_table(config.models).for_role(role)
-    path = (
-        Path(trace_path)
-        if trace_path
-        else Path(out) / trace_name(card.id, config.method_label, config.seed)
-    )
+    path = prepared.trace_path(out, trace_path)
     check_trace_target(path, overwrite)
     async with open_session(
         config, out, model_source=model_source, environ=environ, shared=shared
     ) as session:
         return await forecast_card(
-            card,
+            config.card,
             model=session.source.for_role(role),
             route=route.name,
             out=out,

@@ -31,11 +31,7 @@ from worldsim.world.moves import Report, TimelineSummary
 from worldsim.world.timeline import Timeline
 from worldsim.world.views import ReportContext
 
-__all__ = ["Outcome", "RunResult", "settle", "trace_name"]
-
-
-def trace_name(card_id: str, method: str, seed: int) -> str:
-    return f"{card_id}__{method}__s{seed}.jsonl"
+__all__ = ["Outcome", "RunResult", "settle"]
 
 
 @dataclass(frozen=True, slots=True)

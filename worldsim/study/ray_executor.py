@@ -28,6 +28,7 @@ from typing import Any
 
 import anyio
 
+from worldsim.domain.collector import collector_paced
 from worldsim.domain.contracts import ModelRequest
 from worldsim.domain.errors import BudgetExhausted, ConfigError, ProviderAnomaly, WorldsimError
 from worldsim.domain.files import write_files
@@ -244,7 +245,8 @@ def run_remote_job(
         shared = Shared(RemoteBudget(governor, max_usd), RemoteLimiters(governor))
         error: str | None = None
         try:
-            anyio.run(execute_job, job, action, out, settings, shared)
+            with collector_paced():  # the worker's process is the study's, as a command's
+                anyio.run(execute_job, job, action, out, settings, shared)
         except WorldsimError as exc:
             error = str(exc).replace(tmp, folder)
         return (path.read_bytes() if path.exists() else None), error

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from worldsim.domain.collector import collector_paced
 from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.domain.version import __version__
 from worldsim.trace.effective import effective_lines, stream_effective
@@ -186,9 +185,7 @@ def iter_trace(path: str | Path, *, parsed: bool = False) -> Iterator[TraceLine]
     With ``parsed``, each line carries the JSON parsed here (and whether msgspec's encoding of
     it can stand in for the writer's), for a consumer that checks every line as it comes
     (``verify``); without, a line keeps its bytes and is parsed again on use, which keeps the
-    lines a consumer holds cheap for the collector. While the lines are being read the
-    collector keeps the slower pace of :mod:`worldsim.domain.collector`: a reader holding open
-    ticks would otherwise have them walked again and again, for nothing to free.
+    lines a consumer holds cheap for the collector.
     """
     p = Path(path)
     if not p.is_file():
@@ -197,7 +194,7 @@ def iter_trace(path: str | Path, *, parsed: bool = False) -> Iterator[TraceLine]
         fh = p.open("rb")
     except OSError as exc:
         raise TraceError(f"cannot read trace: {exc}", file=p) from None
-    with fh, collector_paced():
+    with fh:
         run_id: str | None = None
         prev_hash: str | None = None
         sealed_at: int | None = None

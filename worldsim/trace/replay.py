@@ -10,7 +10,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from worldsim.domain.collector import collector_paced
 from worldsim.domain.errors import StateError, TraceError
 from worldsim.domain.outputs import ChoiceForecastOutput, ForecastOutput
 from worldsim.models.schema import extract_json
@@ -328,10 +327,8 @@ def replay_lines(
     yield ("cursors", (cursors, pending_children))
 
 
-@collector_paced()
 def replay(path_or_trace: str | Path | Trace) -> ReplayResult:
-    """Rebuild the whole multiverse and re-extract; raises TraceError at the first inconsistency.
-    Replayed at the collector's slower pace, as a trace is read (`worldsim.domain.collector`)."""
+    """Rebuild the whole multiverse and re-extract; raises TraceError at the first inconsistency."""
     trace = path_or_trace if isinstance(path_or_trace, Trace) else read_trace(path_or_trace)
     if trace.started.kind == "direct":
         return replay_direct(trace)

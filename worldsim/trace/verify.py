@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from worldsim.domain.collector import collector_paced
 from worldsim.domain.errors import TraceError, TraceIncomplete
 from worldsim.trace.canonical import CanonicalHash
 from worldsim.trace.effective import stream_effective
@@ -248,7 +247,6 @@ def _drain(passed: deque[TraceLine]) -> Iterator[TraceLine]:
         yield passed.popleft()
 
 
-@collector_paced()
 def verify_trace(
     source: str | Path | Trace,
     *,
@@ -264,10 +262,7 @@ def verify_trace(
     ``expect_head``, also require that head; with ``public_key``, require a valid signature by
     that key on the final terminal record; with ``canonical``, compute the canonical hash;
     ``on_step`` is given each tick as it is rebuilt. Raises TraceError naming the first bad
-    line or the failed requirement.
-
-    The pass runs at the collector's slower pace (:mod:`worldsim.domain.collector`), as a
-    stream is read: a trace already read whole is checked as fast as one read as it comes."""
+    line or the failed requirement."""
     reading = Verifying(
         source,
         expect_head=expect_head,

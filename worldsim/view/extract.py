@@ -19,7 +19,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from worldsim.domain.collector import collector_paced
 from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import TraceIncomplete
 from worldsim.scoring.hindsight.forecast import GRAPH_TYPES, forecast_graph_json_of
@@ -87,9 +86,8 @@ def verified(
         on_step=shown,
         hold=held,
     )
-    with collector_paced():
-        for _ in reading:
-            pass
+    for _ in reading:
+        pass
     result = reading.result
     if result.head is None:
         raise TraceIncomplete(f"nothing to show: {result.why_incomplete}", file=path)
@@ -103,7 +101,6 @@ def verified(
     return Verified(result, trace, tuple(ticks), tuple(timeline_steps))
 
 
-@collector_paced()
 def trace_data(
     checked: Verified,
     *,
@@ -114,7 +111,6 @@ def trace_data(
 
     ``pressure`` is an optional causal pressure series (from a hindsight graph) charted beside
     the simulated one; ``anchored`` says the trace's head was checked against an expected one.
-    Gathered at the collector's slower pace, as the trace was verified.
     """
     trace = checked.trace
     effective = trace.effective
