@@ -28,6 +28,8 @@ from worldsim.domain.errors import ConfigError
 from worldsim.world.extraction import EXTRACTION_RULES
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from rich.table import Table
 
     from worldsim.domain.config import ModelConfig, RunConfig
@@ -64,6 +66,53 @@ def _resume(trace: Path, models: "ModelConfig", json_out: bool, signer: "Signer 
         return
     out_console.print(_summary_table([result]))
     out_console.print(f"resumed and completed: {_anchor(result, signer)}", highlight=False)
+
+
+def _continue(
+    parent: Path,
+    as_of: str | None,
+    out: Path | None,
+    models: "ModelConfig",
+    force: bool,
+    json_out: bool,
+    signer: "Signer | None",
+) -> None:
+    """``run --continue PARENT --as-of DATE``: the continued run's one call into the library."""
+    import anyio
+
+    from worldsim.sim.continuation import continue_run
+
+    if as_of is None:
+        raise ConfigError("--continue needs --as-of DATE", field="as_of")
+    when = _continue_date(parent, as_of)
+    result = anyio.run(
+        lambda: continue_run(parent, when, out, models=models, overwrite=force, signer=signer)
+    )
+    if json_out:
+        sys.stdout.write(json.dumps(result.summary()) + "\n")
+        return
+    out_console.print(_summary_table([result]))
+    out_console.print(f"continued to {as_of}: {_anchor(result, signer)}", highlight=False)
+
+
+def _continue_date(parent: Path, name: str) -> "datetime":
+    """The moment ``--as-of`` names on the parent's card: an ISO date or datetime, or a study
+    keyword (`worldsim.study.dates`)."""
+    from worldsim.domain.config import RunConfig
+    from worldsim.study.dates import forecast_date
+    from worldsim.trace.reader import iter_trace
+
+    if not parent.is_file():
+        raise ConfigError("trace not found", file=parent, field="continue")
+    first = next(iter_trace(parent), None)
+    config = getattr(first.data, "config", None) if first is not None else None
+    if first is None or first.type != "run_started" or not config:
+        raise ConfigError("not a run's trace: it does not start with run_started", file=parent)
+    card = RunConfig.from_dict(config).card
+    try:
+        return forecast_date(card, name)
+    except ValueError as exc:
+        raise ConfigError(str(exc), field="as_of") from None
 
 
 def _signer(sign_key: Path | None) -> "Signer | None":
@@ -310,6 +359,25 @@ def run(
         Path | None,
         typer.Option(metavar="TRACE", help="Continue the run recorded in this trace."),
     ] = None,
+    continue_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--continue",
+            metavar="TRACE",
+            help="Carry this finished run forward to --as-of: its timelines just before that "
+            "date are re-weighted by the news published since its own date, then run on to the "
+            "deadline (docs/concepts.md). Writes a new trace beside the parent (or in --out).",
+        ),
+    ] = None,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            metavar="DATE",
+            help="With --continue: the new date, an ISO date or datetime, or a study keyword "
+            "(early, mid, late, near_resolution).",
+        ),
+    ] = None,
     routes_file: RoutesOption = None,
     timeout: TimeoutOption = None,
     max_attempts: MaxAttemptsOption = None,
@@ -338,6 +406,11 @@ def run(
     With --config FILE, the settings come from FILE (card, policy, seed, ticks, roles, models;
     relative paths are read from FILE's folder) and any option given here overrides them.
 
+    With --continue TRACE --as-of DATE, carry a finished run forward to DATE: its timelines as
+    they stood just before DATE are re-weighted by the news the card's evidence holds between
+    the run's date and DATE, then run on to the deadline under the same policy (no world is
+    built again and no tick before DATE runs). The new trace names its parent.
+
     Each trace's head is printed at the end: record it to pin the trace (verify --expect-head).
     """
     import statistics
@@ -354,11 +427,18 @@ def run(
 
     card = _one_card(card, ctx.args)
     signer = _signer(sign_key)
-    if resume is not None:
-        if card is not None or config_file is not None:
-            raise ConfigError("give a card, --config or --resume TRACE, not two", field="resume")
+    if as_of is not None and continue_from is None:
+        raise ConfigError("--as-of takes --continue TRACE", field="as_of")
+    if resume is not None or continue_from is not None:
+        if card is not None or config_file is not None or (resume and continue_from):
+            raise ConfigError(
+                "give a card, --config, --resume TRACE or --continue TRACE, not two",
+                field="continue" if continue_from is not None else "resume",
+            )
         flags = {name: ctx.params[flag] for flag, name in _MODEL_FLAGS.items()}
-        flags.update(_recorded_cost_settings(resume, _given(ctx)))
+        recorded = resume or continue_from
+        assert recorded is not None
+        flags.update(_recorded_cost_settings(recorded, _given(ctx)))
         flags = model_overrides(
             flags,
             routes_file=routes_file,
@@ -372,6 +452,13 @@ def run(
             name, message = first_error(exc)
             raise ConfigError(message, field=name) from None
         route_table(models)  # a malformed route is reported before anything runs
+        if continue_from is not None:
+            given = "out" in _given(ctx)
+            _continue(
+                continue_from, as_of, out if given else None, models, force, json_out, signer
+            )
+            return
+        assert resume is not None
         _resume(resume, models, json_out, signer)
         return
     if card is None and config_file is None:
