@@ -72,7 +72,8 @@ _PARENT_KEEP = ("canonical", "tick", "as_of")
 def _content(type_: str, data: dict[str, Any]) -> dict[str, Any]:
     if type_ == "run_started" and "parent" in data:
         parent = {k: data["parent"][k] for k in _PARENT_KEEP}
-        return {**_content(type_, {k: v for k, v in data.items() if k != "parent"}), "parent": parent}
+        rest = {k: v for k, v in data.items() if k != "parent"}
+        return {**_content(type_, rest), "parent": parent}
     keep = _KEEP.get(type_)
     if keep is None:
         drop = _DROP.get(type_)
