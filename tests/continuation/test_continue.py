@@ -235,3 +235,12 @@ def test_as_of_outside_the_window_is_an_input_error(tmp_path: Path) -> None:
     alone = invoke("run", "--as-of", "mid")
     assert alone.code == 2
     assert not list(tmp_path.glob("*__to*"))
+
+
+@pytest.mark.parametrize("card", sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml")))
+def test_every_demo_card_continues_and_its_lineage_verifies(card: str, tmp_path: Path) -> None:
+    parent = _parent(tmp_path, ROOT / "scenarios" / f"{card}.yaml")
+    made = invoke("run", "--continue", parent.trace, "--as-of", "late", "--json")
+    assert made.code == 0, made.err
+    child = Path(json.loads(made.out)["trace"])
+    assert invoke("verify", child, "--parent", parent.trace).code == 0
