@@ -314,6 +314,15 @@ def score_command(
         Path | None,
         typer.Option("--plots", metavar="DIR", help="Folder for figures and their CSVs."),
     ] = None,
+    attribution: Annotated[
+        bool,
+        typer.Option(
+            "--attribution",
+            help="What moved each trace's forecast, largest first: each fork's contribution "
+            "(p_yes minus p_yes with its subtree folded back into its parent) and, for a "
+            "continued run, each piece of news's; needs no labels (docs/concepts.md).",
+        ),
+    ] = False,
     forecastbench: Annotated[
         Path | None,
         typer.Option(
@@ -349,6 +358,11 @@ def score_command(
     from worldsim.scoring.study_tables import accuracy_by_date_plot
     from worldsim.scoring.table import Blend
 
+    if attribution:
+        from worldsim.cli.attribution import print_attribution
+
+        print_attribution(inputs, json_path)
+        return
     effects = _effects(inputs, effect or [], bootstrap, seed, level)
     if labels is None:
         if not effects:
