@@ -28,7 +28,7 @@ def _fmt(value: float | None) -> str:
 
 def _print_study(tables: "StudyTables", folder: Path) -> None:
     """The study's tables: per method, condition and forecast date (with KER and SrcP where
-    the condition defines them, under --hindsight), and accuracy by date."""
+    the condition defines them, under --hindsight), and accuracy and Brier by date."""
     from rich.table import Table
 
     if not tables.units:
@@ -45,13 +45,17 @@ def _print_study(tables: "StudyTables", folder: Path) -> None:
                 cells += [_fmt(axes[name].ker), _fmt(axes[name].srcp)]
             table.add_row(escape(name), *cells)
         out_console.print(table)
-    curve = Table(title=f"{folder} · accuracy by forecast date")
-    curve.add_column("method")
-    for date in tables.dates:
-        curve.add_column(date, justify="right")
-    for method, by_date in tables.accuracy_by_date().items():
-        curve.add_row(escape(method), *[_fmt(by_date.get(d)) for d in tables.dates])
-    out_console.print(curve)
+    for what, by_method in (
+        ("accuracy", tables.accuracy_by_date()),
+        ("Brier", tables.brier_by_date()),
+    ):
+        curve = Table(title=f"{folder} · {what} by forecast date")
+        curve.add_column("method")
+        for date in tables.dates:
+            curve.add_column(date, justify="right")
+        for method, by_date in by_method.items():
+            curve.add_row(escape(method), *[_fmt(by_date.get(d)) for d in tables.dates])
+        out_console.print(curve)
 
 
 def _effects(
