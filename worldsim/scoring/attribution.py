@@ -30,7 +30,7 @@ from worldsim.domain.errors import ConfigError
 from worldsim.trace.verify import stream_records, verified_lines
 from worldsim.world.extraction import EXTRACTION_VALUES, Leaf
 
-__all__ = ["Attribution", "Contribution", "attribute"]
+__all__ = ["Attribution", "Contribution", "attribute", "forecast_path", "parent_path"]
 
 _READ = ("run_started", "fork", "timeline_ended", "particle", "likelihood", "reweighting")
 
@@ -147,7 +147,9 @@ def attribute(path: str | Path) -> Attribution:
     return _with_news(result, records, parent_ref, value)
 
 
-def _parent_path(child: Path, recorded: str) -> Path:
+def parent_path(child: Path, recorded: str) -> Path:
+    """Where a continued run's parent is: its recorded path, or a file of that name beside
+    the continued trace (a study or a folder moved whole)."""
     given = Path(recorded)
     if given.is_file():
         return given
@@ -163,7 +165,7 @@ def _with_news(
     ref: Mapping[str, Any],
     value: Callable[[Leaf], float],
 ) -> Attribution:
-    parent = _read(_parent_path(result.trace, ref["path"]), expect_head=ref["head"])
+    parent = _read(parent_path(result.trace, ref["path"]), expect_head=ref["head"])
     particles = [r.tl for r in records if r.type == "particle"]
     prior = {r.tl: r.data["mass"] for r in records if r.type == "particle"}
     found = set(particles)
@@ -207,3 +209,30 @@ def _with_news(
 def _ancestry(tl: str) -> list[str]:
     parts = tl.split(".")
     return [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
+
+
+def forecast_path(child: Path, ref: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The forecast of each run a continued run descends from, oldest first: its date (a
+    continued run's own ``as_of``, else its forecast date or its card's as-of), p_yes and
+    file. Each is read through the gate at the head its child names; the path stops at an
+    ancestor that is not found."""
+    path: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    while ref is not None and ref["head"] not in seen:
+        seen.add(ref["head"])
+        try:
+            where = parent_path(child, ref["path"])
+        except ConfigError:
+            break
+        lines = list(verified_lines(where, expect_head=ref["head"]))
+        started = lines[0].fields
+        done = next((line.fields for line in lines if line.type == "extraction"), None)
+        own = started.get("parent")
+        date = (
+            own["as_of"]
+            if own is not None
+            else started.get("forecast_date") or str(started["card"]["as_of"])
+        )
+        path.insert(0, {"date": date, "p_yes": done and done.get("p_yes"), "file": where.name})
+        child, ref = where, own
+    return path

@@ -30,6 +30,7 @@ from worldsim.trace.records import accesses_of
 from worldsim.trace.replay import TickStep
 from worldsim.trace.signing import PublicKey
 from worldsim.trace.verify import Verification, Verifying
+from worldsim.view.lineage import continuation
 
 __all__ = ["PAGE_BY_TIMELINE_BYTES", "Verified", "trace_data", "verified"]
 
@@ -141,6 +142,7 @@ def trace_data(
         "report": _last(effective, "report"),
         "audit": _last(effective, "audit"),
         "interventions": [line.fields for line in effective if line.type == "intervention"],
+        "continuation": continuation(effective, trace.path),
         "forecast_graph": _forecast_graph(effective, trace.path),
         "extraction": _last(effective, "extraction"),
         "pressure": {"simulated": simulated_pressure(effective), **(pressure or {})},
@@ -254,9 +256,26 @@ def _timelines(effective: list[TraceLine], steps: Iterable[_TimelineStep]) -> li
     """Every timeline with its parent, fork point, masses and end; forks and rejections."""
     timelines: dict[str, dict[str, Any]] = {}
     for line in effective:
-        if line.tl is None:
+        if line.tl is None and line.type != "reweighting":
             continue
-        if line.type == "timeline_started":
+        if line.type == "particle":  # a continued run's timeline, carried from its parent
+            d = line.fields
+            timelines[line.tl] = {
+                "id": line.tl,
+                "parent": d["parent"],
+                "fork_tick": d["fork_tick"],
+                "depth": d["depth"],
+                "mass_start": d["mass"],
+                "forks": [],
+                "rejected": [],
+                "end": None,
+            }
+        elif line.type == "reweighting":
+            for row in line.fields["rows"]:
+                if row["timeline"] in timelines:
+                    timelines[row["timeline"]]["news"] = {**row, "tick": line.tick}
+                    timelines[row["timeline"]]["mass_start"] = row["posterior"]
+        elif line.type == "timeline_started":
             d = line.fields
             timelines[line.tl] = {
                 "id": line.tl,
