@@ -109,3 +109,29 @@ def test_a_forecast_method_cannot_be_rolling(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="rolling"):
         load_study(path)
+
+
+def test_a_rolling_study_on_ray_writes_the_traces_the_local_executor_writes(
+    rolled: Path, tmp_path: Path
+) -> None:
+    ray = pytest.importorskip("ray")
+    from worldsim.study.ray_executor import RayExecutor
+    from worldsim.trace.canonical import canonical_hash
+
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+    )
+    try:
+        rows = Experiment.from_yaml(_study(tmp_path)).run_sync(
+            tmp_path / "ray", fsync=False, executor=RayExecutor()
+        )
+    finally:
+        ray.shutdown()
+    assert [r.status for r in rows] == ["complete"] * 6
+    for row in rows:  # the same runs, chained the same way, whichever executor ran them
+        here, there = read_trace(tmp_path / "ray" / row.trace), read_trace(rolled / row.trace)
+        assert canonical_hash(here) == canonical_hash(there)

@@ -340,6 +340,12 @@ async def _resume_locked(
     with collector_paced():  # the trace read and replayed to its cut, as a run goes
         trace = read_trace(lock.path)
         _check_signer(trace, signer)
+        if trace.started.parent is not None:
+            raise ConfigError(
+                "a continued run cannot be resumed: continue its parent again "
+                "(run --continue PARENT --as-of DATE --force)",
+                file=trace.path,
+            )
         cut = Cut(trace)
         config = resume_config(trace, models)
         plan = role_plan(config)
