@@ -254,3 +254,23 @@ def test_a_cut_off_continuation_is_refused_by_resume_saying_what_to_do(tmp_path:
     cut = cut_mid_run(child.trace, tmp_path / "cut.jsonl")
     refused = invoke("run", "--resume", cut)
     assert refused.code == 2 and "continue its parent again" in refused.err
+
+
+def test_the_parents_futures_reweighted_are_recorded_and_checked(tmp_path: Path) -> None:
+    from worldsim.scoring.attribution import attribute
+
+    parent = _parent(tmp_path)
+    child = _continue(parent.trace)
+    (weights,) = _records(child.trace, "reweighting")
+    recorded = weights.data.p_yes_reweighted
+    assert recorded == pytest.approx(attribute(child.trace).p_reweighted, abs=1e-12)
+    forged = tmp_path / "forged.jsonl"
+
+    def nudge(records: list[dict[str, Any]]) -> None:
+        for r in records:
+            if r["type"] == "reweighting":
+                r["data"]["p_yes_reweighted"] += 0.01
+
+    forge(child.trace, forged, nudge)
+    with pytest.raises(TraceError, match="re-weighted"):
+        verify_trace(forged)

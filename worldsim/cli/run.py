@@ -28,7 +28,6 @@ from worldsim.domain.errors import ConfigError
 from worldsim.world.extraction import EXTRACTION_RULES
 
 if TYPE_CHECKING:
-    from datetime import datetime
 
     from rich.table import Table
 
@@ -66,53 +65,6 @@ def _resume(trace: Path, models: "ModelConfig", json_out: bool, signer: "Signer 
         return
     out_console.print(_summary_table([result]))
     out_console.print(f"resumed and completed: {_anchor(result, signer)}", highlight=False)
-
-
-def _continue(
-    parent: Path,
-    as_of: str | None,
-    out: Path | None,
-    models: "ModelConfig",
-    force: bool,
-    json_out: bool,
-    signer: "Signer | None",
-) -> None:
-    """``run --continue PARENT --as-of DATE``: the continued run's one call into the library."""
-    import anyio
-
-    from worldsim.sim.continuation import continue_run
-
-    if as_of is None:
-        raise ConfigError("--continue needs --as-of DATE", field="as_of")
-    when = _continue_date(parent, as_of)
-    result = anyio.run(
-        lambda: continue_run(parent, when, out, models=models, overwrite=force, signer=signer)
-    )
-    if json_out:
-        sys.stdout.write(json.dumps(result.summary()) + "\n")
-        return
-    out_console.print(_summary_table([result]))
-    out_console.print(f"continued to {as_of}: {_anchor(result, signer)}", highlight=False)
-
-
-def _continue_date(parent: Path, name: str) -> "datetime":
-    """The moment ``--as-of`` names on the parent's card: an ISO date or datetime, or a study
-    keyword (`worldsim.study.dates`)."""
-    from worldsim.domain.config import RunConfig
-    from worldsim.study.dates import forecast_date
-    from worldsim.trace.reader import iter_trace
-
-    if not parent.is_file():
-        raise ConfigError("trace not found", file=parent, field="continue")
-    first = next(iter_trace(parent), None)
-    config = getattr(first.data, "config", None) if first is not None else None
-    if first is None or first.type != "run_started" or not config:
-        raise ConfigError("not a run's trace: it does not start with run_started", file=parent)
-    card = RunConfig.from_dict(config).card
-    try:
-        return forecast_date(card, name)
-    except ValueError as exc:
-        raise ConfigError(str(exc), field="as_of") from None
 
 
 def _signer(sign_key: Path | None) -> "Signer | None":
@@ -453,8 +405,10 @@ def run(
             raise ConfigError(message, field=name) from None
         route_table(models)  # a malformed route is reported before anything runs
         if continue_from is not None:
+            from worldsim.cli.continuing import continue_from_cli
+
             given = "out" in _given(ctx)
-            _continue(
+            continue_from_cli(
                 continue_from, as_of, out if given else None, models, force, json_out, signer
             )
             return

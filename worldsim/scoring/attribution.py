@@ -29,6 +29,7 @@ from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import ConfigError
 from worldsim.trace.verify import stream_records, verified_lines
 from worldsim.world.extraction import EXTRACTION_VALUES, Leaf
+from worldsim.world.particles import subtree_values
 
 __all__ = ["Attribution", "Contribution", "attribute", "forecast_path", "parent_path"]
 
@@ -168,13 +169,8 @@ def _with_news(
     parent = _read(parent_path(result.trace, ref["path"]), expect_head=ref["head"])
     particles = [r.tl for r in records if r.type == "particle"]
     prior = {r.tl: r.data["mass"] for r in records if r.type == "particle"}
-    found = set(particles)
-    groups: dict[str, list[tuple[float, float]]] = {p: [] for p in particles}
-    for tl, (mass, leaf_value) in _leaves(parent, value).items():
-        owner = next((a for a in _ancestry(tl) if a in found), None)
-        if owner is not None:
-            groups[owner].append((mass, leaf_value))
-    v = {p: _mean(groups[p]) for p in particles}
+    leaves = {tl: (mass, leaf_value) for tl, (mass, leaf_value) in _leaves(parent, value).items()}
+    v = subtree_values(leaves, particles)
     docs = {r.tl: r.data["documents"] for r in records if r.type == "likelihood"}
     (weights,) = [r.data for r in records if r.type == "reweighting"]
     parent_p = _mean([(prior[p], v[p]) for p in particles])
@@ -204,11 +200,6 @@ def _with_news(
         parent_p_yes=parent_p,
         p_reweighted=reweighted,
     )
-
-
-def _ancestry(tl: str) -> list[str]:
-    parts = tl.split(".")
-    return [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
 
 
 def forecast_path(child: Path, ref: Mapping[str, Any] | None) -> list[dict[str, Any]]:

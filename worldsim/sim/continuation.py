@@ -29,7 +29,7 @@ from worldsim.models.tracing import traced
 from worldsim.roles.prompts import PromptRole
 from worldsim.roles.registry import RoleSpec, get_role
 from worldsim.sim.news import assess, news_items, news_record
-from worldsim.sim.particles import Particle, parent_particles, verified_parent
+from worldsim.sim.particles import Particle, parent_particles, parent_values, verified_parent
 from worldsim.sim.plan import ModelSource, role_plan, route_table, with_role_routes
 from worldsim.sim.resume import resume_config
 from worldsim.sim.scheduler import Engine, Observer
@@ -40,7 +40,7 @@ from worldsim.trace.records import TimelineEndedData
 from worldsim.trace.signing import Signer
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.build import WorldSource, tick_dates, tick_of
-from worldsim.world.particles import NoSurvivors, reweigh
+from worldsim.world.particles import NoSurvivors, reweigh, reweighted_value
 from worldsim.world.timeline import Timeline, settlement_of
 from worldsim.world.views import NewsItem
 
@@ -90,6 +90,7 @@ class Continuation:
         self.as_of = as_of
         self.since = since
         self.particles = parent_particles(trace, self.tick)
+        self.values = parent_values(trace, [p.id for p in self.particles])
         self.config = config.model_copy(update={"forecast_date": as_of})
         self.ref = ParentRef(
             run=trace.run_id,
@@ -183,7 +184,7 @@ class ContinuingEngine(Engine):
         """Re-weight the particles, record it, end the settled and the pruned ones, and give
         the survivors that still run, each from the cut tick."""
         cont, writer, j = self.plan_of, self.writer, self.plan_of.tick
-        particles = cont.particles
+        particles, values = cont.particles, cont.values
         try:
             made = reweigh(
                 [p.data.mass for p in particles],
@@ -204,12 +205,16 @@ class ContinuingEngine(Engine):
                         likelihood=made.likelihood[i],
                         posterior=made.posterior[i],
                         pruned=made.pruned[i],
+                        value=values[i] if values is not None else None,
                     )
                     for i, p in enumerate(particles)
                 ],
                 evidence=made.evidence,
                 prune_below=prune_below,
                 effective_paths=made.effective_paths,
+                p_yes_reweighted=(
+                    reweighted_value(made.posterior, values) if values is not None else None
+                ),
             ),
             tick=j,
             durable=True,

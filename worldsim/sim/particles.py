@@ -21,9 +21,11 @@ from worldsim.trace.lineage import ParentRef, ParticleData
 from worldsim.trace.reader import Trace, read_trace
 from worldsim.trace.replay import TickStep, replay_lines
 from worldsim.trace.verify import Verification, verify_trace
+from worldsim.world.extraction import EXTRACTION_VALUES, Leaf
+from worldsim.world.particles import subtree_values
 from worldsim.world.state import WorldState, state_digest
 
-__all__ = ["Particle", "check_lineage", "parent_particles", "verified_parent"]
+__all__ = ["Particle", "check_lineage", "parent_particles", "parent_values", "verified_parent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +131,25 @@ def parent_particles(trace: Trace, cut: int) -> list[Particle]:
     return particles
 
 
+def parent_values(trace: Trace, particles: list[str]) -> list[float] | None:
+    """Each particle's outcome value in the parent trace (`subtree_values`, under the parent's
+    extraction rule); ``None`` for a multiple-choice card."""
+    started = trace.started
+    if started.card.get("kind", "binary") != "binary":
+        return None
+    value = EXTRACTION_VALUES[started.extraction_rule]
+    leaves = {
+        str(line.tl): (
+            line.data.mass,
+            value(Leaf(str(line.tl), line.data.mass, line.data.settlement, line.data.forced_p_yes)),
+        )
+        for line in trace.effective
+        if line.type == "timeline_ended"
+    }
+    values = subtree_values(leaves, particles)
+    return [values[p] for p in particles]
+
+
 def check_lineage(child: Trace, parent_path: Path) -> ParentRef:
     """``verify --parent``: the parent verifies through the same gate, its head and canonical
     hash are the ones the continued run names, and each particle's digest and mass at the cut
@@ -166,6 +187,14 @@ def check_lineage(child: Trace, parent_path: Path) -> ParentRef:
         if got.digest != want.digest or got.mass != want.mass:
             raise TraceError(
                 f"particle {tl}: digest or mass differs from the parent's at tick {ref.tick}",
+                file=child.path,
+            )
+    weights = next((line.data for line in child.effective if line.type == "reweighting"), None)
+    if weights is not None:
+        values = parent_values(parent, list(expected))
+        if values is not None and [r.value for r in weights.rows] != values:
+            raise TraceError(
+                "the particles' values are not those of their subtrees in the parent",
                 file=child.path,
             )
     return ref

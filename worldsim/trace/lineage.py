@@ -100,6 +100,10 @@ class ReweightRow(_Data):
     likelihood: float
     posterior: float
     pruned: bool
+    value: float | None = Field(
+        None,
+        description="the parent's outcome value of this particle's subtree (binary cards)",
+    )
 
 
 class ReweightingData(_Data):
@@ -110,3 +114,7 @@ class ReweightingData(_Data):
     evidence: float = Field(description="Σ m·L over the particles")
     prune_below: float
     effective_paths: float
+    p_yes_reweighted: float | None = Field(
+        None,
+        description="Σ w·v: the parent's futures re-weighted by the news, without new simulation",
+    )

@@ -8,7 +8,12 @@ from typing import Any
 
 from worldsim.domain.errors import StateError, TraceError
 from worldsim.trace.reader import TraceLine
-from worldsim.world.particles import NoSurvivors, likelihood_product, reweigh
+from worldsim.world.particles import (
+    NoSurvivors,
+    likelihood_product,
+    reweigh,
+    reweighted_value,
+)
 from worldsim.world.state import WorldState, state_digest
 
 __all__ = ["ParticleCheck"]
@@ -92,6 +97,13 @@ class ParticleCheck:
             or made.effective_paths != data.effective_paths
         ):
             raise _fail(line, "re-weighting differs from m·L / Σ m·L with its pruning")
+        values = [r.value for r in rows]
+        if data.p_yes_reweighted is not None and (
+            None in values
+            or data.p_yes_reweighted
+            != reweighted_value(made.posterior, [v for v in values if v is not None])
+        ):
+            raise _fail(line, "p_yes re-weighted is not Σ w·v over the particles")
         for r in rows:
             cursor = cursors[r.timeline]
             cursor.mass = r.posterior

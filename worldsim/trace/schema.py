@@ -162,7 +162,9 @@ canonical hash (the pins of `tests/test_canonical_pins.py` follow them):
   `world_initialized`: each particle's state is in its `particle` record, its mass becomes the
   `reweighting` posterior, and its ticks run on from the cut. Replay checks each particle's
   digest, that each likelihood is the product of its documents' (each `max(epsilon, raw)`, in
-  news order) and that the re-weighting is `m·L / Σ m·L` with its pruning, exactly. The
+  news order), that the re-weighting is `m·L / Σ m·L` with its pruning and that
+  `p_yes_reweighted` is Σ w·v over the particles' recorded values, exactly (`verify --parent`
+  checks each value against the parent's subtree). The
   canonical hash covers the parent's canonical hash, cut tick and date, not its head. The
   policy gains `max_news`, `prune_below` and `news_strength`, written only when set: no
   canonical hash moved.
@@ -201,8 +203,9 @@ _WHAT = {
     "id, date, title, stance, source, SHA-256 of its text",
     "likelihood": "the assessor's likelihood of each document of news under one particle (raw, "
     "used, reason, citations) and their product",
-    "reweighting": "per particle prior mass, likelihood, posterior mass and whether pruned; "
-    "Σ m·L, prune_below and the effective number of paths",
+    "reweighting": "per particle prior mass, likelihood, posterior mass, whether pruned and "
+    "the parent's value of its subtree; Σ m·L, prune_below, the effective number of paths and "
+    "p_yes re-weighted (Σ w·v)",
     "forecast_graph": "the forecast-time causal graph's digest and sizes, for a condition that "
     "builds one",
     "extraction": "the extraction rule's p_yes, unresolved mass, concentration, leaves",

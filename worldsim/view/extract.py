@@ -256,26 +256,15 @@ def _timelines(effective: list[TraceLine], steps: Iterable[_TimelineStep]) -> li
     """Every timeline with its parent, fork point, masses and end; forks and rejections."""
     timelines: dict[str, dict[str, Any]] = {}
     for line in effective:
-        if line.tl is None and line.type != "reweighting":
-            continue
-        if line.type == "particle":  # a continued run's timeline, carried from its parent
-            d = line.fields
-            timelines[line.tl] = {
-                "id": line.tl,
-                "parent": d["parent"],
-                "fork_tick": d["fork_tick"],
-                "depth": d["depth"],
-                "mass_start": d["mass"],
-                "forks": [],
-                "rejected": [],
-                "end": None,
-            }
-        elif line.type == "reweighting":
+        if line.type == "reweighting":  # a continued run: how the news moved each particle
             for row in line.fields["rows"]:
                 if row["timeline"] in timelines:
                     timelines[row["timeline"]]["news"] = {**row, "tick": line.tick}
                     timelines[row["timeline"]]["mass_start"] = row["posterior"]
-        elif line.type == "timeline_started":
+            continue
+        if line.tl is None:
+            continue
+        if line.type in ("timeline_started", "particle"):  # a particle: carried from its parent
             d = line.fields
             timelines[line.tl] = {
                 "id": line.tl,

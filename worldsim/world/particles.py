@@ -10,10 +10,17 @@ with this one function.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["NoSurvivors", "Reweighting", "likelihood_product", "reweigh"]
+__all__ = [
+    "NoSurvivors",
+    "Reweighting",
+    "likelihood_product",
+    "reweigh",
+    "reweighted_value",
+    "subtree_values",
+]
 
 
 class NoSurvivors(ValueError):
@@ -61,3 +68,35 @@ def reweigh(
         evidence=evidence,
         effective_paths=1.0 / math.fsum(x * x for x in posterior),
     )
+
+
+def subtree_values(
+    leaves: Mapping[str, tuple[float, float]], particles: Sequence[str]
+) -> dict[str, float]:
+    """Each particle's outcome value in the parent: the mass-weighted value of the parent's
+    leaves (id → (mass, value)) that descend from it, nearer particles apart (a leaf belongs to
+    its nearest ancestor-or-self among the particles). A particle whose leaves hold no mass
+    takes their plain mean (0.5 when it has none)."""
+    found = set(particles)
+    groups: dict[str, list[tuple[float, float]]] = {p: [] for p in particles}
+    for tl, pair in leaves.items():
+        parts = tl.split(".")
+        owner = next(
+            (a for a in (".".join(parts[:n]) for n in range(len(parts), 0, -1)) if a in found),
+            None,
+        )
+        if owner is not None:
+            groups[owner].append(pair)
+    values: dict[str, float] = {}
+    for p, pairs in groups.items():
+        total = math.fsum(m for m, _ in pairs)
+        if total > 0:
+            values[p] = math.fsum(m * v for m, v in pairs) / total
+        else:
+            values[p] = math.fsum(v for _, v in pairs) / len(pairs) if pairs else 0.5
+    return values
+
+
+def reweighted_value(posterior: Sequence[float], values: Sequence[float]) -> float:
+    """Σ w·v: the parent's futures re-weighted by the news, without new simulation."""
+    return math.fsum(w * v for w, v in zip(posterior, values, strict=True))
