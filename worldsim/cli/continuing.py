@@ -4,18 +4,16 @@
 # No `from __future__ import annotations`: as the other command modules (typer reads their
 # signatures at start-up).
 
-import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from worldsim.cli._app import out_console
 from worldsim.domain.errors import ConfigError
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from worldsim.domain.config import ModelConfig
+    from worldsim.sim.settlement import RunResult
     from worldsim.trace.signing import Signer
 
 __all__ = ["continue_from_cli"]
@@ -27,9 +25,8 @@ def continue_from_cli(
     out: Path | None,
     models: "ModelConfig",
     force: bool,
-    json_out: bool,
     signer: "Signer | None",
-) -> None:
+) -> "RunResult":
     """``run --continue PARENT --as-of DATE``: the continued run's one call into the library."""
     import anyio
 
@@ -38,16 +35,9 @@ def continue_from_cli(
     if as_of is None:
         raise ConfigError("--continue needs --as-of DATE", field="as_of")
     when = _continue_date(parent, as_of)
-    result = anyio.run(
+    return anyio.run(
         lambda: continue_run(parent, when, out, models=models, overwrite=force, signer=signer)
     )
-    if json_out:
-        sys.stdout.write(json.dumps(result.summary()) + "\n")
-        return
-    from worldsim.cli.run import _anchor, _summary_table
-
-    out_console.print(_summary_table([result]))
-    out_console.print(f"continued to {as_of}: {_anchor(result, signer)}", highlight=False)
 
 
 def _continue_date(parent: Path, name: str) -> "datetime":

@@ -408,9 +408,14 @@ def run(
             from worldsim.cli.continuing import continue_from_cli
 
             given = "out" in _given(ctx)
-            continue_from_cli(
-                continue_from, as_of, out if given else None, models, force, json_out, signer
+            result = continue_from_cli(
+                continue_from, as_of, out if given else None, models, force, signer
             )
+            if json_out:
+                sys.stdout.write(json.dumps(result.summary()) + "\n")
+                return
+            out_console.print(_summary_table([result]))
+            out_console.print(f"continued to {as_of}: {_anchor(result, signer)}", highlight=False)
             return
         assert resume is not None
         _resume(resume, models, json_out, signer)

@@ -12,7 +12,6 @@ the prompts' "today" move to DATE. No initializer call is made and no tick befor
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Mapping
 from datetime import datetime
 from datetime import time as clock
@@ -22,7 +21,7 @@ import anyio
 
 from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.errors import ConfigError, NewsLeavesNoPath
-from worldsim.gateway.gateway import check_evidence, gateway_for_card
+from worldsim.gateway.gateway import gateway_for_card
 from worldsim.models import LeakageGuard
 from worldsim.models.pool import Shared
 from worldsim.models.tracing import traced
@@ -33,7 +32,7 @@ from worldsim.sim.particles import Particle, parent_particles, parent_values, ve
 from worldsim.sim.plan import ModelSource, role_plan, route_table, with_role_routes
 from worldsim.sim.resume import resume_config
 from worldsim.sim.scheduler import Engine, Observer
-from worldsim.sim.session import check_trace_target, guarded, open_session
+from worldsim.sim.session import check_trace_target, run_engine
 from worldsim.sim.settlement import RunResult, trace_name
 from worldsim.trace.lineage import LikelihoodData, ParentRef, ReweightingData, ReweightRow
 from worldsim.trace.records import TimelineEndedData
@@ -305,18 +304,16 @@ async def continue_run(
     if path.resolve() == parent.resolve():
         raise ConfigError("the continued trace would replace its parent", file=path)
     check_trace_target(path, overwrite)
-    await check_evidence(config.card, card_path=config.card_path)
-    async with open_session(
-        config, folder, model_source=model_source, environ=environ, shared=shared
-    ) as session:
-        writer = await TraceWriter.create(
-            path, uuid.uuid4().hex[:16], fsync=fsync, overwrite=overwrite
-        )
-        writer.signer = signer
-        made = [ContinuingEngine(cont, writer, plan, session.source, observer, session.guard)]
-
-        async def body() -> RunResult:
-            return await made.pop().run()
-
-        return await guarded(writer, body)
-    raise AssertionError("unreachable")  # pragma: no cover
+    return await run_engine(
+        config,
+        path,
+        lambda session, writer: ContinuingEngine(
+            cont, writer, plan, session.source, observer, session.guard
+        ),
+        overwrite=overwrite,
+        fsync=fsync,
+        model_source=model_source,
+        environ=environ,
+        shared=shared,
+        signer=signer,
+    )

@@ -72,25 +72,15 @@ def parent_particles(trace: Trace, cut: int) -> list[Particle]:
     commits: dict[str, Any] = {}
     for line in trace.effective:
         tl, kind = line.tl or "", line.type
-        if kind == "timeline_started":
+        if kind in ("timeline_started", "particle"):  # a particle carries its parent's count
             d = line.data
             meta[tl] = {
                 "parent": d.parent,
                 "fork_tick": d.fork_tick,
                 "depth": d.depth,
                 "slots": d.slots,
-                "children": 0,
-                "born": d.fork_tick,
-            }
-        elif kind == "particle":
-            d = line.data
-            meta[tl] = {
-                "parent": d.parent,
-                "fork_tick": d.fork_tick,
-                "depth": d.depth,
-                "slots": d.slots,
-                "children": d.children,
-                "born": None,
+                "children": getattr(d, "children", 0),
+                "born": d.fork_tick if kind == "timeline_started" else None,
             }
         elif kind == "fork":
             forks[tl] = forks.get(tl, 0) + 1

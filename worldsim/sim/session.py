@@ -71,6 +71,7 @@ __all__ = [
     "open_session",
     "resume_run",
     "run_card",
+    "run_engine",
     "unwrap_error",
 ]
 
@@ -283,15 +284,42 @@ async def run_card(
         else Path(out) / trace_name(config.card.id, config.method_label, config.seed)
     )
     check_trace_target(path, overwrite)
+    return await run_engine(
+        config,
+        path,
+        lambda session, writer: session.engine(writer, plan, observer),
+        overwrite=overwrite,
+        fsync=fsync,
+        model_source=model_source,
+        environ=environ,
+        shared=shared,
+        signer=signer,
+    )
+
+
+async def run_engine(
+    config: RunConfig,
+    path: Path,
+    make: Callable[[Session, TraceWriter], Engine],
+    *,
+    overwrite: bool = False,
+    fsync: bool = True,
+    model_source: ModelSource | None = None,
+    environ: Mapping[str, str] | None = None,
+    shared: Shared | None = None,
+    signer: Signer | None = None,
+) -> RunResult:
+    """Open the run's models, create its trace at ``path`` and run the engine ``make`` builds
+    (a new run's, or a continued run's), guarded: a failure ends the trace with ``run_failed``."""
     await check_evidence(config.card, card_path=config.card_path)
     async with open_session(
-        config, out, model_source=model_source, environ=environ, shared=shared
+        config, path.parent, model_source=model_source, environ=environ, shared=shared
     ) as session:
         writer = await TraceWriter.create(
             path, uuid.uuid4().hex[:16], fsync=fsync, overwrite=overwrite
         )
         writer.signer = signer
-        made = [session.engine(writer, plan, observer)]
+        made = [make(session, writer)]
 
         async def body() -> RunResult:  # the engine lives only while it runs (see guarded)
             return await made.pop().run()
