@@ -24,6 +24,7 @@ PINNED = {
     "award-best-picture": "bb14fdf1283793e583909ca0043b186debcaea22cbe686873bb49c0d240de6b9",
     "central-bank-march": "dbf7d6595b09146a0708ed91eb5edf834df7f2f6f913e3f249b8307d43e4bd50",
     "election-runoff": "41cac58b6ea83798d5cdf33a4b41b1cc327baab466fbaf8e750750d8226d089e",
+    "harbour-toll": "b5b9f7f323e9aa3b2ef5b7f81846075b2eb0e07dd1745b34dbe57fbad07d78cb",
     "merger-review": "a9563cab4d0c04bb2e3ccc123bca6b9252a83364a7d371ea5ac4879bc70c808a",
     "product-launch": "0c1f31d4f09e8bcbfc5556c99fabb108d7d3f0ce7e426d448a9551a3b10140bd",
     "space-launch": "c498da0c9f7829c9ada24eff4e33f08dbd7fbb472d82ebfa6b464d74c9585724",

@@ -38,6 +38,7 @@ from worldsim.domain.errors import ConfigError
 from worldsim.world.extraction import EXTRACTION_RULES
 
 if TYPE_CHECKING:
+
     from rich.table import Table
 
     from worldsim.sim.settlement import RunResult
@@ -78,6 +79,25 @@ def _resume(trace: Path, ctx: typer.Context, json_out: bool, signer: "Signer | N
         return
     out_console.print(_summary_table([result]))
     out_console.print(f"resumed and completed: {_anchor(result, signer)}", highlight=False)
+
+
+def _continue(
+    parent: Path, as_of: str | None, ctx: typer.Context, json_out: bool, signer: "Signer | None"
+) -> None:
+    """Carry the run in ``parent`` forward to ``as_of`` with the model settings it recorded,
+    and the options typed now on top."""
+    from worldsim.cli.continuing import continue_from_cli
+
+    recorded = recorded_settings(parent)  # none: the continuation says what is wrong
+    options = given_options(ctx)
+    models = run_config(options, base=recorded, source=parent).models if recorded else None
+    out = options.get("out")
+    result = continue_from_cli(parent, as_of, out, models, bool(options.get("force")), signer)
+    if json_out:
+        sys.stdout.write(json.dumps(result.summary()) + "\n")
+        return
+    out_console.print(_summary_table([result]))
+    out_console.print(f"continued to {as_of}: {_anchor(result, signer)}", highlight=False)
 
 
 def _signer(sign_key: Path | None) -> "Signer | None":
@@ -200,6 +220,25 @@ def run(
         Path | None,
         typer.Option(metavar="TRACE", help="Continue the run recorded in this trace."),
     ] = None,
+    continue_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--continue",
+            metavar="TRACE",
+            help="Carry this finished run forward to --as-of: its timelines just before that "
+            "date are re-weighted by the news published since its own date, then run on to the "
+            "deadline (docs/concepts.md). Writes a new trace beside the parent (or in --out).",
+        ),
+    ] = None,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            metavar="DATE",
+            help="With --continue: the new date, an ISO date or datetime, or a study keyword "
+            "(early, mid, late, near_resolution).",
+        ),
+    ] = None,
     routes_file: RoutesOption = None,
     timeout: TimeoutOption = None,
     max_attempts: MaxAttemptsOption = None,
@@ -233,6 +272,11 @@ def run(
     A trace is named DIR/CARD__METHOD__sSEED.jsonl, with the model routes (when not offline) and
     the added roles before the seed: runs that differ never take each other's place.
 
+    With --continue TRACE --as-of DATE, carry a finished run forward to DATE: its timelines as
+    they stood just before DATE are re-weighted by the news the card's evidence holds between
+    the run's date and DATE, then run on to the deadline under the same policy (no world is
+    built again and no tick before DATE runs). The new trace names its parent.
+
     Each trace's head is printed at the end: record it to pin the trace (verify --expect-head).
     """
     import statistics
@@ -246,10 +290,19 @@ def run(
 
     card = _one_card(card, ctx.args)
     signer = _signer(sign_key)
-    if resume is not None:
-        if card is not None or config_file is not None:
-            raise ConfigError("give a card, --config or --resume TRACE, not two", field="resume")
-        _resume(resume, ctx, json_out, signer)
+    if as_of is not None and continue_from is None:
+        raise ConfigError("--as-of takes --continue TRACE", field="as_of")
+    if resume is not None or continue_from is not None:
+        if card is not None or config_file is not None or (resume and continue_from):
+            raise ConfigError(
+                "give a card, --config, --resume TRACE or --continue TRACE, not two",
+                field="continue" if continue_from is not None else "resume",
+            )
+        if continue_from is not None:
+            _continue(continue_from, as_of, ctx, json_out, signer)
+        else:
+            assert resume is not None
+            _resume(resume, ctx, json_out, signer)
         return
     if card is None and config_file is None:
         raise ConfigError("missing card (or --config FILE, or --resume TRACE)", field="card")

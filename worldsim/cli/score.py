@@ -28,7 +28,7 @@ def _fmt(value: float | None) -> str:
 
 def _print_study(tables: "StudyTables", folder: Path) -> None:
     """The study's tables: per method, condition and forecast date (with KER and SrcP where
-    the condition defines them, under --hindsight), and accuracy by date."""
+    the condition defines them, under --hindsight), and accuracy and Brier by date."""
     from rich.table import Table
 
     if not tables.units:
@@ -45,13 +45,17 @@ def _print_study(tables: "StudyTables", folder: Path) -> None:
                 cells += [_fmt(axes[name].ker), _fmt(axes[name].srcp)]
             table.add_row(escape(name), *cells)
         out_console.print(table)
-    curve = Table(title=f"{folder} · accuracy by forecast date")
-    curve.add_column("method")
-    for date in tables.dates:
-        curve.add_column(date, justify="right")
-    for method, by_date in tables.accuracy_by_date().items():
-        curve.add_row(escape(method), *[_fmt(by_date.get(d)) for d in tables.dates])
-    out_console.print(curve)
+    for what, by_method in (
+        ("accuracy", tables.accuracy_by_date()),
+        ("Brier", tables.brier_by_date()),
+    ):
+        curve = Table(title=f"{folder} · {what} by forecast date")
+        curve.add_column("method")
+        for date in tables.dates:
+            curve.add_column(date, justify="right")
+        for method, by_date in by_method.items():
+            curve.add_row(escape(method), *[_fmt(by_date.get(d)) for d in tables.dates])
+        out_console.print(curve)
 
 
 def _effects(
@@ -314,6 +318,15 @@ def score_command(
         Path | None,
         typer.Option("--plots", metavar="DIR", help="Folder for figures and their CSVs."),
     ] = None,
+    attribution: Annotated[
+        bool,
+        typer.Option(
+            "--attribution",
+            help="What moved each trace's forecast, largest first: each fork's contribution "
+            "(p_yes minus p_yes with its subtree folded back into its parent) and, for a "
+            "continued run, each piece of news's; needs no labels (docs/concepts.md).",
+        ),
+    ] = False,
     forecastbench: Annotated[
         Path | None,
         typer.Option(
@@ -349,6 +362,11 @@ def score_command(
     from worldsim.scoring.study_tables import accuracy_by_date_plot
     from worldsim.scoring.table import Blend
 
+    if attribution:
+        from worldsim.cli.attribution import print_attribution
+
+        print_attribution(inputs, json_path)
+        return
     effects = _effects(inputs, effect or [], bootstrap, seed, level)
     if labels is None:
         if not effects:

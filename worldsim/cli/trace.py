@@ -20,6 +20,7 @@ from worldsim.cli._app import (
     out_console,
     trace_checks,
 )
+from worldsim.cli.lineage import LINEAGE_TYPES, Lineage
 from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import ConfigError, TraceError
 
@@ -86,6 +87,7 @@ def replay(
         if tick is not None and tick not in seen_ticks:
             span = f"{min(seen_ticks)}..{max(seen_ticks)}" if seen_ticks else "none"
             raise ConfigError(f"no tick {tick} in this trace (its ticks: {span})", file=trace)
+        seen.lineage.show(tick, timeline, json_out)
         _print_run(seen, steps, result, json_out, whole=tick is None and timeline is None)
     if not result.complete:
         err_console.print(f"note: {escape(str(trace))} holds no result: {result.why_incomplete}")
@@ -165,9 +167,12 @@ class _Seen:
         self.interventions: list[Any] = []
         self.report: Any = None
         self.audit: Any = None
+        self.lineage = Lineage()
 
     def note(self, line: "TraceLine") -> None:
         kind = line.type
+        if kind in LINEAGE_TYPES:
+            self.lineage.note(kind, line.tl, line.data)
         if kind == "run_started":
             self.direct = line.data.kind == "direct"
         elif kind == "intervention":
@@ -280,6 +285,14 @@ def verify(
     canonical: Annotated[bool, typer.Option(help="Print the canonical hash.")] = False,
     expect_head: ExpectHeadOption = None,
     public_key: PublicKeyOption = None,
+    parent: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="PARENT",
+            help="For a continued run: verify PARENT too, through the same checks, and require "
+            "its head, canonical hash and particles at the cut to be the ones TRACE records.",
+        ),
+    ] = None,
 ) -> None:
     """Check a trace's hash chain and invariants; exit 0 when sound and complete.
 
@@ -299,6 +312,14 @@ def verify(
     except TraceError as exc:
         err_console.print(f"[bold red]FAIL[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None
+    if parent is not None:
+        from worldsim.cli.lineage import check_parent
+
+        try:
+            check_parent(trace, parent)
+        except TraceError as exc:
+            err_console.print(f"[bold red]FAIL[/] {escape(str(exc))}", highlight=False)
+            raise typer.Exit(1) from None
     if canonical and result.canonical is not None:
         out_console.print(result.canonical, highlight=False)
     status = "[bold green]OK[/]" if result.exit_code == 0 else "[bold yellow]INCOMPLETE[/]"

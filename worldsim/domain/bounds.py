@@ -34,6 +34,7 @@ __all__ = [
     "MAX_MEMBERS",
     "MAX_NAME_CHARS",
     "MAX_NESTING",
+    "MAX_NEWS",
     "MAX_PRESSURE",
     "MAX_QUESTION_CHARS",
     "MAX_RELATIONS",
@@ -95,6 +96,9 @@ MAX_SEED = 2**63 - 1
 """Seeds fit a signed 64-bit integer: other tools read them, and they name trace files."""
 MAX_REPLICATES = 10_000
 MAX_CONNECTIONS = 1_000
+MAX_NEWS = 1_000
+"""Most documents of news a continued run reads (a policy's ``max_news``): one assessor call
+per particle judges them all."""
 
 # --- studies.
 MAX_STUDY_SEEDS = 10_000

@@ -13,6 +13,7 @@
         │   └── ProviderAnomaly  a provider reported usage no call of it could cost
         ├── LeakageError       a prompt or reply held a forbidden string (fail mode)
         ├── StateError         a state delta or ledger move is invalid
+        ├── NewsLeavesNoPath   a continued run's news leaves no timeline with mass
         ├── TraceError         a trace is corrupt or inconsistent (what ``verify`` refuses)
         │   └── TraceIncomplete  a sound trace that holds no result: cut off, or failed (exit 3)
         └── GatewayRefusal     the Temporal Gateway refused a document (at/after cutoff, unknown)
@@ -34,6 +35,7 @@ __all__ = [
     "GatewayRefusal",
     "LeakageError",
     "ModelError",
+    "NewsLeavesNoPath",
     "PolicyError",
     "ProviderAnomaly",
     "ReplayMissError",
@@ -187,6 +189,10 @@ class LeakageError(WorldsimRuntimeError):
 
     The message names where (prompt or reply) and the string's SHA-256, never the string itself.
     """
+
+
+class NewsLeavesNoPath(WorldsimRuntimeError):
+    """A continued run's news has likelihood 0 under every particle, or prunes them all."""
 
 
 class StateError(WorldsimRuntimeError):

@@ -12,7 +12,9 @@ initial world, ``ReportOutput`` the grounded report, ``ForecastOutput`` a direct
 binary card and ``ChoiceForecastOutput`` one of a multiple-choice card. The benchmark builder's
 roles (phase ``build``) return ``HindsightOutput`` (a causal explanation) and
 ``GraphEditsOutput`` (edits of a hindsight graph), ``QuestionsOutput`` (proposed questions)
-and ``QuestionReviewOutput`` (a proposed question's quality scores).
+and ``QuestionReviewOutput`` (a proposed question's quality scores). A continued run's
+assessor (phase ``news``) returns ``AssessmentOutput``: how likely each piece of news is under
+what one timeline holds.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ __all__ = [
     "PHASE_OUTPUTS",
     "ActorMove",
     "ActorOutput",
+    "AssessmentOutput",
     "BranchIdea",
     "ChoiceForecastOutput",
     "CohortAction",
@@ -46,6 +49,7 @@ __all__ = [
     "InitRelation",
     "InitVariable",
     "LedgerMove",
+    "NewsLikelihood",
     "PressureShift",
     "QuestionProposal",
     "QuestionReviewOutput",
@@ -335,8 +339,29 @@ class QuestionReviewOutput(_Out):
     notes: str = Field("", max_length=600)
 
 
+class NewsLikelihood(_Out):
+    doc_id: str = Field(max_length=bounds.MAX_NAME_CHARS)
+    likelihood: float = Field(
+        ge=0.0, le=1.0, description="how likely this document is, were this timeline the true one"
+    )
+    reason: str = Field("", max_length=600)
+    cites: list[str] = Field(
+        default_factory=list,
+        max_length=8,
+        description="what in the timeline the judgement rests on: endpoint ids, event ids, "
+        "hypothesis ids",
+    )
+
+
+class AssessmentOutput(_Out):
+    likelihoods: list[NewsLikelihood] = Field(
+        max_length=bounds.MAX_NEWS, description="one entry per document of news, by its id"
+    )
+
+
 OUTPUTS: dict[str, type[BaseModel]] = {
     "ActorOutput": ActorOutput,
+    "AssessmentOutput": AssessmentOutput,
     "CohortOutput": CohortOutput,
     "GovernanceOutput": GovernanceOutput,
     "WorldOutput": WorldOutput,
@@ -357,5 +382,6 @@ PHASE_OUTPUTS: dict[str, tuple[str, ...]] = {
     "report": ("ReportOutput",),
     "direct": ("ForecastOutput", "ChoiceForecastOutput"),
     "build": ("HindsightOutput", "GraphEditsOutput", "QuestionsOutput", "QuestionReviewOutput"),
+    "news": ("AssessmentOutput",),
 }
 """Which outputs each phase can apply."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -12,14 +13,23 @@ from pydantic import (
     StrictBool,
     StrictFloat,
     StrictInt,
+    model_serializer,
 )
+from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 from worldsim.domain import bounds
 from worldsim.domain.errors import PolicyError
 from worldsim.domain.files import load_mapping, validated
 from worldsim.domain.resources import data_dirs
 
-__all__ = ["AdaptiveTrigger", "BranchPolicy", "known_policies", "load_policy"]
+__all__ = [
+    "NEWS_FIELDS",
+    "AdaptiveTrigger",
+    "BranchPolicy",
+    "NewsSettings",
+    "known_policies",
+    "load_policy",
+]
 
 
 class AdaptiveTrigger(BaseModel):
@@ -65,6 +75,61 @@ class BranchPolicy(BaseModel):
     roles: tuple[str, ...] = Field(
         (), description="roles added to every run under this policy (see `worldsim roles`)"
     )
+    max_news: StrictInt | None = Field(
+        None,
+        ge=0,
+        le=bounds.MAX_NEWS,
+        description="a continued run reads at most this many documents of news (default 20)",
+    )
+    prune_below: StrictFloat | None = Field(
+        None,
+        ge=0.0,
+        lt=1.0,
+        description=(
+            "a continued run's particle whose re-weighted mass falls below this is pruned: it "
+            "keeps mass 0 as a leaf (default 0: none is)"
+        ),
+    )
+    news_strength: StrictFloat | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "kappa of the offline assessor's rule: how far one document's stance moves a "
+            "particle's likelihood (default 0.5)"
+        ),
+    )
+
+    @model_serializer(mode="wrap")
+    def _news_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        """The news fields are written only when set, so a policy without them records
+        exactly what it did before they existed (and canonical hashes do not move)."""
+        data: dict[str, object] = handler(self)
+        for name in NEWS_FIELDS:
+            if data.get(name, 0) is None:
+                del data[name]
+        return data
+
+    @property
+    def news(self) -> NewsSettings:
+        """The news settings of a continued run, defaults filled in."""
+        return NewsSettings(
+            max_news=20 if self.max_news is None else self.max_news,
+            prune_below=0.0 if self.prune_below is None else self.prune_below,
+            strength=0.5 if self.news_strength is None else self.news_strength,
+        )
+
+
+NEWS_FIELDS = ("max_news", "prune_below", "news_strength")
+
+
+@dataclass(frozen=True, slots=True)
+class NewsSettings:
+    """How a continued run reads its news and re-weights its particles (docs/concepts.md)."""
+
+    max_news: int
+    prune_below: float
+    strength: float
 
 
 def known_policies() -> dict[str, Path]:

@@ -154,6 +154,15 @@ class Gateway:
         """:meth:`take`, each access as a validated :class:`RetrievalRecord`."""
         return [record for logged in self.take(timeline) for record in logged.records()]
 
+    async def published_since(self, since: datetime, *, limit: int) -> list[StoredDocument]:
+        """The documents published in ``[since, cutoff)``, by date then id, at most ``limit``:
+        a continued run's news (its trace records them as ``news``, not as retrievals)."""
+        if since.tzinfo is None or since.utcoffset() is None:
+            raise ConfigError("the news' lower bound has no timezone", field="since")
+        if limit <= 0 or since >= self._cutoff:
+            return []
+        return await self._store.published_in(since=since, before=self._cutoff, limit=limit)
+
     async def search(
         self,
         query: str,

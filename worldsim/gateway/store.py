@@ -434,6 +434,20 @@ class EvidenceStore:
             rows = await cursor.fetchall()
         return [_row_to_document(tuple(row)) for row in rows]
 
+    async def published_in(
+        self, *, since: datetime, before: datetime, limit: int
+    ) -> list[StoredDocument]:
+        """Documents with ``since <= published_at < before``, by date then id, at most
+        ``limit``."""
+        async with self._db.execute(
+            "SELECT id, published_us, published_at, title, text, url, source, stance "
+            "FROM documents WHERE published_us >= ? AND published_us < ? "
+            "ORDER BY published_us, id LIMIT ?",
+            (to_epoch_us(since), to_epoch_us(before), limit),
+        ) as cursor:
+            rows = await cursor.fetchall()
+        return [_row_to_document(tuple(row)) for row in rows]
+
     async def count(self) -> int:
         """How many documents the store holds."""
         async with self._db.execute("SELECT count(*) FROM documents") as cursor:

@@ -24,6 +24,7 @@ from worldsim.domain.outputs import (
     INIT_ACTORS,
     ActorMove,
     ActorOutput,
+    AssessmentOutput,
     ChoiceForecastOutput,
     CohortAction,
     CohortOutput,
@@ -54,6 +55,7 @@ from worldsim.offline.build import (
     offline_questions,
 )
 from worldsim.offline.governance import OfflineGovernance
+from worldsim.offline.news import answer_assessment
 from worldsim.offline.reporter import OfflineReporter
 from worldsim.world.build import world_seeds
 from worldsim.world.state import SetCohort
@@ -90,6 +92,7 @@ class OfflineModel:
             GraphEditsOutput: offline_graph_edits,
             QuestionsOutput: offline_questions,
             QuestionReviewOutput: offline_question_review,
+            AssessmentOutput: answer_assessment,
         }
 
     def answers_batch(self, output_type: type[BaseModel]) -> bool:

@@ -55,7 +55,7 @@ class PromptFrontMatter(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(pattern=ROLE_NAME)
-    phase: Literal["init", "tick", "review", "report", "direct", "build"]
+    phase: Literal["init", "tick", "review", "report", "direct", "build", "news"]
     output: str = Field(description="one of the documented output schemas")
     tools: tuple[str, ...] = ()
     route: str | None = Field(None, description="default route; --model applies when absent")

@@ -104,15 +104,24 @@ class StudyTables:
             }
         doc["dates"] = list(self.dates)
         doc["accuracy_by_date"] = self.accuracy_by_date()
+        doc["brier_by_date"] = self.brier_by_date()
         return doc
 
     def accuracy_by_date(self) -> dict[str, dict[str, float]]:
         """Method → forecast date → accuracy."""
+        return self._by_date(3)
+
+    def brier_by_date(self) -> dict[str, dict[str, float]]:
+        """Method → forecast date → mean Brier: a rolling method beside the same method
+        restarted at each date (docs/experiments.md)."""
+        return self._by_date(1)
+
+    def _by_date(self, column: int) -> dict[str, dict[str, float]]:
         cells: dict[str, dict[str, list[CardScore]]] = defaultdict(lambda: defaultdict(list))
         for unit in self.units:
             cells[unit.method][unit.forecast_date].append(unit.score)
         return {
-            method: {date: _means(scores)[3] for date, scores in by_date.items()}
+            method: {date: _means(scores)[column] for date, scores in by_date.items()}
             for method, by_date in sorted(cells.items())
         }
 

@@ -194,10 +194,9 @@ class Engine:
 
     # ------------------------------------------------------------------ the run
 
-    async def run(self) -> RunResult:
-        """Write the header, build the world and run every timeline to its end."""
-        started = time.perf_counter()
-        config, card, policy, seed = self.config, self.card, self.policy, self.config.seed
+    def header(self) -> dict[str, Any]:
+        """The run's ``run_started`` data: versions, card, policy, routes, prompts, seed."""
+        config, policy = self.config, self.policy
         table = route_table(config.models)
         ordered = sorted(self.roles.values(), key=lambda r: r.name)
         prompt_versions = {role.name: getattr(role, "prompt_version", "python") for role in ordered}
@@ -213,7 +212,7 @@ class Engine:
             policy=policy.model_dump(mode="json"),
             routes=routes,
             prompt_versions=prompt_versions,
-            seed=seed,
+            seed=config.seed,
             ticks=self.ticks,
             extraction_rule=config.extraction_rule,
             card_path=str(config.card_path) if config.card_path else None,
@@ -224,6 +223,13 @@ class Engine:
             **config.started_fields(),
         ).model_dump(mode="json")
         header["card"], header["config"] = card_data, config.to_dict()
+        return header
+
+    async def run(self) -> RunResult:
+        """Write the header, build the world and run every timeline to its end."""
+        started = time.perf_counter()
+        config, card, policy, seed = self.config, self.card, self.policy, self.config.seed
+        header = self.header()
         await self.writer.emit("run_started", header)
         initializer: InitRole = self.roles["initializer"]
         state = await initializer.initialize(

@@ -73,6 +73,7 @@ __all__ = [
     "prepare",
     "resume_run",
     "run_card",
+    "run_engine",
     "unwrap_error",
 ]
 
@@ -320,15 +321,42 @@ async def run_card(
     prepared = prepare(config, max_trace_mb=max_trace_mb)
     path = prepared.trace_path(out, trace_path)
     check_trace_target(path, overwrite)
+    return await run_engine(
+        prepared.config,
+        path,
+        lambda session, writer: session.engine(writer, prepared.plan, observer),
+        overwrite=overwrite,
+        fsync=fsync,
+        model_source=model_source,
+        environ=environ,
+        shared=shared,
+        signer=signer,
+    )
+
+
+async def run_engine(
+    config: RunConfig,
+    path: Path,
+    make: Callable[[Session, TraceWriter], Engine],
+    *,
+    overwrite: bool = False,
+    fsync: bool = True,
+    model_source: ModelSource | None = None,
+    environ: Mapping[str, str] | None = None,
+    shared: Shared | None = None,
+    signer: Signer | None = None,
+) -> RunResult:
+    """Open the run's models, create its trace at ``path`` and run the engine ``make`` builds
+    (a new run's, or a continued run's), guarded: a failure ends the trace with ``run_failed``."""
     await check_evidence(config.card, card_path=config.card_path)
     async with open_session(
-        prepared.config, out, model_source=model_source, environ=environ, shared=shared
+        config, path.parent, model_source=model_source, environ=environ, shared=shared
     ) as session:
         writer = await TraceWriter.create(
             path, uuid.uuid4().hex[:16], fsync=fsync, overwrite=overwrite
         )
         writer.signer = signer
-        made = [session.engine(writer, prepared.plan, observer)]
+        made = [make(session, writer)]
 
         async def body() -> RunResult:  # the engine lives only while it runs (see guarded)
             return await made.pop().run()
@@ -376,6 +404,12 @@ async def _resume_locked(
 ) -> RunResult:
     trace = read_trace(lock.path)
     _check_signer(trace, signer)
+    if trace.started.parent is not None:
+        raise ConfigError(
+            "a continued run cannot be resumed: continue its parent again "
+            "(run --continue PARENT --as-of DATE --force)",
+            file=trace.path,
+        )
     cut = Cut(trace)
     prepared = prepare(resume_config(trace, models), max_trace_mb=None)
     config, plan = prepared.config, prepared.plan

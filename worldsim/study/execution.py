@@ -18,6 +18,7 @@ from typing import Literal, Protocol
 from worldsim.models import Budget
 from worldsim.models.limits import RouteLimiters
 from worldsim.models.pool import HttpClients, Shared
+from worldsim.sim.continuation import continue_run
 from worldsim.sim.session import forecast, resume_run, run_card
 from worldsim.study.jobs import Job
 
@@ -69,6 +70,18 @@ async def execute_job(
         models = config.models.model_copy(update={"cache_dir": settings.cache_dir})
         config = config.model_copy(update={"models": models})
     fsync, environ = settings.fsync, settings.environ
+    if job.previous is not None:  # a rolling job: the job before it, carried forward
+        await continue_run(
+            out / job.previous,
+            job.when,
+            models=config.models,
+            overwrite=True,
+            trace_path=path,
+            fsync=fsync,
+            environ=environ,
+            shared=shared,
+        )
+        return
     if config.kind != "direct" and action == "resume":
         await resume_run(path, models=config.models, fsync=fsync, environ=environ, shared=shared)
         return

@@ -6,8 +6,9 @@ A job's trace is ``traces/<card>/<method>/<date>__s<seed>.jsonl`` under the stud
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -29,6 +30,9 @@ class Job:
     when: datetime
     seed: int
     config: RunConfig
+    previous: Path | None = None
+    """A rolling method's job after its first date: the trace (relative to the study folder)
+    of the job it continues, which must be complete before it starts."""
 
     @property
     def trace(self) -> Path:
@@ -59,10 +63,17 @@ def expand_jobs(study: Study, resolved: Mapping[str, datetime | None] | None = N
             base = method.config(card, card_path)
             if base.condition == "near_resolution" and ends is not None:
                 base = base.model_copy(update={"resolves_at": ends})
+            # a rolling method chains its dates in time order: each continues the one before
+            chain = sorted(dates, key=lambda d: d[1]) if method.rolling else []
+            before = {later[0]: earlier[0] for earlier, later in itertools.pairwise(chain)}
             for name, when in dates:
                 moved = None if when == card.as_of else when
                 dated = base.model_copy(update={"forecast_date": moved})
                 for seed in study.manifest.seeds:
                     config = dated.model_copy(update={"seed": seed})
-                    jobs.append(Job(card.id, method.label, name, when, seed, config))
+                    job = Job(card.id, method.label, name, when, seed, config)
+                    if name in before:
+                        first = Job(card.id, method.label, before[name], when, seed, config)
+                        job = replace(job, previous=first.trace)
+                    jobs.append(job)
     return jobs

@@ -49,6 +49,9 @@ class MethodSpec(_Frozen):
     label: str = Field(pattern=SAFE_NAME, max_length=80)
     run: dict[str, Any] | None = None
     forecast: dict[str, Any] | None = None
+    rolling: bool = False
+    """Chain the study's forecast dates in time order per (card, method, seed): each date's job
+    continues the one before it (``run --continue``) instead of starting again."""
 
 
 class Manifest(_Frozen):
@@ -73,6 +76,7 @@ class Method:
     label: str
     kind: Literal["multiverse", "direct"]
     data: dict[str, Any]
+    rolling: bool = False
 
     def config(self, card: Card, card_path: Path) -> RunConfig:
         return RunConfig.from_dict({**self.data, "card": card, "card_path": card_path})
@@ -141,6 +145,14 @@ def _method_data(spec: MethodSpec, index: int, manifest: Manifest, path: Path) -
     where = f"methods.{index}"
     if (spec.run is None) == (spec.forecast is None):
         raise _error(path, where, "give a method either 'run' or 'forecast'")
+    if spec.rolling and spec.forecast is not None:
+        raise _error(
+            path, f"{where}.rolling", "a forecast method cannot be rolling (it has no timelines)"
+        )
+    if spec.rolling and (spec.run or {}).get("condition") == "near_resolution":
+        raise _error(
+            path, f"{where}.rolling", "a near_resolution method sees past its date: not rolling"
+        )
     kind: Literal["multiverse", "direct"] = "multiverse" if spec.run is not None else "direct"
     part = "run" if kind == "multiverse" else "forecast"
     given = dict(spec.run if spec.run is not None else spec.forecast or {})
@@ -159,7 +171,7 @@ def _method_data(spec: MethodSpec, index: int, manifest: Manifest, path: Path) -
     else:
         data = given
     data.update(method=spec.label, models=models)
-    return Method(spec.label, kind, resolve_paths(data, path.parent))
+    return Method(spec.label, kind, resolve_paths(data, path.parent), spec.rolling)
 
 
 def _field_of(exc: ConfigError, part: str) -> str:

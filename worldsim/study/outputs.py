@@ -108,6 +108,7 @@ def job_plan(job: Job) -> dict[str, Any]:
         "seed": job.seed,
         "kind": job.config.card.kind,
         "trace": job.trace.as_posix(),
+        **({"continues": job.previous.as_posix()} if job.previous is not None else {}),
     }
 
 

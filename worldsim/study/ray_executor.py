@@ -233,15 +233,20 @@ def run_remote_job(
     max_usd: float | None,
     settings: JobSettings,
     folder: str,
+    previous: bytes | None = None,
 ) -> tuple[bytes | None, str | None]:
     """One job on a Ray worker: its trace's bytes and its failure's message, if any (paths in
-    it name the study folder ``folder``, not the worker's temporary one)."""
+    it name the study folder ``folder``, not the worker's temporary one). ``previous`` is the
+    trace a rolling job continues, put where the job expects it."""
     with tempfile.TemporaryDirectory(prefix="worldsim-job-") as tmp:
         out = Path(tmp)
         path = out / job.trace
         if trace is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(trace)
+        if previous is not None and job.previous is not None:
+            (out / job.previous).parent.mkdir(parents=True, exist_ok=True)
+            (out / job.previous).write_bytes(previous)
         shared = Shared(RemoteBudget(governor, max_usd), RemoteLimiters(governor))
         error: str | None = None
         try:
@@ -270,8 +275,9 @@ class _RayRunner:
     async def execute(self, job: Job, action: Action, out: Path) -> None:
         path = out / job.trace
         trace = path.read_bytes() if action == "resume" else None
+        previous = (out / job.previous).read_bytes() if job.previous is not None else None
         ref = self.task.remote(
-            job, action, trace, self.governor, self.max_usd, self.settings, str(out)
+            job, action, trace, self.governor, self.max_usd, self.settings, str(out), previous
         )
         try:
             data, error = await ref

@@ -225,8 +225,17 @@ async def _run_jobs(
     settings = JobSettings(environ, fsync, cache_dir)
     done = len(jobs) - len(todo)
 
-    async def one(runner: JobRunner, i: int) -> None:
+    index = {job.trace: i for i, job in enumerate(jobs)}
+    finished = {i: anyio.Event() for i in todo}
+
+    def ended(i: int) -> None:
         nonlocal done
+        journal.record(_ended(rows[i]))
+        done += 1
+        if observer is not None:
+            observer.job_finished(rows[i], done, len(jobs))
+
+    async def run_one(runner: JobRunner, i: int) -> None:
         job, action = jobs[i], actions[i]
         async with limiter:
             if await runner.exhausted():
@@ -245,10 +254,24 @@ async def _run_jobs(
                 if action == "resume":
                     wall += walls.get(job.trace.as_posix(), 0.0)
                 rows[i] = _row(job, folder, wall, error)
-            journal.record(_ended(rows[i]))
-            done += 1
-            if observer is not None:
-                observer.job_finished(rows[i], done, len(jobs))
+            ended(i)
+
+    async def one(runner: JobRunner, i: int) -> None:
+        """A rolling job waits for the job it continues, and runs only if that completed."""
+        try:
+            previous = jobs[i].previous
+            if previous is not None:
+                before = index[previous]
+                if before in finished:
+                    await finished[before].wait()
+                if rows[before].status != "complete":
+                    why = f"the job it continues ({previous.as_posix()}) did not complete"
+                    rows[i] = row_for(job_plan(jobs[i]), None, None, why)
+                    ended(i)
+                    return
+            await run_one(runner, i)
+        finally:
+            finished[i].set()
 
     opened = (executor or LocalExecutor()).open(budget, limiters, settings)
     async with opened as runner, anyio.create_task_group() as tg:

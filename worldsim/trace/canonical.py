@@ -21,10 +21,13 @@ _PHASE = {
     "run_started": 0,
     "intervention": 1,
     "world_initialized": 1,
+    "news": 1,
+    "particle": 2,
     "timeline_started": 2,
     "tick_started": 3,
     "retrieval": 4,
     "retrievals": 4,
+    "likelihood": 4,
     "llm_call": 5,
     "proposal": 6,
     "proposals": 6,
@@ -33,6 +36,7 @@ _PHASE = {
     "fork_rejected": 8,
     "tick_committed": 9,
     "timeline_ended": 10,
+    "reweighting": 10,
     "extraction": 11,
     "report": 12,
     "audit": 13,
@@ -61,7 +65,15 @@ _DROP: dict[str, frozenset[str]] = {"audit": frozenset({"world", "prior"})}
 the card and the routes), left out so that adding them changed no hash."""
 
 
+_PARENT_KEEP = ("canonical", "tick", "as_of")
+"""Of a continued run's parent: its canonical hash, not its head (which holds timestamps)."""
+
+
 def _content(type_: str, data: dict[str, Any]) -> dict[str, Any]:
+    if type_ == "run_started" and "parent" in data:
+        parent = {k: data["parent"][k] for k in _PARENT_KEEP}
+        rest = {k: v for k, v in data.items() if k != "parent"}
+        return {**_content(type_, rest), "parent": parent}
     keep = _KEEP.get(type_)
     if keep is None:
         drop = _DROP.get(type_)

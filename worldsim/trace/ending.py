@@ -63,7 +63,7 @@ class Ending:
             return
         if self.results and kind not in ("llm_call", "run_completed", "run_failed"):
             raise self._fail(line, f"{kind} written after the run's results")
-        if kind == "timeline_started" and line.tl is not None:
+        if kind in ("timeline_started", "particle") and line.tl is not None:
             self.timelines.add(line.tl)
         elif kind == "fork":
             self.forks += 1

@@ -20,7 +20,9 @@ from pydantic import (
     Field,
     TypeAdapter,
     field_serializer,
+    model_serializer,
 )
+from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 from worldsim.domain.cards import UtcDatetime, utc_iso
 from worldsim.domain.jsonbytes import (
@@ -33,6 +35,13 @@ from worldsim.domain.jsonbytes import (
 from worldsim.gateway.access import ACCESS_DEFAULTS, Access, Calls, merged_accesses
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.models.call import LlmCallData
+from worldsim.trace.lineage import (
+    LikelihoodData,
+    NewsData,
+    ParentRef,
+    ParticleData,
+    ReweightingData,
+)
 from worldsim.world.build import WorldSource
 from worldsim.world.columns import MoveColumns, TickProposals
 from worldsim.world.moves import PROPOSALS, BranchCandidate, Claim, Proposal, Review
@@ -54,6 +63,10 @@ __all__ = [
     "ForkRejectedData",
     "InterventionData",
     "LeafData",
+    "LikelihoodData",
+    "NewsData",
+    "ParentRef",
+    "ParticleData",
     "Payload",
     "ProposalData",
     "ProposalsData",
@@ -61,6 +74,7 @@ __all__ = [
     "RetrievalData",
     "RetrievalsData",
     "ReviewData",
+    "ReweightingData",
     "RunCompletedData",
     "RunFailedData",
     "RunResumedData",
@@ -157,6 +171,21 @@ class RunStartedData(_Data):
             "must be resumed with that key); empty when the run is not signed"
         ),
     )
+    parent: ParentRef | None = Field(
+        None,
+        description=(
+            "a continued run's parent (worldsim run --continue): its run id, path, head, "
+            "canonical hash and the cut tick; absent for a run started from its card"
+        ),
+    )
+
+    @model_serializer(mode="wrap")
+    def _parent_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``parent`` is written only by a continued run."""
+        data: dict[str, Any] = handler(self)
+        if data.get("parent", 0) is None:
+            del data["parent"]
+        return data
 
 
 class WorldInitializedData(_Data):
@@ -629,6 +658,26 @@ class ForecastGraphRecord(_Envelope):
     data: ForecastGraphData
 
 
+class ParticleRecord(_Envelope):
+    type: Literal["particle"]
+    data: ParticleData
+
+
+class NewsRecord(_Envelope):
+    type: Literal["news"]
+    data: NewsData
+
+
+class LikelihoodRecord(_Envelope):
+    type: Literal["likelihood"]
+    data: LikelihoodData
+
+
+class ReweightingRecord(_Envelope):
+    type: Literal["reweighting"]
+    data: ReweightingData
+
+
 class RunCompletedRecord(_Envelope):
     type: Literal["run_completed"]
     data: RunCompletedData
@@ -654,6 +703,10 @@ RECORD_TYPES: dict[str, type[BaseModel]] = {
     "llm_call": LlmCallData,
     "run_resumed": RunResumedData,
     "intervention": InterventionData,
+    "particle": ParticleData,
+    "news": NewsData,
+    "likelihood": LikelihoodData,
+    "reweighting": ReweightingData,
     "forecast_graph": ForecastGraphData,
     "extraction": ExtractionData,
     "report": ReportData,
@@ -677,6 +730,10 @@ TraceRecord = Annotated[
     | LlmCallRecord
     | RunResumedRecord
     | InterventionRecord
+    | ParticleRecord
+    | NewsRecord
+    | LikelihoodRecord
+    | ReweightingRecord
     | ForecastGraphRecord
     | ExtractionRecord
     | ReportRecord

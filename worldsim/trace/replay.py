@@ -14,6 +14,7 @@ from worldsim.domain.errors import StateError, TraceError
 from worldsim.domain.outputs import ChoiceForecastOutput, ForecastOutput
 from worldsim.models.schema import extract_json
 from worldsim.trace.audit import MASS_TOLERANCE
+from worldsim.trace.particles import ParticleCheck
 from worldsim.trace.reader import Trace, TraceLine, read_trace
 from worldsim.trace.records import ExtractionData
 from worldsim.world.extraction import Leaf, extract
@@ -167,7 +168,10 @@ _ON_A_TIMELINE = frozenset(
 )
 """Records replay applies to a started timeline's cursor."""
 
-REPLAYED_TYPES = _ON_A_TIMELINE | {
+_CONTINUATION = frozenset({"particle", "news", "likelihood", "reweighting"})
+"""A continued run's records (:mod:`worldsim.trace.lineage`): its particles and their news."""
+
+REPLAYED_TYPES = _ON_A_TIMELINE | _CONTINUATION | {
     "run_started",
     "world_initialized",
     "timeline_started",
@@ -177,12 +181,18 @@ REPLAYED_TYPES = _ON_A_TIMELINE | {
 
 
 def replay_lines(
-    path: Path, lines: Iterable[TraceLine], complete: Callable[[], bool]
+    path: Path,
+    lines: Iterable[TraceLine],
+    complete: Callable[[], bool],
+    on_start: Callable[[str, WorldState, float], None] | None = None,
 ) -> Iterator[TickStep | tuple[str, Any]]:
     """:func:`replay_steps` over a trace's effective lines as they stream past (``path`` names
     the trace; ``complete()``, asked once the lines are exhausted, says whether it ended with
-    ``run_completed``). Holds only each timeline's open tick and the leaves."""
+    ``run_completed``). Holds only each timeline's open tick and the leaves. ``on_start`` is
+    told each timeline's state and mass as it starts (a continued run's particles: once their
+    mass is re-weighted)."""
     world: WorldState | None = None
+    particles = ParticleCheck(on_start, _Cursor)
     cursors: dict[str, _Cursor] = {}
     pending_children: dict[str, tuple[WorldState, float]] = {}
     ended: dict[str, Leaf] = {}
@@ -191,6 +201,10 @@ def replay_lines(
 
     for line in lines:
         t = line.type
+        if t in _CONTINUATION:
+            particles.note(line, cursors)
+            world = world or particles.world
+            continue
         if t == "world_initialized":
             if world is None:
                 try:
@@ -225,6 +239,8 @@ def replay_lines(
                 if state_digest(cursor.state) != rec.data.digest:
                     raise _fail(line, "timeline's starting state does not match its digest")
                 cursors[tl] = cursor
+                if on_start is not None:
+                    on_start(tl, cursor.state, cursor.mass)
             elif t in _ON_A_TIMELINE:
                 found = cursors.get(tl) if tl is not None else None
                 if found is None:

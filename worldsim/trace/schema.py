@@ -155,6 +155,19 @@ canonical hash (the pins of `tests/test_canonical_pins.py` follow them):
   call's `usage` holds the reported counts and its `cost_usd` what was charged. The run then
   ends with a resumable `run_failed` of kind `ProviderAnomaly` (docs/models.md). The canonical
   hash keeps only a call's request hash, reply and error: unchanged.
+* **Continued runs** (`worldsim run --continue`, docs/concepts.md). `run_started` gains
+  `parent` (absent unless the run continues another: its run id, path, head, canonical hash,
+  the cut tick, the new date, the calendar's origin and the parent's cut-off), and four record
+  types join: `particle`, `news`, `likelihood` and `reweighting`. A continued trace has no
+  `world_initialized`: each particle's state is in its `particle` record, its mass becomes the
+  `reweighting` posterior, and its ticks run on from the cut. Replay checks each particle's
+  digest, that each likelihood is the product of its documents' (each `max(epsilon, raw)`, in
+  news order), that the re-weighting is `m·L / Σ m·L` with its pruning and that
+  `p_yes_reweighted` is Σ w·v over the particles' recorded values, exactly (`verify --parent`
+  checks each value against the parent's subtree). The
+  canonical hash covers the parent's canonical hash, cut tick and date, not its head. The
+  policy gains `max_news`, `prune_below` and `news_strength`, written only when set: no
+  canonical hash moved.
 
 ## Record types
 
@@ -183,6 +196,16 @@ _WHAT = {
     "intervention": "a change made to the world before it ran: kind, date, tick, applied or why "
     "not",
     "run_resumed": "a resume marker: the records of ticks left uncommitted before it are void",
+    "particle": "a continued run's particle: a parent timeline as it stood at the end of the "
+    "tick before the cut (lineage, prior mass, slots, children, how it ended if it did, state and "
+    "digest)",
+    "news": "a document published between the parent's cut-off and the continued run's date: "
+    "id, date, title, stance, source, SHA-256 of its text",
+    "likelihood": "the assessor's likelihood of each document of news under one particle (raw, "
+    "used, reason, citations) and their product",
+    "reweighting": "per particle prior mass, likelihood, posterior mass, whether pruned and "
+    "the parent's value of its subtree; Σ m·L, prune_below, the effective number of paths and "
+    "p_yes re-weighted (Σ w·v)",
     "forecast_graph": "the forecast-time causal graph's digest and sizes, for a condition that "
     "builds one",
     "extraction": "the extraction rule's p_yes, unresolved mass, concentration, leaves",
@@ -195,7 +218,7 @@ _WHAT = {
 
 def render_markdown() -> str:
     rows = []
-    scoped = {"timeline_started", "timeline_ended"}
+    scoped = {"timeline_started", "timeline_ended", "particle"}
     ticked = {
         "tick_started",
         "proposals",
@@ -205,6 +228,7 @@ def render_markdown() -> str:
         "tick_committed",
         "retrievals",
         "llm_call",
+        "likelihood",
     }
     for name in RECORD_TYPES:
         scope = "tl, tick" if name in ticked else ("tl" if name in scoped else "—")

@@ -29,6 +29,7 @@ from worldsim.trace.records import accesses_of
 from worldsim.trace.replay import TickStep
 from worldsim.trace.signing import PublicKey
 from worldsim.trace.verify import Verification, Verifying
+from worldsim.view.lineage import continuation
 
 __all__ = ["PAGE_BY_TIMELINE_BYTES", "Verified", "trace_data", "verified"]
 
@@ -137,6 +138,7 @@ def trace_data(
         "report": _last(effective, "report"),
         "audit": _last(effective, "audit"),
         "interventions": [line.fields for line in effective if line.type == "intervention"],
+        "continuation": continuation(effective, trace.path),
         "forecast_graph": _forecast_graph(effective, trace.path),
         "extraction": _last(effective, "extraction"),
         "pressure": {"simulated": simulated_pressure(effective), **(pressure or {})},
@@ -250,9 +252,15 @@ def _timelines(effective: list[TraceLine], steps: Iterable[_TimelineStep]) -> li
     """Every timeline with its parent, fork point, masses and end; forks and rejections."""
     timelines: dict[str, dict[str, Any]] = {}
     for line in effective:
+        if line.type == "reweighting":  # a continued run: how the news moved each particle
+            for row in line.fields["rows"]:
+                if row["timeline"] in timelines:
+                    timelines[row["timeline"]]["news"] = {**row, "tick": line.tick}
+                    timelines[row["timeline"]]["mass_start"] = row["posterior"]
+            continue
         if line.tl is None:
             continue
-        if line.type == "timeline_started":
+        if line.type in ("timeline_started", "particle"):  # a particle: carried from its parent
             d = line.fields
             timelines[line.tl] = {
                 "id": line.tl,

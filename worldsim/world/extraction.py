@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -12,7 +12,7 @@ from worldsim.domain.errors import ConfigError
 if TYPE_CHECKING:
     from worldsim.world.outcome import ExtractionData
 
-__all__ = ["EXTRACTION_RULES", "Leaf", "extract"]
+__all__ = ["EXTRACTION_RULES", "EXTRACTION_VALUES", "Leaf", "extract"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +65,8 @@ _OPTIONS: dict[str, Callable[[Leaf, Sequence[str]], dict[str, float]]] = {
     "candidate-status-mass/1": _status_mass_options,
 }
 EXTRACTION_RULES: tuple[str, ...] = tuple(_VALUE)
+EXTRACTION_VALUES: Mapping[str, Callable[[Leaf], float]] = _VALUE
+"""Each rule's value of a binary leaf: p_yes is the leaves' mass-weighted mean of it."""
 
 
 def extract(

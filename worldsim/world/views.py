@@ -26,6 +26,8 @@ __all__ = [
     "BuildContext",
     "ForecastContext",
     "InitContext",
+    "NewsContext",
+    "NewsItem",
     "ReportContext",
     "ReviewContext",
     "RoleView",
@@ -117,6 +119,33 @@ class ForecastContext:
 
 
 @dataclass(frozen=True, slots=True)
+class NewsItem:
+    """One document of a continued run's news: what the assessor reads of it."""
+
+    id: str
+    published_at: datetime
+    title: str
+    text: str
+    stance: float | None
+    source: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewsContext:
+    """A continued run's assessor's view: one particle (a timeline as it stood at the end of
+    the tick before ``tick``) and the news published since the parent's cut-off, which it
+    judges document by document."""
+
+    card: Card
+    timeline: TimelineId
+    tick: int
+    date: datetime
+    state: WorldState
+    news: tuple[NewsItem, ...]
+    strength: float
+
+
+@dataclass(frozen=True, slots=True)
 class BuildContext:
     """A benchmark-building role's view: the card it works on (none while questions are being
     made); its prompt's variables hold the rest (the documents, the graph so far, the quality
@@ -137,5 +166,6 @@ class RoleView:
         | ReportContext
         | ForecastContext
         | BuildContext
+        | NewsContext
     )
     variables: Mapping[str, Any] = field(default_factory=dict)

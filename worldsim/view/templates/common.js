@@ -138,6 +138,13 @@ function treeChart(timelines, onPick) {
       g.appendChild(svg("circle", { cx: x(f.tick), cy: y(id), r: 5, fill: "#fff", stroke: "#1d2430" },
         svg("title", null, "tick " + f.tick + ": fork → " + f.child + " on “" + f.hypothesis + "” p=" + fmt(f.probability, 2))));
     });
+    if (t.news) {  /* a continued run's particle: how the news re-weighted it */
+      var n = t.news, cx = x(n.tick), cy = y(id);
+      g.appendChild(svg("rect", { x: cx - 5, y: cy - 5, width: 10, height: 10, "class": "news",
+        fill: n.pruned ? "#fff" : "#1d2430", stroke: "#1d2430" },
+        svg("title", null, "tick " + n.tick + ": news " + (n.pruned ? "pruned this timeline" :
+          "re-weighted it, mass " + fmt(n.prior, 4) + " → " + fmt(n.posterior, 4) + " (likelihood " + fmt(n.likelihood, 4) + ")"))));
+    }
     if (onPick) g.onclick = function () { onPick(id); };
     root.appendChild(g);
   });

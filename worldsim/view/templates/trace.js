@@ -43,6 +43,7 @@ function treeView(main) {
   main.appendChild(h("h2", null, "Multiverse"));
   main.appendChild(h("p", { "class": "muted" }, "Line width: path mass. Colour: settlement (green yes, red no, blue unresolved, purple settled at a probability (expected) or at an option, grey running). Dots: forks. Click a timeline to step through it."));
   main.appendChild(treeChart(DATA.timelines, function (id) { setState({ view: "ticks", tl: id }); }));
+  if (DATA.continuation) main.appendChild(continuationCard(DATA.continuation));
   main.appendChild(forecastCard());
   main.appendChild(h("h2", null, "Fork points"));
   var rows = [];
@@ -56,6 +57,30 @@ function treeView(main) {
   rows.sort(function (a, b) { return a[0] - b[0] || byLineage(a[1], b[1]); });
   main.appendChild(rows.length ? sortableTable(["tick", "timeline", "decision", "hypothesis", "endpoint", "p", "why"], rows)
     : h("p", { "class": "muted" }, "No fork was proposed."));
+}
+
+function continuationCard(c) {
+  /* a continued run: the forecast's path across dates, the news and which timeline it moved */
+  var p = c.parent, card = h("div", { "class": "card continuation" });
+  card.appendChild(h("h3", null, "Carried forward from run " + p.run + " at tick " + p.tick));
+  card.appendChild(h("p", { "class": "muted" }, "parent " + p.path + " · news published in [" +
+    p.since.slice(0, 10) + ", " + p.as_of.slice(0, 10) + ") · squares on the tree: re-weighted (hollow: pruned)"));
+  card.appendChild(h("h4", null, "The forecast across dates"));
+  card.appendChild(sortableTable(["date", "p_yes", "trace"], c.path.map(function (x) {
+    return [String(x.date).slice(0, 19), fmt(x.p_yes, 4), x.file];
+  })));
+  card.appendChild(h("h4", null, "News"));
+  card.appendChild(c.news.length ? sortableTable(["date", "document", "stance", "title"], c.news.map(function (n) {
+    return [n.published_at.slice(0, 10), n.id, n.stance === null ? "–" : fmt(n.stance, 2), n.title];
+  })) : h("p", { "class": "muted" }, "No news in that window: every likelihood is 1."));
+  var w = c.reweighting;
+  if (w) {
+    card.appendChild(h("h4", null, "Re-weighting (effective paths " + fmt(w.effective_paths, 3) + ")"));
+    card.appendChild(sortableTable(["timeline", "mass before", "likelihood", "mass after", ""], w.rows.map(function (r) {
+      return [r.timeline, fmt(r.prior, 4), fmt(r.likelihood, 4), fmt(r.posterior, 4), r.pruned ? "pruned" : ""];
+    })));
+  }
+  return card;
 }
 
 function forecastCard() {

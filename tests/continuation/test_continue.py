@@ -1,0 +1,276 @@
+"""A continued run (``worldsim run --continue``): particles, news, re-weighting and lineage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.support import ROOT, forge, invoke
+from worldsim.domain.cards import load_card, parse_utc
+from worldsim.domain.config import RunConfig
+from worldsim.domain.contracts import Model, ModelRequest
+from worldsim.domain.errors import NewsLeavesNoPath, TraceError
+from worldsim.domain.policy import load_policy
+from worldsim.offline import OfflineModel
+from worldsim.sim.continuation import continue_run
+from worldsim.sim.particles import check_lineage, parent_particles
+from worldsim.sim.session import run_card
+from worldsim.sim.settlement import RunResult
+from worldsim.testing import ScriptedModel
+from worldsim.trace.reader import read_trace
+from worldsim.trace.verify import verify_trace
+from worldsim.world.build import tick_of
+
+NEWS_CARD = ROOT / "scenarios" / "harbour-toll.yaml"
+CUT = "2027-03-01"
+
+
+def _parent(
+    out: Path, card: Path = NEWS_CARD, *, overwrite: bool = False, **policy: Any
+) -> RunResult:
+    config = RunConfig(
+        card=load_card(card),
+        card_path=card,
+        policy=load_policy("branching").model_copy(update=policy),
+        seed=0,
+    )
+    return anyio.run(lambda: run_card(config, out, fsync=False, overwrite=overwrite))
+
+
+def _continue(parent: Path, when: str = CUT, **kwargs: Any) -> RunResult:
+    return anyio.run(lambda: continue_run(parent, parse_utc(when), fsync=False, **kwargs))
+
+
+class _Assessor:
+    """Every role offline but the assessor, which a script answers: one likelihood per
+    particle (by timeline id), the same for every document."""
+
+    def __init__(self, likelihood: dict[str, float], default: float = 1.0) -> None:
+        self.offline = OfflineModel()
+
+        def reply(request: ModelRequest) -> dict[str, Any]:
+            value = likelihood.get(str(request.site.timeline), default)
+            news = request.view.context.news
+            return {
+                "likelihoods": [
+                    {"doc_id": d.id, "likelihood": value, "reason": "scripted"} for d in news
+                ]
+            }
+
+        self.assessor = ScriptedModel(reply, route="scripted/assessor")
+
+    def for_role(self, role: str) -> Model:
+        return self.assessor if role == "assessor" else self.offline
+
+
+def _records(path: Path, kind: str) -> list[Any]:
+    return [line for line in read_trace(path).lines if line.type == kind]
+
+
+def test_continued_run_verifies_and_names_its_parent(tmp_path: Path) -> None:
+    parent = _parent(tmp_path)
+    child = _continue(parent.trace)
+    assert child.trace != parent.trace and child.trace.parent == parent.trace.parent
+    checked = verify_trace(child.trace)
+    assert checked.complete and abs(checked.mass_sum - 1.0) < 1e-9  # type: ignore[operator]
+    ref = read_trace(child.trace).started.parent
+    whole = verify_trace(parent.trace, canonical=True)
+    assert (ref.run, ref.head, ref.canonical) == (parent.run_id, parent.head, whole.canonical)
+    assert check_lineage(read_trace(child.trace), parent.trace).tick == ref.tick
+
+
+def test_continuation_builds_no_world_and_runs_no_tick_before_its_date(tmp_path: Path) -> None:
+    parent = _parent(tmp_path)
+    child = _continue(parent.trace)
+    card = load_card(NEWS_CARD)
+    cut = tick_of(card, 8, parse_utc(CUT))
+    assert not _records(child.trace, "world_initialized")
+    ticks = {line.tick for line in _records(child.trace, "tick_started")}
+    assert min(ticks) == cut
+    dates = {line.tick: line.data.date for line in _records(parent.trace, "tick_started")}
+    assert all(line.data.date == dates[line.tick] for line in _records(child.trace, "tick_started"))
+    config = read_trace(child.trace).started
+    assert config.forecast_date == "2027-03-01T00:00:00Z"  # the gateway and prompts' today
+
+
+def test_news_is_the_documents_between_the_parents_date_and_the_new_one(tmp_path: Path) -> None:
+    parent = _parent(tmp_path)
+    child = _continue(parent.trace)
+    news = [line.data for line in _records(child.trace, "news")]
+    card = load_card(NEWS_CARD)
+    assert card.evidence is not None and not isinstance(card.evidence, dict)
+    expected = sorted(
+        (d for d in card.evidence if card.as_of <= d.published_at < parse_utc(CUT)),  # type: ignore[union-attr]
+        key=lambda d: (d.published_at, d.id),
+    )
+    assert [n.id for n in news] == [d.id for d in expected] and news
+
+
+def test_news_moves_mass_toward_the_particles_that_expected_it(tmp_path: Path) -> None:
+    parent = _parent(tmp_path)
+    child = _continue(parent.trace)
+    (weights,) = _records(child.trace, "reweighting")
+    rows = weights.data.rows
+    assert len(rows) > 1
+    evidence = weights.data.evidence
+    for row in rows:  # w > m exactly when L is above the prior-weighted mean likelihood
+        assert (row.posterior > row.prior) == (row.likelihood > evidence)
+    assert abs(sum(r.posterior for r in rows) - 1.0) < 1e-12
+    assert weights.data.effective_paths == pytest.approx(1 / sum(r.posterior**2 for r in rows))
+
+
+def test_without_news_a_continuation_reproduces_its_parent(tmp_path: Path) -> None:
+    card = ROOT / "scenarios" / "merger-review.yaml"
+    parent = _parent(tmp_path, card)
+    child = _continue(parent.trace, "2027-02-10")
+    assert not _records(child.trace, "news")
+    # the same particles, draw keys and ids, and masses renormalised by a sum within an ulp of 1
+    assert child.p_yes == pytest.approx(parent.p_yes, abs=1e-12)
+    assert child.timelines == parent.timelines
+
+
+def test_a_continuation_is_deterministic(tmp_path: Path) -> None:
+    parent = _parent(tmp_path)
+    one = _continue(parent.trace)
+    two = _continue(parent.trace, overwrite=True)
+    hashes = {verify_trace(r.trace, canonical=True).canonical for r in (one, two)}
+    assert len(hashes) == 1
+
+
+def test_particles_are_the_timelines_before_the_cut_and_ids_are_not_reused(tmp_path: Path) -> None:
+    parent = _parent(tmp_path)
+    trace = read_trace(parent.trace)
+    forks = {line.data.child: line.record.tick for line in trace.lines if line.type == "fork"}
+    for cut in range(8):
+        ids = [p.id for p in parent_particles(trace, cut)]
+        assert ids[0] == "t0"
+        assert set(ids) == {"t0"} | {c for c, k in forks.items() if k < cut}
+    child = _continue(parent.trace, "2027-01-20")  # tick 0: the root alone
+    made = {line.data.child for line in _records(child.trace, "fork")}
+    assert made and not made & set(forks)  # the root forks again, under ids never used
+    started = {line.tl for line in _records(child.trace, "timeline_started")}
+    assert started == made  # every new timeline starts from a fork made in this run
+
+
+def test_a_particle_below_prune_below_keeps_mass_zero_as_a_leaf(tmp_path: Path) -> None:
+    parent = _parent(tmp_path, prune_below=0.05)
+    child = _continue(parent.trace, model_source=_Assessor({"t0": 1e-4}))
+    (weights,) = _records(child.trace, "reweighting")
+    pruned = {r.timeline for r in weights.data.rows if r.pruned}
+    assert pruned == {"t0"}
+    ended = {line.tl: line.data for line in _records(child.trace, "timeline_ended")}
+    assert ended["t0"].mass == 0.0 and "pruned" in ended["t0"].reason
+    assert not [line for line in _records(child.trace, "tick_started") if line.tl == "t0"]
+    assert verify_trace(child.trace).complete
+    assert len(_records(child.trace, "llm_call")) == len(weights.data.rows)
+
+
+def test_news_that_prunes_every_particle_stops_the_run_naming_the_date(tmp_path: Path) -> None:
+    parent = _parent(tmp_path, prune_below=0.99)
+    with pytest.raises(NewsLeavesNoPath, match="2027-03-01"):
+        _continue(parent.trace)
+    (path,) = tmp_path.glob("*__to*.jsonl")
+    assert read_trace(path).lines[-1].type == "run_failed"
+
+
+def test_an_altered_parent_is_refused(tmp_path: Path) -> None:
+    parent = _parent(tmp_path)
+    child = read_trace(_continue(parent.trace).trace)
+    edited = tmp_path / "edited.jsonl"
+
+    def lower_mass(records: list[dict[str, Any]]) -> None:
+        for r in records:
+            if r["type"] == "run_completed":
+                r["data"]["forks_rejected"] += 1
+
+    forge(parent.trace, edited, lower_mass)
+    with pytest.raises(TraceError):
+        check_lineage(child, edited)
+    _parent(tmp_path.parent / "again")  # the same run again: another head
+    again = next((tmp_path.parent / "again").glob("*.jsonl"))
+    with pytest.raises(TraceError, match="head"):
+        check_lineage(child, again)
+
+
+def test_verify_refuses_a_reweighting_that_does_not_add_up(tmp_path: Path) -> None:
+    parent = _parent(tmp_path)
+    child = _continue(parent.trace)
+    forged = tmp_path / "forged.jsonl"
+
+    def shift(records: list[dict[str, Any]]) -> None:
+        for r in records:
+            if r["type"] == "reweighting":
+                rows = r["data"]["rows"]
+                first, second = rows[0]["posterior"], rows[1]["posterior"]
+                rows[0]["posterior"], rows[1]["posterior"] = second, first
+
+    forge(child.trace, forged, shift)
+    with pytest.raises(TraceError, match="re-weighting"):
+        verify_trace(forged)
+
+
+def test_cli_continues_a_run_and_verifies_its_lineage(tmp_path: Path) -> None:
+    parent = _parent(tmp_path)
+    out = tmp_path / "later"
+    made = invoke("run", "--continue", parent.trace, "--as-of", "mid", "--out", out, "--json")
+    assert made.code == 0, made.err
+    child = Path(json.loads(made.out)["trace"])
+    assert child.parent == out and "__to" in child.name
+    assert invoke("verify", child, "--parent", parent.trace).code == 0
+    replayed = invoke("replay", child)
+    assert "news lark-" in replayed.out and "effective paths" in replayed.out
+    _parent(tmp_path, overwrite=True)  # the parent run again, in its place: another head
+    refused = invoke("verify", child, "--parent", parent.trace)
+    assert refused.code == 1 and "head" in refused.err
+
+
+def test_as_of_outside_the_window_is_an_input_error(tmp_path: Path) -> None:
+    parent = _parent(tmp_path)
+    before = invoke("run", "--continue", parent.trace, "--as-of", "2027-01-10")
+    assert before.code == 2 and "as_of" in before.err
+    alone = invoke("run", "--as-of", "mid")
+    assert alone.code == 2
+    assert not list(tmp_path.glob("*__to*"))
+
+
+@pytest.mark.parametrize("card", sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml")))
+def test_every_demo_card_continues_and_its_lineage_verifies(card: str, tmp_path: Path) -> None:
+    parent = _parent(tmp_path, ROOT / "scenarios" / f"{card}.yaml")
+    made = invoke("run", "--continue", parent.trace, "--as-of", "late", "--json")
+    assert made.code == 0, made.err
+    child = Path(json.loads(made.out)["trace"])
+    assert invoke("verify", child, "--parent", parent.trace).code == 0
+
+
+def test_a_cut_off_continuation_is_refused_by_resume_saying_what_to_do(tmp_path: Path) -> None:
+    from tests.support import cut_mid_run
+
+    parent = _parent(tmp_path)
+    child = _continue(parent.trace)
+    cut = cut_mid_run(child.trace, tmp_path / "cut.jsonl")
+    refused = invoke("run", "--resume", cut)
+    assert refused.code == 2 and "continue its parent again" in refused.err
+
+
+def test_the_parents_futures_reweighted_are_recorded_and_checked(tmp_path: Path) -> None:
+    from worldsim.scoring.attribution import attribute
+
+    parent = _parent(tmp_path)
+    child = _continue(parent.trace)
+    (weights,) = _records(child.trace, "reweighting")
+    recorded = weights.data.p_yes_reweighted
+    assert recorded == pytest.approx(attribute(child.trace).p_reweighted, abs=1e-12)
+    forged = tmp_path / "forged.jsonl"
+
+    def nudge(records: list[dict[str, Any]]) -> None:
+        for r in records:
+            if r["type"] == "reweighting":
+                r["data"]["p_yes_reweighted"] += 0.01
+
+    forge(child.trace, forged, nudge)
+    with pytest.raises(TraceError, match="re-weighted"):
+        verify_trace(forged)

@@ -1,0 +1,56 @@
+"""What a continued run costs on a model route (a stub OpenAI-compatible server on 127.0.0.1):
+no initializer call and no call for a tick before its date; one assessor call per particle
+for all its news, the calls of the ticks it runs, and the report."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import anyio
+
+from tests.continuation.test_continue import CUT, NEWS_CARD
+from worldsim.domain.cards import load_card, parse_utc
+from worldsim.domain.config import ModelConfig, RetrySettings, RunConfig
+from worldsim.domain.policy import load_policy
+from worldsim.sim.continuation import continue_run
+from worldsim.sim.session import run_card
+from worldsim.testing import StubServer
+from worldsim.trace.reader import read_trace
+from worldsim.trace.verify import verify_trace
+
+FAST = RetrySettings(max_attempts=2, timeout_s=5.0, backoff_initial_s=0.001, jitter_s=0.001)
+
+
+def test_a_continuation_pays_one_assessor_call_per_particle_and_its_own_ticks(
+    tmp_path: Path,
+) -> None:
+    models = ModelConfig(model="stub/test-model", retry=FAST, cache="off")
+    config = RunConfig(
+        card=load_card(NEWS_CARD), policy=load_policy("branching"), seed=0, models=models
+    )
+    with StubServer(seed=1) as server:
+        env = {"STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}
+        parent = anyio.run(lambda: run_card(config, tmp_path, fsync=False, environ=env))
+    with StubServer(seed=1) as server:
+        env = {"STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}
+        child = anyio.run(
+            lambda: continue_run(
+                parent.trace, parse_utc(CUT), models=models, fsync=False, environ=env
+            )
+        )
+        served = server.request_count
+    assert verify_trace(child.trace).complete
+    trace = read_trace(child.trace)
+    calls = [line.data for line in trace.lines if line.type == "llm_call"]
+    particles = [line for line in trace.lines if line.type == "particle"]
+    assert any(p.data.status == "running" for p in particles)  # so ticks run after the cut
+    cut = trace.started.parent.tick
+    roles = Counter(c.role for c in calls)
+    assert served == len(calls) == sum(c.attempts for c in calls)
+    assert "initializer" not in roles
+    assert roles["assessor"] == len(particles) >= 1
+    assert roles["reporter"] == 1
+    ticked = [c for c in calls if c.role not in ("assessor", "reporter")]
+    assert ticked and all(c.tick is not None and c.tick >= cut for c in ticked)
+    assert {c.tick for c in calls if c.role == "assessor"} == {cut}

@@ -1,0 +1,319 @@
+"""Continue a finished run to a later date: a particle filter over its timelines.
+
+``worldsim run --continue PARENT --as-of DATE`` verifies PARENT, keeps its tick grid, its
+random-draw keys and its timeline ids, and takes as particles its timelines as they stood at
+the end of the tick before DATE's tick (:mod:`worldsim.sim.particles`). The news published
+between the parent's cut-off and DATE re-weights them (:mod:`worldsim.sim.news`); the
+survivors then run from DATE's tick to the deadline under the same policy, forking as before.
+The calendar's origin stays the parent's (ticks keep their dates); the Temporal Gateway and
+the prompts' "today" move to DATE. No initializer call is made and no tick before DATE runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from datetime import time as clock
+from pathlib import Path
+
+import anyio
+
+from worldsim.domain.config import ModelConfig, RunConfig
+from worldsim.domain.errors import ConfigError, NewsLeavesNoPath
+from worldsim.gateway.gateway import gateway_for_card
+from worldsim.models import LeakageGuard
+from worldsim.models.pool import Shared
+from worldsim.models.tracing import traced
+from worldsim.roles.prompts import PromptRole
+from worldsim.roles.registry import RoleSpec, get_role
+from worldsim.sim.news import assess, news_items, news_record
+from worldsim.sim.particles import Particle, parent_particles, parent_values, verified_parent
+from worldsim.sim.plan import ModelSource, route_table
+from worldsim.sim.resume import resume_config
+from worldsim.sim.scheduler import Engine, Observer
+from worldsim.sim.session import check_trace_target, prepare, run_engine
+from worldsim.sim.settlement import RunResult
+from worldsim.trace.lineage import LikelihoodData, ParentRef, ReweightingData, ReweightRow
+from worldsim.trace.records import TimelineEndedData
+from worldsim.trace.signing import Signer
+from worldsim.trace.writer import TraceWriter
+from worldsim.world.build import WorldSource, tick_dates, tick_of
+from worldsim.world.particles import NoSurvivors, reweigh, reweighted_value
+from worldsim.world.timeline import Timeline, settlement_of
+from worldsim.world.views import NewsItem
+
+__all__ = ["ASSESSOR", "Continuation", "continue_run", "continued_name"]
+
+ASSESSOR = "assessor"
+"""The role slot that judges the news (``roles: {assessor: NAME}`` puts another in it)."""
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def continued_name(name: str, as_of: datetime) -> str:
+    """A continued trace's file name: the run's own (``name``, `worldsim.sim.plan.trace_name`),
+    with the date it continues to."""
+    stamp = as_of.strftime("%Y%m%d")
+    if as_of.time() != clock.min:
+        stamp += as_of.strftime("T%H%M%S")
+    return name.removesuffix(".jsonl") + f"__to{stamp}.jsonl"
+
+
+class Continuation:
+    """What continuing ``parent`` to ``as_of`` needs, read and checked before any file is
+    written: the parent's settings, the cut tick, the particles and the new run's config."""
+
+    def __init__(self, parent: Path, as_of: datetime, models: ModelConfig | None = None) -> None:
+        trace, result = verified_parent(parent)
+        config = resume_config(trace, models)
+        if config.condition == "near_resolution":
+            raise ConfigError(
+                "a near_resolution run sees past its date; it cannot be continued", file=parent
+            )
+        ref = trace.started.parent
+        origin = datetime.fromisoformat(ref.origin) if ref is not None else config.world_card.as_of
+        since = config.gateway_cutoff
+        card = config.card
+        if not since < as_of < card.deadline:
+            raise ConfigError(
+                f"{_iso(as_of)} is not after the parent's date {_iso(since)} and before the "
+                f"deadline {_iso(card.deadline)}",
+                field="as_of",
+            )
+        calendar = card.model_copy(update={"as_of": origin})
+        ticks = config.effective_ticks
+        self.tick = tick_of(calendar, ticks, as_of)
+        self.dates = tick_dates(calendar, ticks)
+        self.as_of = as_of
+        self.since = since
+        self.particles = parent_particles(trace, self.tick)
+        self.values = parent_values(trace, [p.id for p in self.particles])
+        self.config = config.model_copy(update={"forecast_date": as_of})
+        self.ref = ParentRef(
+            run=trace.run_id,
+            path=str(parent),
+            head=str(result.head),
+            canonical=str(result.canonical),
+            tick=self.tick,
+            as_of=_iso(as_of),
+            origin=_iso(origin),
+            since=_iso(since),
+        )
+        self.assessor = get_role(config.roles.get(ASSESSOR, ASSESSOR), "news")
+        audit = trace.first("audit")
+        self.world_source: WorldSource = audit.data.world if audit is not None else "seeds"
+
+
+class ContinuingEngine(Engine):
+    """An :class:`Engine` that starts from a parent's particles instead of a new world."""
+
+    def __init__(
+        self,
+        plan_of: Continuation,
+        writer: TraceWriter,
+        plan: Mapping[str, RoleSpec],
+        source: ModelSource,
+        observer: Observer | None,
+        guard: LeakageGuard | None,
+    ) -> None:
+        super().__init__(plan_of.config, writer, plan, source, observer, guard)
+        self.plan_of = plan_of
+        self.dates = plan_of.dates  # the parent's calendar: ticks keep their dates
+
+    async def run(self) -> RunResult:
+        started = time.perf_counter()
+        cont, writer = self.plan_of, self.writer
+        spec = cont.assessor
+        assert spec.prompt is not None  # a news role is a prompt role
+        route = route_table(self.config.models).for_role(spec.name)
+        header = self.header()
+        header["parent"] = cont.ref.model_dump(mode="json")
+        header["prompt_versions"] = {**header["prompt_versions"], spec.name: spec.version}
+        header["routes"] = {**header["routes"], spec.name: str(route)}
+        await writer.emit("run_started", header)
+        for p in cont.particles:
+            await writer.emit("particle", p.data, tl=p.id)
+        settings = self.policy.news
+        async with gateway_for_card(
+            self.config.card, card_path=self.config.card_path, cutoff=cont.as_of
+        ) as gateway:
+            docs = await gateway.published_since(cont.since, limit=settings.max_news)
+        news = news_items(docs)
+        for item in news:
+            await writer.emit("news", news_record(item), tick=cont.tick)
+        likelihoods = await self._assess(spec.prompt, news, settings.strength)
+        for p in cont.particles:
+            await writer.emit("likelihood", likelihoods[p.id], tl=p.id, tick=cont.tick)
+        starts = await self._reweigh(likelihoods, settings.prune_below)
+        self.world_source = cont.world_source
+        await self._simulate(starts)
+        return await self._settle(started)
+
+    async def _assess(
+        self, prompt: PromptRole, news: tuple[NewsItem, ...], strength: float
+    ) -> dict[str, LikelihoodData]:
+        """One assessor call per particle (for all its news), the particles concurrently."""
+        cont = self.plan_of
+        model = traced(self.source.for_role(prompt.name), self._trace_call)
+        out: dict[str, LikelihoodData] = {}
+
+        async def one(p: Particle) -> None:
+            out[p.id] = await assess(
+                prompt,
+                model,
+                card=self.card,
+                particle=p,
+                news=news,
+                tick=cont.tick,
+                date=cont.as_of,
+                strength=strength,
+                seed=self.config.seed,
+            )
+
+        async with anyio.create_task_group() as tg:
+            for p in cont.particles:
+                tg.start_soon(one, p)
+        return out
+
+    async def _reweigh(
+        self, likelihoods: Mapping[str, LikelihoodData], prune_below: float
+    ) -> list[tuple[Timeline, int, bool]]:
+        """Re-weight the particles, record it, end the settled and the pruned ones, and give
+        the survivors that still run, each from the cut tick."""
+        cont, writer, j = self.plan_of, self.writer, self.plan_of.tick
+        particles, values = cont.particles, cont.values
+        try:
+            made = reweigh(
+                [p.data.mass for p in particles],
+                [likelihoods[p.id].likelihood for p in particles],
+                prune_below,
+            )
+        except NoSurvivors as exc:
+            raise NewsLeavesNoPath(
+                f"the news up to {_iso(cont.as_of)} leaves no timeline: {exc}"
+            ) from None
+        await writer.emit(
+            "reweighting",
+            ReweightingData(
+                rows=[
+                    ReweightRow(
+                        timeline=p.id,
+                        prior=p.data.mass,
+                        likelihood=made.likelihood[i],
+                        posterior=made.posterior[i],
+                        pruned=made.pruned[i],
+                        value=values[i] if values is not None else None,
+                    )
+                    for i, p in enumerate(particles)
+                ],
+                evidence=made.evidence,
+                prune_below=prune_below,
+                effective_paths=made.effective_paths,
+                p_yes_reweighted=(
+                    reweighted_value(made.posterior, values) if values is not None else None
+                ),
+            ),
+            tick=j,
+            durable=True,
+        )
+        starts: list[tuple[Timeline, int, bool]] = []
+        for i, p in enumerate(particles):
+            tl = _timeline(p, made.posterior[i])
+            if p.running and not made.pruned[i]:
+                starts.append((tl, j, False))
+                continue
+            if made.pruned[i]:
+                reason = (
+                    f"pruned by the news up to {_iso(cont.as_of)}: its mass fell below "
+                    f"{prune_below}"
+                )
+                tl.reason = f"{tl.reason}; {reason}" if not p.running and tl.reason else reason
+                if p.running:
+                    tl.status, tl.end_tick = "terminated", j
+                    tl.settlement = tl.state.outcome() or "unresolved"
+                    tl.forced_p_yes = tl.forced_probs = None
+            await self._end(tl)
+        return starts
+
+    async def _end(self, tl: Timeline) -> None:
+        self.timelines[tl.id] = tl
+        forced = tl.settlement in ("unresolved", "expected")
+        await self.writer.emit(
+            "timeline_ended",
+            TimelineEndedData(
+                status=tl.status,
+                settlement=tl.settlement,
+                forced_p_yes=tl.forced_p_yes if forced else None,
+                forced_probs=tl.forced_probs if forced else None,
+                mass=tl.mass,
+                end_tick=tl.end_tick,
+                reason=tl.reason,
+            ),
+            tl=tl.id,
+            durable=True,
+        )
+
+
+def _timeline(p: Particle, mass: float) -> Timeline:
+    d = p.data
+    tl = Timeline(p.id, d.parent, d.fork_tick, d.depth, mass, d.slots, p.state)
+    tl.children = d.children
+    tl.forced_p_yes, tl.forced_probs, tl.reason = d.forced_p_yes, d.forced_probs, d.reason
+    if d.status != "running":
+        tl.status = d.status
+        tl.end_tick = d.end_tick if d.end_tick is not None else -1
+        tl.settlement = d.settlement or settlement_of(
+            p.state, d.status, d.forced_p_yes, d.forced_probs
+        )
+    return tl
+
+
+async def continue_run(
+    parent: str | Path,
+    as_of: datetime,
+    out: str | Path | None = None,
+    *,
+    models: ModelConfig | None = None,
+    overwrite: bool = False,
+    fsync: bool = True,
+    observer: Observer | None = None,
+    trace_path: str | Path | None = None,
+    model_source: ModelSource | None = None,
+    environ: Mapping[str, str] | None = None,
+    shared: Shared | None = None,
+    signer: Signer | None = None,
+) -> RunResult:
+    """Continue the finished run whose trace is ``parent`` to ``as_of`` (see the module's doc)
+    and write a new trace, by default beside the parent (``out``: another folder). ``models``
+    may change cache, budget or limits; the routes are the parent's."""
+    parent = Path(parent)
+    cont = await anyio.to_thread.run_sync(Continuation, parent, as_of, models)
+    config: RunConfig = cont.config
+    prepared = prepare(config, max_trace_mb=None)  # the parent's size was checked when it ran
+    config, plan = prepared.config, prepared.plan
+    cont.config = config
+    folder = Path(out) if out is not None else parent.parent
+    path = (
+        Path(trace_path)
+        if trace_path
+        else folder / continued_name(prepared.trace_name, as_of)
+    )
+    if path.resolve() == parent.resolve():
+        raise ConfigError("the continued trace would replace its parent", file=path)
+    check_trace_target(path, overwrite)
+    return await run_engine(
+        config,
+        path,
+        lambda session, writer: ContinuingEngine(
+            cont, writer, plan, session.source, observer, session.guard
+        ),
+        overwrite=overwrite,
+        fsync=fsync,
+        model_source=model_source,
+        environ=environ,
+        shared=shared,
+        signer=signer,
+    )
