@@ -13,8 +13,9 @@ from tests.support import DEMO_CARD
 from worldsim.domain.cards import load_card
 from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
+from worldsim.sim.resuming import resume_run
 from worldsim.sim.scheduler import Engine
-from worldsim.sim.session import resume_run, run_card
+from worldsim.sim.session import run_card
 
 
 def _engines() -> list[Engine]:

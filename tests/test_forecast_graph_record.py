@@ -19,7 +19,8 @@ from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.domain.policy import load_policy
 from worldsim.scoring.hindsight.forecast import forecast_graph_json_of, forecast_graph_of
-from worldsim.sim.session import resume_run, run_card
+from worldsim.sim.resuming import resume_run
+from worldsim.sim.session import run_card
 from worldsim.trace.forecast import (
     FORECAST_TYPES,
     ForecastRecords,

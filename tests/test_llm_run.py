@@ -172,7 +172,7 @@ def test_a_missing_base_url_fails_before_any_trace(demo_card: Card, tmp_path: Pa
 
 
 def test_a_run_stopped_by_its_budget_resumes_to_completion(demo_card: Card, tmp_path: Path) -> None:
-    from worldsim.sim.session import resume_run
+    from worldsim.sim.resuming import resume_run
 
     prices = tmp_path / "prices.yaml"
     prices.write_text("models:\n  test-model: {input: 100.0, output: 100.0}\n")

@@ -15,14 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import worldsim.sim.session as session_module
+import worldsim.sim.resuming as resuming_module
 from tests.support import DEMO_CARD, collector_paces
 from worldsim.domain.cards import load_card
 from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.errors import BudgetExhausted, ConfigError
 from worldsim.domain.policy import load_policy
 from worldsim.sim.resume import recorded_spend
-from worldsim.sim.session import resume_run, run_card
+from worldsim.sim.resuming import resume_run
+from worldsim.sim.session import run_card
 from worldsim.testing import StubServer, worst_case_usage
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import Trace, read_trace
@@ -102,7 +103,7 @@ def test_a_resume_leaves_the_collectors_pace_to_the_program(
     blob, want, after_init = complete
     path = tmp_path / "cut.jsonl"
     path.write_bytes(blob[: after_init + (len(blob) - after_init) // 2])
-    with collector_paces(monkeypatch, session_module, "restore_point") as seen:
+    with collector_paces(monkeypatch, resuming_module, "restore_point") as seen:
         anyio.run(lambda: resume_run(path, fsync=False))
     assert seen == [700]
     assert verify_trace(path, canonical=True).canonical == want

@@ -28,7 +28,8 @@ from worldsim.scoring.hindsight.evidence import source_precision
 from worldsim.scoring.hindsight.forecast import RecordView, extract_forecast, trace_records
 from worldsim.scoring.hindsight.graph import load_hindsight
 from worldsim.scoring.inputs import rows_from_trace
-from worldsim.sim.session import resume_run, run_card
+from worldsim.sim.resuming import resume_run
+from worldsim.sim.session import run_card
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import iter_effective, read_trace
 from worldsim.trace.verify import verify_trace

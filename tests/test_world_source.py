@@ -18,7 +18,8 @@ from worldsim.domain.contracts import ModelRequest
 from worldsim.domain.errors import ModelError
 from worldsim.domain.outputs import WorldOutput
 from worldsim.domain.policy import load_policy
-from worldsim.sim.session import forecast, resume_run, run_card
+from worldsim.sim.resuming import resume_run
+from worldsim.sim.session import forecast, run_card
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import Trace, read_trace
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support import DEMO_CARD
 from worldsim.domain.errors import ConfigError, TraceError
-from worldsim.sim.session import resume_run
+from worldsim.sim.resuming import resume_run
 from worldsim.trace.verify import verify_trace
 from worldsim.trace.writer import TraceLock, TraceWriter
 

@@ -17,7 +17,8 @@ from worldsim.domain.errors import ProviderAnomaly
 from worldsim.domain.policy import load_policy
 from worldsim.models import Budget, OpenAIModel, Price, PriceTable
 from worldsim.sim.resume import recorded_spend
-from worldsim.sim.session import resume_run, run_card
+from worldsim.sim.resuming import resume_run
+from worldsim.sim.session import run_card
 from worldsim.testing import StubServer
 from worldsim.trace.reader import read_trace
 from worldsim.trace.verify import verify_trace

@@ -68,7 +68,7 @@ def _resume(trace: Path, ctx: typer.Context, json_out: bool, signer: "Signer | N
     on top (the routes always come from the trace)."""
     import anyio
 
-    from worldsim.sim.session import resume_run
+    from worldsim.sim.resuming import resume_run
 
     recorded = recorded_settings(trace)  # none: resume_run says what is wrong with the trace
     options = given_options(ctx)

@@ -6,7 +6,7 @@ its last committed tick is rebuilt by replay. Ticks that never committed are voi
 completed model call is answered from the trace's own records (`RecordedReplies`) or the
 response cache, so the resumed trace has the same canonical hash as an uninterrupted run with
 the same replies. This module only reads the trace;
-:func:`worldsim.sim.session.resume_run` opens the models and hands the engine its
+:func:`worldsim.sim.resuming.resume_run` opens the models and hands the engine its
 :class:`RestorePoint`.
 """
 

@@ -53,13 +53,10 @@ from worldsim.sim.plan import (
     trace_name,
     with_role_routes,
 )
-from worldsim.sim.resume import Cut, recorded_spend, restore_point, resume_config
 from worldsim.sim.scheduler import Engine, Observer
 from worldsim.sim.settlement import RunResult
-from worldsim.trace.reader import Trace, read_trace
-from worldsim.trace.records import RunResumedData
 from worldsim.trace.signing import Signer
-from worldsim.trace.writer import TraceLock, TraceWriter
+from worldsim.trace.writer import TraceWriter
 
 __all__ = [
     "OfflineSource",
@@ -71,7 +68,6 @@ __all__ = [
     "open_models",
     "open_session",
     "prepare",
-    "resume_run",
     "run_card",
     "run_engine",
     "unwrap_error",
@@ -363,113 +359,6 @@ async def run_engine(
 
         return await guarded(writer, body)
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-async def resume_run(
-    path: str | Path,
-    *,
-    models: ModelConfig | None = None,
-    fsync: bool = True,
-    observer: Observer | None = None,
-    model_source: ModelSource | None = None,
-    environ: Mapping[str, str] | None = None,
-    shared: Shared | None = None,
-    signer: Signer | None = None,
-) -> RunResult:
-    """Continue the run whose trace is ``path``, appending to the same file.
-
-    The settings come from the trace's header; ``models`` may change cache, budget or limits
-    (the routes always come from the trace). The budget continues from what the trace records
-    as spent, unless ``shared`` holds a budget (whose spend its owner keeps) to replace it.
-    ``signer`` signs the
-    new sealed last record. The trace is locked before it is read, so no other writer can add to
-    it between the read and the resume.
-    """
-    with await anyio.to_thread.run_sync(TraceLock.take, path, "existing") as lock:
-        return await _resume_locked(
-            lock, models, fsync, observer, model_source, environ, shared, signer
-        )
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-async def _resume_locked(
-    lock: TraceLock,
-    models: ModelConfig | None,
-    fsync: bool,
-    observer: Observer | None,
-    model_source: ModelSource | None,
-    environ: Mapping[str, str] | None,
-    shared: Shared | None,
-    signer: Signer | None,
-) -> RunResult:
-    trace = read_trace(lock.path)
-    _check_signer(trace, signer)
-    if trace.started.parent is not None:
-        raise ConfigError(
-            "a continued run cannot be resumed: continue its parent again "
-            "(run --continue PARENT --as-of DATE --force)",
-            file=trace.path,
-        )
-    cut = Cut(trace)
-    prepared = prepare(resume_config(trace, models), max_trace_mb=None)
-    config, plan = prepared.config, prepared.plan
-    point = restore_point(cut, config)
-    await check_evidence(config.card, card_path=config.card_path)
-    shared = shared or Shared()
-    if shared.budget is None:
-        budget = run_budget(config.models, recorded_spend(trace))
-        shared = Shared(budget, shared.limiters, shared.clients)
-    # every call the trace holds an answer to is answered from it, not paid again
-    recorded = RecordedReplies(line.data for line in trace.lines if line.type == "llm_call")
-    async with open_session(
-        config,
-        lock.path.parent,
-        model_source=model_source,
-        environ=environ,
-        shared=shared,
-        recorded=recorded,
-    ) as session:
-        writer = await TraceWriter.append_to(
-            trace.path,
-            trace.run_id,
-            seq=len(trace.lines),
-            prev=trace.head,
-            keep_bytes=trace.end_offset,
-            fsync=fsync,
-            lock=lock,
-        )
-        writer.signer = signer
-        made = [session.engine(writer, plan, observer)]
-
-        async def body() -> RunResult:  # the engine lives only while it runs (see guarded)
-            engine = made.pop()
-            await writer.emit(
-                "run_resumed",
-                RunResumedData(
-                    after_seq=trace.lines[-1].record.seq,
-                    reason=f"resumed after {cut.cause}",
-                    voided=cut.voided,
-                ),
-                durable=True,
-            )
-            return await engine.resume(point)
-
-        return await guarded(writer, body)
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _check_signer(trace: Trace, signer: Signer | None) -> None:
-    """A run started to be signed is resumed with the key it names, so that its final record
-    is signed as its start said it would be (nothing is written before this check)."""
-    wanted = trace.started.signed_by
-    if not wanted or (signer is not None and signer.key_id == wanted):
-        return
-    given = "no key" if signer is None else f"key {signer.key_id}"
-    raise ConfigError(
-        f"this run was started to be signed with key {wanted}, and the resume was given "
-        f"{given}: resume it with --sign-key and that key's private key file",
-        file=trace.path,
-    )
 
 
 async def forecast(

@@ -19,7 +19,8 @@ from worldsim.models import Budget
 from worldsim.models.limits import RouteLimiters
 from worldsim.models.pool import HttpClients, Shared
 from worldsim.sim.continuation import continue_run
-from worldsim.sim.session import forecast, resume_run, run_card
+from worldsim.sim.resuming import resume_run
+from worldsim.sim.session import forecast, run_card
 from worldsim.study.jobs import Job
 
 __all__ = ["Action", "Executor", "JobRunner", "JobSettings", "LocalExecutor", "execute_job"]
