@@ -28,7 +28,13 @@ SKIPPED = {
     "Real models": "needs a provider's key and the network",
 }
 """Sections whose shell blocks are not run here, and why."""
-RUN = ("Using it", "Experiments", "Build your own tasks", "Write your own role")
+RUN = (
+    "Using it",
+    "Carrying a run forward",
+    "Experiments",
+    "Build your own tasks",
+    "Write your own role",
+)
 """Sections whose shell blocks run, in the README's order."""
 
 
@@ -144,6 +150,20 @@ def _verified_signature(home: Path, proc: subprocess.CompletedProcess[str]) -> N
     assert said.startswith("OK") and re.search(r"signature by key [0-9a-f]+ checked", said)
 
 
+def _toll(home: Path, proc: subprocess.CompletedProcess[str]) -> None:
+    _trace(home / "traces" / "toll", "harbour-toll__branching__s0.jsonl")
+
+
+def _continued(home: Path, proc: subprocess.CompletedProcess[str]) -> None:
+    _trace(home / "traces" / "toll", "harbour-toll__branching__s0__to20270301.jsonl")
+    assert "continued to mid" in proc.stdout
+
+
+def _lineage(home: Path, proc: subprocess.CompletedProcess[str]) -> None:
+    said = proc.stdout + proc.stderr
+    assert "verifies, head and canonical hash match" in said and re.search(r"^OK", said, re.M)
+
+
 def _from_config(home: Path, proc: subprocess.CompletedProcess[str]) -> None:
     _trace(home / "traces", "merger-review__branching__s42.jsonl")
 
@@ -159,7 +179,7 @@ def _roles(home: Path, proc: subprocess.CompletedProcess[str]) -> None:
 def _study(home: Path, proc: subprocess.CompletedProcess[str]) -> None:
     with (home / "studies" / "demo" / "predictions.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
-    assert len(rows) == 108 and {r["status"] for r in rows} == {"complete"}
+    assert len(rows) == 126 and {r["status"] for r in rows} == {"complete"}
 
 
 def _scored(home: Path, proc: subprocess.CompletedProcess[str]) -> None:
@@ -209,6 +229,9 @@ CHECKS: list[tuple[str, Check]] = [
     ("worldsim run --config scenarios/configs/run.yaml --seed 42", _from_config),
     ("worldsim run scenarios/members/merger-review-members.yaml", _members),
     ("worldsim roles", _roles),
+    ("worldsim run scenarios/harbour-toll.yaml --seed 0 --out traces/toll", _toll),
+    ("worldsim run --continue traces/toll/harbour-toll__branching__s0.jsonl", _continued),
+    ("worldsim verify traces/toll/harbour-toll__branching__s0__to20270301.jsonl", _lineage),
     ("worldsim batch scenarios/studies/demo-study.yaml --out studies/demo", _study),
     ("worldsim score studies/demo", _scored),
     ("worldsim gateway ingest", _nothing),
