@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from tests.support import DEMO_CARD
-from worldsim.domain.cards import card_hash, load_card, load_label, parse_utc, public_card_hash
+from worldsim.domain.cards import card_hash, load_card, parse_utc, public_card_hash
 from worldsim.domain.errors import CardError, PolicyError
+from worldsim.domain.labels import load_label
 from worldsim.domain.policy import known_policies, load_policy
 
 BASE = {

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from worldsim.domain.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from worldsim.domain.cards import Card, Label, load_card, load_label
+    from worldsim.domain.cards import Card, load_card
     from worldsim.domain.collector import collector_paced
     from worldsim.domain.config import ModelConfig, RunConfig
     from worldsim.domain.errors import (
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         WorldsimError,
         WorldsimRuntimeError,
     )
+    from worldsim.domain.labels import Label, load_label
     from worldsim.domain.policy import BranchPolicy, load_policy
     from worldsim.domain.version import __version__
     from worldsim.roles.registry import register_role, registered_roles
@@ -53,7 +54,7 @@ __getattr__, __dir__ = lazy_exports(
         "ConfigError": "worldsim.domain.errors",
         "EXTRACTION_RULES": "worldsim.world.extraction",
         "Experiment": "worldsim.study.experiment",
-        "Label": "worldsim.domain.cards",
+        "Label": "worldsim.domain.labels",
         "Leaf": "worldsim.world.extraction",
         "ModelError": "worldsim.domain.errors",
         "PolicyError": "worldsim.domain.errors",
@@ -80,7 +81,7 @@ __getattr__, __dir__ = lazy_exports(
         "collector_paced": "worldsim.domain.collector",
         "extract": "worldsim.world.extraction",
         "load_card": "worldsim.domain.cards",
-        "load_label": "worldsim.domain.cards",
+        "load_label": "worldsim.domain.labels",
         "load_policy": "worldsim.domain.policy",
         "read_trace": "worldsim.trace",
         "register_role": "worldsim.roles.registry",

@@ -27,8 +27,9 @@ from worldsim.build.graph import (
 )
 from worldsim.build.hindsight import build_hindsight
 from worldsim.build.policy import GraphGates, QualityPolicy
-from worldsim.domain.cards import Card, EvidenceDoc, Label, load_card
+from worldsim.domain.cards import Card, EvidenceDoc, load_card
 from worldsim.domain.contracts import ModelRequest
+from worldsim.domain.labels import Label
 from worldsim.domain.outputs import GraphEdit, GraphEditsOutput, HindsightOutput
 from worldsim.scoring.hindsight.graph import HindsightEvent, load_hindsight
 from worldsim.testing import ScriptedModel, StubServer

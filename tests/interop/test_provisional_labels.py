@@ -14,8 +14,9 @@ import yaml
 from pydantic import ValidationError
 
 from tests.support import invoke
-from worldsim.domain.cards import Label, load_card
+from worldsim.domain.cards import load_card
 from worldsim.domain.forecastbench import MARKET_SOURCES
+from worldsim.domain.labels import Label
 from worldsim.study.dates import forecast_date
 from worldsim.study.runner import resolution_dates
 

@@ -38,9 +38,10 @@ from worldsim.build.graph import (
 )
 from worldsim.build.policy import QualityPolicy
 from worldsim.build.text import content_words
-from worldsim.domain.cards import Card, EvidenceDatabase, Label
+from worldsim.domain.cards import Card, EvidenceDatabase
 from worldsim.domain.contracts import Model
 from worldsim.domain.errors import ConfigError, ModelError
+from worldsim.domain.labels import Label
 from worldsim.domain.outputs import GraphEditsOutput, HindsightOutput
 from worldsim.gateway.store import EvidenceStore, memory_store, open_store
 from worldsim.offline.build import OFFLINE_NOTE

@@ -33,10 +33,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from worldsim.domain.cards import PROVISIONAL, Label
 from worldsim.domain.errors import CardError
 from worldsim.domain.files import first_error, load_document, write_files
 from worldsim.domain.forecastbench import MARKET_SOURCES, SOURCES, card_id_for, is_na
+from worldsim.domain.labels import PROVISIONAL, Label
 from worldsim.interop.question_set import COMBINATION
 from worldsim.interop.questions import check_one_origin, read_yaml
 

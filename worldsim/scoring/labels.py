@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worldsim.domain.cards import Label
 from worldsim.domain.errors import CardError
 from worldsim.domain.files import load_document, load_mapping, read_jsonl, validated
+from worldsim.domain.labels import Label
 from worldsim.scoring.inputs import read_csv
 
 __all__ = ["LabelEntry", "LabelSet", "label_files", "load_labels"]
