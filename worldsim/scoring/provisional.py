@@ -1,18 +1,17 @@
-"""Forecasts of questions still open: a provisional label (`worldsim.domain.cards.PROVISIONAL`)
+"""Forecasts of questions still open: a provisional label (`worldsim.domain.labels.PROVISIONAL`)
 holds a market's value, and scores a binary forecast by Brier only, ``(p − value)²``. They are
 kept apart from a method's scored units; every other statistic leaves them out, and says so."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from worldsim.scoring.table import MatchedTable
 
 __all__ = ["NOTE", "Provisional", "print_provisional", "provisional_json"]
 
@@ -35,15 +34,19 @@ class Provisional:
         return (self.p_yes - self.value) ** 2
 
 
-def provisional_json(table: MatchedTable) -> dict[str, Any] | None:
-    """Per method: the Brier score over its units with a provisional label, and over those and
-    its resolved units together; None when no label is provisional."""
-    if not table.provisional:
+def provisional_json(
+    provisional: Mapping[str, Mapping[str, Provisional]],
+    resolved_briers: Mapping[str, Sequence[float]],
+) -> dict[str, Any] | None:
+    """Per method: the Brier score over its units with a provisional label (``provisional``,
+    by method and unit), and over those and its resolved units (``resolved_briers``, by method)
+    together; None when no label is provisional."""
+    if not provisional:
         return None
     methods: dict[str, Any] = {}
-    for name, by_unit in sorted(table.provisional.items()):
+    for name, by_unit in sorted(provisional.items()):
         open_briers = [p.brier for p in by_unit.values()]
-        resolved = [sf.score.brier for sf in table.methods.get(name, {}).values()]
+        resolved = list(resolved_briers.get(name, ()))
         methods[name] = {
             "n": len(open_briers),
             "brier": math.fsum(open_briers) / len(open_briers),

@@ -134,7 +134,7 @@ def _analysis_json(analysis: Analysis) -> dict[str, Any]:
         "methods": methods,
         "comparisons": [_comparison_json(c) for c in analysis.comparisons],
         "calibration": calibration,
-        "provisional": provisional_json(analysis.table),
+        "provisional": provisional_json(analysis.table.provisional, analysis.table.briers()),
     }
 
 
@@ -428,9 +428,7 @@ def _fmt_n(x: float | None, n: int, digits: int = 3) -> str:
     return f"{_fmt(x, digits)} ({n})"
 
 
-def _print_axes(
-    axes: Mapping[str, Any], console: Console, unverified: AbstractSet[str]
-) -> None:
+def _print_axes(axes: Mapping[str, Any], console: Console, unverified: AbstractSet[str]) -> None:
     cov = axes["coverage"]
     not_built = cov.get("graphs_not_built", [])
     n_cards = len(cov["cards_with_graph"]) + len(cov["cards_without_graph"]) + len(not_built)

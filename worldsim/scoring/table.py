@@ -94,6 +94,10 @@ class MatchedTable:
     unlabelled: tuple[str, ...] = ()
     provisional: Mapping[str, Mapping[str, Provisional]] = field(default_factory=dict)
 
+    def briers(self) -> dict[str, list[float]]:
+        """Each method's Brier scores over its scored (resolved) units."""
+        return {m: [sf.score.brier for sf in u.values()] for m, u in self.methods.items()}
+
     @property
     def units(self) -> list[str]:
         """Every unit id some method forecast, sorted."""
