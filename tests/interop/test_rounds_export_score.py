@@ -57,7 +57,9 @@ def round_study(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"root": root, "cards": cards, "labels": labels, "study": study}
 
 
-def _export(round_study: dict[str, Path], name: str = "sub.json") -> tuple[Path, Any]:
+def _export(
+    round_study: dict[str, Path], name: str = "sub.json", question_set: Path = LLM
+) -> tuple[Path, Any]:
     out = round_study["root"] / name
     done = invoke(
         "export",
@@ -67,7 +69,7 @@ def _export(round_study: dict[str, Path], name: str = "sub.json") -> tuple[Path,
         "-o",
         out,
         "--question-set",
-        LLM,
+        question_set,
         "--organization",
         "Lab",
         "--model-organization",
@@ -238,3 +240,20 @@ def test_export_without_its_inputs_is_one_line_naming_the_flag(tmp_path: Path) -
         assert done.code == 2 and flag in done.err
         assert len(done.err.strip().splitlines()) == 1
     assert not (tmp_path / "x.json").exists()
+
+
+def test_latest_llm_read_as_text_exports_and_checks_as_the_set_it_names(
+    round_study: dict[str, Path], tmp_path: Path
+) -> None:
+    """A pointer file (ForecastBench's latest-llm.json fetched as text) beside the set stands
+    for it in export and export --check: the same submission, checked the same way."""
+    (tmp_path / LLM.name).write_bytes(LLM.read_bytes())
+    pointer = tmp_path / "latest-llm.json"
+    pointer.write_text(LLM.name, encoding="utf-8")
+    direct, _ = _export(round_study, "direct.json")
+    pointed, _ = _export(round_study, "pointed.json", question_set=pointer)
+    assert json.loads(pointed.read_text(encoding="utf-8")) == json.loads(
+        direct.read_text(encoding="utf-8")
+    )
+    checked = invoke("export", "--check", pointed, "--question-set", pointer)
+    assert checked.code == 0, checked.out

@@ -13,8 +13,10 @@ import math
 import re
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
-from worldsim.domain.errors import WorldsimError
+from worldsim.domain.errors import CardError, ConfigError
+from worldsim.domain.files import load_document
 
 __all__ = [
     "DATASET_SOURCES",
@@ -28,7 +30,7 @@ __all__ = [
     "horizon_dates",
     "is_combination",
     "is_na",
-    "pointed_to",
+    "load_question_set",
     "question_rows",
     "slug",
 ]
@@ -123,7 +125,19 @@ def freeze_value(question: dict[str, object]) -> float | None:
 _POINTER = re.compile(r"[\w.-]+\.json")
 
 
-def pointed_to(path: Path, error: type[WorldsimError]) -> Path:
+def load_question_set(
+    path: Path, error: type[ConfigError] = CardError
+) -> tuple[Path, dict[str, Any]]:
+    """A ForecastBench question set: the file it is (``path``, or the set a pointer names) and
+    its document, an object with ``questions``; anything else is ``error`` naming the file."""
+    path = _pointed_to(path, error)
+    doc = load_document(path, what="question set", error=error)
+    if not isinstance(doc, dict) or not isinstance(doc.get("questions"), list):
+        raise error("expected a ForecastBench question set: an object with 'questions'", file=path)
+    return path, doc
+
+
+def _pointed_to(path: Path, error: type[ConfigError]) -> Path:
     """The question set ``path`` names when it is a pointer: ForecastBench's
     ``latest-llm.json`` is a git link, which a download or a checkout without links holds as a
     small file with the target's name as its text. Any other file is itself; a pointer whose

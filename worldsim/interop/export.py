@@ -28,13 +28,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from worldsim.domain.errors import ConfigError, TraceIncomplete
-from worldsim.domain.files import first_error, load_document, write_files
+from worldsim.domain.files import first_error, write_files
 from worldsim.domain.forecastbench import (
     MARKET_SOURCES,
     card_id_for,
     freeze_value,
     is_combination,
-    pointed_to,
+    load_question_set,
 )
 from worldsim.interop.question_set import held_prior, round_of
 from worldsim.scoring.aggregates import Aggregate
@@ -217,11 +217,7 @@ def _round_rows(
 ) -> tuple[list[SubmittedForecast], list[str], str, str, int]:
     """One row per row of the round's question set; the fallbacks listed; the round's name and
     due date; how many of the study's jobs answer no row of it."""
-    doc = load_document(pointed_to(path, ConfigError), what="question set", error=ConfigError)
-    if not isinstance(doc, dict) or not isinstance(doc.get("questions"), list):
-        raise ConfigError(
-            "expected a ForecastBench question set: an object with 'questions'", file=path
-        )
+    path, doc = load_question_set(path, ConfigError)
     this = round_of(doc, path.name)
     rows: list[SubmittedForecast] = []
     fallbacks: list[str] = []

@@ -35,14 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from worldsim.domain.errors import CardError
-from worldsim.domain.files import load_document
 from worldsim.domain.forecastbench import (
     DATASET_SOURCES,
     SOURCES,
     QuestionRow,
     due_date_in,
     horizon_dates,
-    pointed_to,
+    load_question_set,
     question_rows,
 )
 
@@ -166,11 +165,7 @@ def read_rows(data: Any) -> tuple[list[str], dict[QuestionRow, float], str | Non
 def check_forecast_file(path: Path, question_set: Path) -> Checked:
     """Apply the reader's rules (see the module) to the forecast file ``path`` for the round of
     ``question_set``; a question set that cannot be read is a `CardError`."""
-    doc = load_document(pointed_to(question_set, CardError), what="question set")
-    if not isinstance(doc, dict) or not isinstance(doc.get("questions"), list):
-        raise CardError(
-            "expected a ForecastBench question set: an object with 'questions'", file=question_set
-        )
+    question_set, doc = load_question_set(question_set)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

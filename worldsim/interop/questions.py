@@ -29,8 +29,8 @@ from pydantic import ValidationError
 
 from worldsim.domain.cards import Card
 from worldsim.domain.errors import CardError
-from worldsim.domain.files import csv_rows, first_error, load_document, read_jsonl, write_files
-from worldsim.domain.forecastbench import pointed_to
+from worldsim.domain.files import csv_rows, first_error, read_jsonl, write_files
+from worldsim.domain.forecastbench import load_question_set
 from worldsim.interop.question_set import (
     NaiveForecasts,
     Round,
@@ -91,12 +91,7 @@ def import_questions(path: str | Path, naive: NaiveForecasts | None = None) -> I
     suffix = p.suffix.lower()
     this: Round | None = None
     if suffix == ".json":
-        p = pointed_to(p, CardError)
-        doc = load_document(p, what="question set")
-        if not isinstance(doc, dict) or not isinstance(doc.get("questions"), list):
-            raise CardError(
-                "expected a ForecastBench question set: an object with 'questions'", file=p
-            )
+        p, doc = load_question_set(p)
         this = round_of(doc, p.name)
         made: Iterable[tuple[str, dict[str, Any] | str]] = question_set_cards(doc, p.name, naive)
         count = len(doc["questions"])

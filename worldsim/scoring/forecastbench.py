@@ -34,14 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from worldsim.domain.errors import CardError
-from worldsim.domain.files import load_document
 from worldsim.domain.forecastbench import (
     MARKET_SOURCES,
     card_id_for,
     due_date_in,
     freeze_value,
     is_combination,
-    pointed_to,
+    load_question_set,
     question_rows,
 )
 from worldsim.scoring.inputs import PredictionRow
@@ -148,11 +147,7 @@ def score_round(
 ) -> RoundScores:
     """Score every method of ``predictions`` over the round of ``question_set`` (see the
     module); a question set that cannot be read is a `CardError`."""
-    doc = load_document(pointed_to(question_set, CardError), what="question set")
-    if not isinstance(doc, dict) or not isinstance(doc.get("questions"), list):
-        raise CardError(
-            "expected a ForecastBench question set: an object with 'questions'", file=question_set
-        )
+    question_set, doc = load_question_set(question_set)
     name = str(doc.get("question_set") or question_set.name)
     due = str(doc.get("forecast_due_date") or "")[:10] or due_date_in(name)
     freeze = {
