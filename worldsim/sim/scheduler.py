@@ -16,58 +16,44 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import numpy as np
 from anyio.abc import TaskGroup
 
 from worldsim.domain.cards import public_card_hash
 from worldsim.domain.config import RunConfig
 from worldsim.domain.contracts import EXPECTED
-from worldsim.domain.errors import ModelError, StateError
-from worldsim.domain.rng import AgentSeeds, rng_for
+from worldsim.domain.rng import rng_for
 from worldsim.domain.version import __version__, git_revision
 from worldsim.gateway import (
     Gateway,
     RetrievalRecord,
     gateway_for_card,
 )
-from worldsim.gateway.access import Calls
 from worldsim.models import LeakageGuard, LlmCallData
-from worldsim.roles.acting import act_tick
-from worldsim.roles.contracts import AgentRole, InitRole, ReportRole, ReviewRole
+from worldsim.roles.contracts import AgentRole, InitRole, ReportRole
 from worldsim.roles.registry import RoleSpec, get_role, registered_roles
 from worldsim.sim.forks import ForkBook
 from worldsim.sim.plan import ModelSource, build_roles, route_table
 from worldsim.sim.settlement import Outcome, RunResult, settle
+from worldsim.sim.tick import Stage, run_tick
 from worldsim.trace.audit import check_world
 from worldsim.trace.forecast import ForecastRecords, RecordView
 from worldsim.trace.records import (
     InterventionData,
-    Observation,
-    ProposalsData,
-    RetrievalsData,
-    ReviewData,
     RunStartedData,
-    TickCommittedData,
-    TickStartedData,
     TimelineEndedData,
     TimelineStartedData,
     WorldInitializedData,
 )
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.build import WorldSource, tick_dates
-from worldsim.world.columns import MoveColumns, TickProposals, TickReview, apply_evidence
 from worldsim.world.interventions import apply_interventions
-from worldsim.world.moves import Proposal, Review
 from worldsim.world.state import (
     Actor,
     WorldState,
-    actor_columns,
-    apply_review,
-    deliver_events,
     state_digest,
 )
-from worldsim.world.timeline import Timeline, settlement_of
-from worldsim.world.views import InitContext, ReviewContext, TickBatch
+from worldsim.world.timeline import Timeline
+from worldsim.world.views import InitContext
 
 __all__ = ["Engine", "Observer", "RestorePoint", "Start"]
 
@@ -291,6 +277,19 @@ class Engine:
                 self.gateway.restore(self._retrievals)
                 for known in self.timelines.values():  # a resumed run's ended timelines
                     self._lineage_known(known)
+            self._stage = Stage(
+                config=config,
+                card=self.card,
+                ticks=self.ticks,
+                dates=self.dates,
+                writer=self.writer,
+                reviewer=self.roles["governance"],
+                role_for=self._tick_role,
+                fork_book=self.fork_book,
+                notify=self._notify,
+                proposals_seen=self.proposals_seen,
+                gateway=self.gateway,
+            )
             async with anyio.create_task_group() as tg:
                 for tl, tick, announce in starts:
                     tg.start_soon(self._run_timeline, tl, tick, tg, announce)
@@ -335,7 +334,9 @@ class Engine:
             )
         self._notify("timeline_started", timeline=tl.id, parent=tl.parent, mass=tl.mass)
         for k in range(start_tick, self.ticks):
-            await self._tick(tl, k, tg)
+            children = await run_tick(self._stage, tl, k)
+            for child in children:
+                tg.start_soon(self._run_timeline, child, k + 1, tg, True)
             if tl.status != "running":
                 break
         if tl.status == "running":
@@ -360,210 +361,3 @@ class Engine:
             durable=True,
         )
         self._notify("timeline_ended", timeline=tl.id, status=tl.status, settlement=tl.settlement)
-
-    def _active_agents(self, tl: Timeline, k: int) -> list[tuple[str, str]]:
-        """(agent id, role name) of the agents acting this tick: actors by activity, all cohorts.
-
-        One uniform per actor in id order, whatever the state, so draws line up across runs;
-        they are drawn as one array (the same numbers as one draw at a time).
-        """
-        rng = rng_for(self.config.seed, "activity", tl.id, k)
-        actors = actor_columns(tl.state.actors)
-        acting = np.flatnonzero(rng.random(len(actors.ids)) < actors.activity).tolist()
-        active = [(actors.ids[i], actors.roles[i]) for i in acting]
-        cohorts = tl.state.cohorts
-        active.extend(zip(cohorts.ids, cohorts.roles, strict=True))
-        return sorted(active)
-
-    async def _tick(self, tl: Timeline, k: int, tg: TaskGroup) -> None:
-        seed = self.config.seed
-        snapshot = deliver_events(tl.state, k)
-        observations = snapshot.events_at(k)
-        active = self._active_agents(tl, k)
-        await self.writer.emit(
-            "tick_started",
-            TickStartedData(
-                date=self.dates[k].isoformat().replace("+00:00", "Z"),
-                observations=[
-                    Observation(id=ev.id, title=ev.title, description=ev.description)
-                    for ev in observations
-                ],
-                active=[agent for agent, _ in active],
-            ),
-            tl=tl.id,
-            tick=k,
-        )
-
-        # (3) all active agents at once, against the same snapshot: each role's agents as one
-        # batch, the roles concurrently
-        by_role: dict[str, list[str]] = {}
-        for agent, role_name in active:
-            by_role.setdefault(role_name, []).append(agent)
-        roles = {name: self._tick_role(name) for name in by_role}
-        results: dict[str, Sequence[Proposal]] = {}
-        batches: list[MoveColumns] = []
-
-        async def act(role_name: str, agents: Sequence[str]) -> None:
-            batch = TickBatch(
-                card=self.card,
-                timeline=tl.id,
-                tick=k,
-                ticks=self.ticks,
-                date=self.dates[k],
-                agents=tuple(agents),
-                state=snapshot,
-                observations=observations,
-                rngs=AgentSeeds(seed, "agent", tl.id, k, agents),
-                gateway=self.gateway,
-            )
-            acted = await act_tick(roles[role_name], batch)
-            if isinstance(acted, MoveColumns):
-                batches.append(acted)
-            else:
-                results.update(acted)
-
-        async with anyio.create_task_group() as acting:
-            for role_name, agents in by_role.items():
-                acting.start_soon(act, role_name, agents)
-        await self._trace_retrievals(tl)
-
-        # (4) canonical order: agent id, then proposal index — never arrival
-        objects: list[Proposal] = []
-        for agent in sorted(results):
-            for i, p in enumerate(results[agent]):
-                named = p.agent == agent and p.index == i
-                objects.append(p if named else p.model_copy(update={"agent": agent, "index": i}))
-        proposals = TickProposals(MoveColumns.merged(batches) if batches else None, objects)
-        agents = proposals.column("agent")
-        self.proposals_seen.update((tl.id, k, agent) for agent in agents)
-        cited = list(zip(agents, proposals.column("cites"), strict=True))
-        unretrieved = (
-            self.gateway.unretrieved_each(cited, timeline=tl.id)
-            if self.gateway is not None
-            else [list(dict.fromkeys(ids)) for _, ids in cited]
-        )
-        if proposals:
-            roles_of = dict(active)
-            by = [roles_of[agent] for agent in agents]
-            made = ProposalsData.payload_of(proposals, by, unretrieved)
-            await self.writer.emit("proposals", made.data, tl=tl.id, tick=k, floats=made.floats)
-
-        # (5) review, validated and applied
-        reviewer: ReviewRole = self.roles["governance"]
-        try:
-            verdict = await reviewer.review(
-                ReviewContext(
-                    card=self.card,
-                    timeline=tl.id,
-                    tick=k,
-                    ticks=self.ticks,
-                    date=self.dates[k],
-                    state=snapshot,
-                    observations=observations,
-                    proposals=proposals,
-                    rng=rng_for(seed, "review", tl.id, k),
-                    mass=tl.mass,
-                    depth=tl.depth,
-                )
-            )
-        except ModelError as exc:
-            if exc.ends_run:
-                raise  # a strict replay's miss, a route that gave no reply: the run ends
-            tl.status = "terminated"
-            tl.settlement = snapshot.outcome() or "unresolved"
-            tl.reason = f"reviewer failed: {exc.message}"[:500]
-            tl.end_tick = k
-            await self._commit(tl, k, snapshot)
-            return
-        if isinstance(verdict, TickReview):
-            data, floats = verdict.payload()
-            review = verdict.review
-        else:
-            made = ReviewData.payload(verdict)
-            data, floats, review = made.data, made.floats, verdict
-        await self.writer.emit("review", data, tl=tl.id, tick=k, floats=floats)
-        try:
-            _check_refs(review, proposals)
-            state = apply_review(snapshot, review.deltas, review.ledger, k)
-            if isinstance(verdict, TickReview):
-                state = apply_evidence(state, verdict.evidence, k)
-        except StateError as exc:
-            tl.status = "terminated"
-            tl.settlement = snapshot.outcome() or "unresolved"
-            tl.reason = f"invalid review: {exc.message}"
-            tl.end_tick = k
-            await self._commit(tl, k, snapshot)
-            return
-
-        if review.forced_p_yes is not None or review.forced_probs is not None:
-            tl.forced_p_yes = review.forced_p_yes
-            tl.forced_probs = review.forced_probs
-
-        ending = state.all_scored_settled() or review.decision == "terminate"
-        children: list[Timeline] = []
-        if not ending and review.branches:
-            state = await self.fork_book.branch(tl, k, state, review.branches, children)
-
-        # a timeline the reviewer ends with its outcome distribution has settled at that value
-        # (the offline model's question resolving before the deadline); without one it is
-        # terminated, unresolved
-        resolved = review.forced_p_yes is not None or review.forced_probs is not None
-        if state.all_scored_settled() or (review.decision == "terminate" and resolved):
-            tl.status = "settled"
-            tl.settlement = settlement_of(state, "settled", tl.forced_p_yes, tl.forced_probs)
-            tl.end_tick = k
-            tl.reason = review.reason
-        elif review.decision == "terminate":
-            tl.status = "terminated"
-            tl.settlement = state.outcome() or "unresolved"
-            tl.end_tick = k
-            tl.reason = review.reason or "terminated by the reviewer"
-        await self._commit(tl, k, state)
-        # children start once the fork tick is committed: a crash never leaves a child whose
-        # fork is not in the committed history
-        for child in children:
-            tg.start_soon(self._run_timeline, child, k + 1, tg, True)
-
-    async def _trace_retrievals(self, tl: Timeline) -> None:
-        """Write the gateway accesses made in ``tl`` since the last call (the tool logs, not
-        the agent): one ``retrievals`` record per tick they were made at (the tick's own)."""
-        if self.gateway is None:
-            return
-        groups: dict[int | None, list[Calls]] = {}
-        for calls in self.gateway.take(tl.id):
-            groups.setdefault(calls.tick, []).append(calls)
-        for tick, accesses in groups.items():
-            made = RetrievalsData.payload(accesses)
-            await self.writer.emit("retrievals", made.data, tl=tl.id, tick=tick, floats=made.floats)
-
-    async def _commit(self, tl: Timeline, k: int, state: WorldState) -> None:
-        tl.state = state
-        probs = state.probabilities()
-        yes = next((ep.id for ep in state.scored if ep.polarity == "yes"), None)
-        await self.writer.emit(
-            "tick_committed",
-            TickCommittedData(
-                digest=state_digest(state),
-                mass=tl.mass,
-                status=tl.status,
-                ledger={key: row.status for key, row in sorted(state.ledger.items())},
-                pressure={key: state.pressure[key] for key in sorted(state.pressure.keys())},
-                p_yes_now=probs[yes] if yes is not None else None,
-                reason=tl.reason,
-                forced_p_yes=tl.forced_p_yes,
-                forced_probs=tl.forced_probs,
-            ),
-            tl=tl.id,
-            tick=k,
-            durable=True,
-        )
-        self._notify("tick_committed", timeline=tl.id, tick=k, ticks=self.ticks)
-
-
-def _check_refs(review: Review, proposals: TickProposals) -> None:
-    refs = [(r.agent, r.index) for r in review.accepted] + [
-        (r.agent, r.index) for r in review.rejected
-    ]
-    for agent, index in refs:
-        if proposals.position(agent, index) is None:
-            raise StateError(f"review refers to unknown proposal {agent}#{index}")
