@@ -38,9 +38,9 @@ from worldsim.domain.errors import ConfigError
 from worldsim.world.extraction import EXTRACTION_RULES
 
 if TYPE_CHECKING:
-
     from rich.table import Table
 
+    from worldsim.domain.config import RunConfig
     from worldsim.sim.settlement import RunResult
     from worldsim.trace.signing import Signer
 
@@ -279,15 +279,6 @@ def run(
 
     Each trace's head is printed at the end: record it to pin the trace (verify --expect-head).
     """
-    import statistics
-
-    import anyio
-
-    from worldsim.domain.config import load_run_config
-    from worldsim.models.pool import HttpClients, Shared
-    from worldsim.sim.plan import trace_name
-    from worldsim.sim.session import check_trace_target, prepare, run_card
-
     card = _one_card(card, ctx.args)
     signer = _signer(sign_key)
     if as_of is not None and continue_from is None:
@@ -306,52 +297,88 @@ def run(
         return
     if card is None and config_file is None:
         raise ConfigError("missing card (or --config FILE, or --resume TRACE)", field="card")
+    configs = _replicates(ctx, card, config_file, replicates, max_trace_mb)
+    preflight_routes(configs[0].models, preflight)
+    started = time.perf_counter()
+    results = _run_each(configs, out, force, json_out, max_trace_mb, signer)
+    if not json_out:
+        _report(results, signer, time.perf_counter() - started)
+
+
+def _replicates(
+    ctx: typer.Context,
+    card: Path | None,
+    config_file: Path | None,
+    replicates: int,
+    max_trace_mb: float,
+) -> "list[RunConfig]":
+    """The run's settings, one per seed, checked before anything is written (unknown roles,
+    bad routes, a run too large: exit 2)."""
+    from worldsim.domain.config import load_run_config
+    from worldsim.sim.session import prepare
+
     base = load_run_config(config_file) if config_file is not None else None
     first = run_config(given_options(ctx), card=card, base=base, source=config_file)
-    prepare(first, max_trace_mb=max_trace_mb)  # unknown roles, bad routes, a huge run: exit 2
+    prepare(first, max_trace_mb=max_trace_mb)
     if first.seed + replicates - 1 > bounds.MAX_SEED:
         raise ConfigError(f"seeds run up to {bounds.MAX_SEED}", field="replicates")
-    preflight_routes(first.models, preflight)
-    configs = [
+    return [
         first.model_copy(update={"seed": s}) for s in range(first.seed, first.seed + replicates)
     ]
+
+
+def _run_each(
+    configs: "list[RunConfig]",
+    out: Path,
+    force: bool,
+    json_out: bool,
+    max_trace_mb: float,
+    signer: "Signer | None",
+) -> "list[RunResult]":
+    """Run each seed in turn, once none would replace a trace (unless ``force``), with a
+    progress display on a terminal (or one JSON line a run with --json); the runs share their
+    HTTP clients, which cost more to make than many calls."""
+    import anyio
+
+    from worldsim.cli.progress import RunProgress, run_progress
+    from worldsim.models.pool import HttpClients, Shared
+    from worldsim.sim.plan import trace_name
+    from worldsim.sim.session import check_trace_target, run_card
+
     for cfg in configs:
         check_trace_target(out / trace_name(cfg), force)
 
     results: list[RunResult] = []
-    started = time.perf_counter()
     show = not json_out and err_console.is_terminal
 
-    from worldsim.cli.progress import RunProgress, run_progress
-
     async def go() -> None:
-        # the replicates share their HTTP clients: making one costs more than many calls
         async with HttpClients() as clients:
-            await each_seed(Shared(clients=clients))
-
-    async def each_seed(shared: Shared) -> None:
-        with run_progress(err_console, show=show) as progress:
-            for cfg in configs:
-                observer = RunProgress(
-                    progress, f"{cfg.card.id} seed {cfg.seed}", cfg.effective_ticks
-                )
-                result = await run_card(
-                    cfg,
-                    out,
-                    overwrite=force,
-                    observer=observer,
-                    max_trace_mb=max_trace_mb,
-                    signer=signer,
-                    shared=shared,
-                )
-                results.append(result)
-                if json_out:
-                    sys.stdout.write(json.dumps(result.summary()) + "\n")
-                    sys.stdout.flush()
+            shared = Shared(clients=clients)
+            with run_progress(err_console, show=show) as progress:
+                for cfg in configs:
+                    label = f"{cfg.card.id} seed {cfg.seed}"
+                    result = await run_card(
+                        cfg,
+                        out,
+                        overwrite=force,
+                        observer=RunProgress(progress, label, cfg.effective_ticks),
+                        max_trace_mb=max_trace_mb,
+                        signer=signer,
+                        shared=shared,
+                    )
+                    results.append(result)
+                    if json_out:
+                        sys.stdout.write(json.dumps(result.summary()) + "\n")
+                        sys.stdout.flush()
 
     anyio.run(go)
-    if json_out:
-        return
+    return results
+
+
+def _report(results: "list[RunResult]", signer: "Signer | None", wall_s: float) -> None:
+    """The runs' table, each trace's anchor, the replicates' spread and the wall time."""
+    import statistics
+
     out_console.print(_summary_table(results))
     for result in results:
         out_console.print(_anchor(result, signer), highlight=False)
@@ -361,4 +388,4 @@ def run(
             f"p_yes mean {statistics.fmean(ps):.4f} · sd {statistics.stdev(ps):.4f} "
             f"over {len(ps)} replicates"
         )
-    out_console.print(f"wall time {time.perf_counter() - started:.2f} s")
+    out_console.print(f"wall time {wall_s:.2f} s")
