@@ -7,7 +7,7 @@
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -28,6 +28,10 @@ from worldsim.cli.settings import (
     given_options,
     run_config,
 )
+
+if TYPE_CHECKING:
+    from worldsim.sim.direct import DirectResult
+    from worldsim.trace.signing import Signer
 
 __all__ = ["forecast"]
 
@@ -113,6 +117,11 @@ def forecast(
         sys.stdout.write(json.dumps(result.summary()) + "\n")
         sys.stdout.flush()
         return
+    _report(result, signer)
+
+
+def _report(result: "DirectResult", signer: "Signer | None") -> None:
+    """The forecast, the reply's rationale, its cost and the trace's anchor."""
     cost = result.cost_usd
     rationale = " ".join(result.output.rationale.split())
     lines = [
