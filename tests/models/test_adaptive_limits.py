@@ -85,7 +85,7 @@ async def test_a_throttling_server_shrinks_the_limit_and_it_recovers(
     limiters = RouteLimiters(max_connections=16)
     faults = Faults(retry_after="0.05")
     async with StubServer(
-        latency_s=0.02, faults=faults, capacity=3, capacity_requests=150
+        latency_s=0.1, faults=faults, capacity=3, capacity_requests=60
     ) as server:
         model = OpenAIModel(
             server.settings(),
@@ -93,7 +93,7 @@ async def test_a_throttling_server_shrinks_the_limit_and_it_recovers(
             limiter=limiters.get("stub/test-model"),
         )
         async with anyio.create_task_group() as tg:
-            for i in range(300):
+            for i in range(120):
                 tg.start_soon(model.request, make_request(index=i))
         await model.aclose()
     history = limiters.get("stub/test-model").history
