@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -334,3 +335,34 @@ def test_a_method_label_cannot_leave_the_output_folder(tmp_path: Path) -> None:
     proc = cli("run", str(DEMO_CARD), "--method-label", "../../escape", "--out", str(out))
     assert proc.returncode == 2 and "method" in proc.stderr
     assert not list(tmp_path.rglob("*.jsonl"))
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_the_source_revision_is_read_in_a_linked_work_tree_too(tmp_path: Path) -> None:
+    """A trace's git_revision names the commit a linked work tree (``git worktree add``) is at,
+    not only a main checkout's; outside a checkout there is none."""
+    from worldsim.domain.version import git_revision
+
+    def git(*args: str, cwd: Path) -> str:
+        env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org"}
+        env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
+        done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    main = tmp_path / "main"
+    main.mkdir()
+    git("init", "-q", "-b", "main", cwd=main)
+    (main / "a.txt").write_text("a\n")
+    git("add", "a.txt", cwd=main)
+    git("commit", "-q", "-m", "first", cwd=main)
+    git("worktree", "add", "-q", "-b", "side", str(tmp_path / "side"), cwd=main)
+    (tmp_path / "side" / "b.txt").write_text("b\n")
+    git("add", "b.txt", cwd=tmp_path / "side")
+    git("commit", "-q", "-m", "second", cwd=tmp_path / "side")
+    git("pack-refs", "--all", cwd=main)  # refs read from packed-refs as well as loose files
+
+    assert git_revision(main) == git("rev-parse", "HEAD", cwd=main)
+    assert git_revision(tmp_path / "side") == git("rev-parse", "HEAD", cwd=tmp_path / "side")
+    assert git_revision(main) != git_revision(tmp_path / "side")
+    assert git_revision(tmp_path) is None
