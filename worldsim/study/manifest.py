@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from worldsim.domain.cards import Card, card_hash, load_card
 from worldsim.domain.config import ModelConfig, RunConfig, resolve_paths
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.files import first_error, load_mapping
+from worldsim.domain.jsonbytes import canonical_ascii_bytes
 from worldsim.models.routes import resolve_settings
 from worldsim.sim.direct import direct_request
 from worldsim.sim.plan import role_plan, route_table, with_role_routes
@@ -212,15 +212,11 @@ def _check_method(
 
 def _sha256(manifest: Manifest, cards: tuple[tuple[Card, Path], ...]) -> str:
     """The study's identity: the manifest's content and the content of every card it names."""
-    blob = json.dumps(
-        {
-            "manifest": manifest.model_dump(mode="json"),
-            "cards": {card.id: card_hash(card) for card, _ in cards},
-        },
-        sort_keys=True,
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()
+    identity = {
+        "manifest": manifest.model_dump(mode="json"),
+        "cards": {card.id: card_hash(card) for card, _ in cards},
+    }
+    return hashlib.sha256(canonical_ascii_bytes(identity)).hexdigest()
 
 
 def load_study(path: str | Path, *, environ: Mapping[str, str] | None = None) -> Study:
