@@ -22,7 +22,7 @@ __all__ = [
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 #: The columns of a stored document, in the order :meth:`StoredDocument.of_row` reads them.
-DOCUMENT_COLUMNS = "id, published_us, published_at, title, text, url, source, stance"
+DOCUMENT_COLUMNS = "id, published_at, published_us, title, text, url, source, stance"
 
 
 def to_epoch_us(moment: datetime) -> int:
@@ -51,18 +51,10 @@ class StoredDocument:
 
     @classmethod
     def of_row(cls, row: Sequence[Any]) -> StoredDocument:
-        """The document of a row selected as :data:`DOCUMENT_COLUMNS`."""
-        doc_id, published_us, published_at, title, text, url, source, stance = row
-        return cls(
-            id=doc_id,
-            published_at=from_iso(published_at),
-            published_us=published_us,
-            title=title,
-            text=text,
-            url=url,
-            source=source,
-            stance=None if stance is None else float(stance),
-        )
+        """The document of a row selected as :data:`DOCUMENT_COLUMNS`: its fields in order, the
+        date as ISO text (``stance``, a REAL column, comes back a float or NULL)."""
+        doc_id, published_at, *rest = row
+        return cls(doc_id, from_iso(published_at), *rest)
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,8 +100,8 @@ class EvidenceStore:
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         doc.id,
-                        to_epoch_us(doc.published_at),
                         utc_iso(doc.published_at),
+                        to_epoch_us(doc.published_at),
                         doc.title,
                         doc.text,
                         doc.url,
