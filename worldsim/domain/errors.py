@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 __all__ = [
     "BudgetExhausted",
@@ -44,9 +44,20 @@ __all__ = [
     "StateError",
     "TraceError",
     "TraceIncomplete",
+    "Where",
     "WorldsimError",
     "WorldsimRuntimeError",
 ]
+
+
+class Where(TypedDict, total=False):
+    """What an error concerns, each where known: the keywords every worldsim error takes."""
+
+    file: str | Path | None
+    field: str | None
+    timeline: str | None
+    tick: int | None
+    line: int | None
 
 
 class WorldsimError(Exception):
@@ -54,23 +65,15 @@ class WorldsimError(Exception):
 
     exit_code = 1
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        file: str | Path | None = None,
-        field: str | None = None,
-        timeline: str | None = None,
-        tick: int | None = None,
-        line: int | None = None,
-    ) -> None:
+    def __init__(self, message: str, **where: Unpack[Where]) -> None:
         super().__init__(message)
         self.message = message
+        file = where.get("file")
         self.file = str(file) if file is not None else None
-        self.field = field
-        self.timeline = timeline
-        self.tick = tick
-        self.line = line
+        self.field = where.get("field")
+        self.timeline = where.get("timeline")
+        self.tick = where.get("tick")
+        self.line = where.get("line")
 
     def __str__(self) -> str:
         where: list[str] = []
@@ -131,17 +134,9 @@ class ModelError(WorldsimRuntimeError):
     ends_run = False
 
     def __init__(
-        self,
-        message: str,
-        *,
-        call: Mapping[str, Any] | None = None,
-        file: str | Path | None = None,
-        field: str | None = None,
-        timeline: str | None = None,
-        tick: int | None = None,
-        line: int | None = None,
+        self, message: str, *, call: Mapping[str, Any] | None = None, **where: Unpack[Where]
     ) -> None:
-        super().__init__(message, file=file, field=field, timeline=timeline, tick=tick, line=line)
+        super().__init__(message, **where)
         self.call: dict[str, Any] = dict(call) if call is not None else {}
 
 
@@ -168,7 +163,9 @@ class BudgetExhausted(WorldsimRuntimeError):
     it is empty when the refused call sent nothing.
     """
 
-    def __init__(self, message: str, *, call: Mapping[str, Any] | None = None, **where: Any):
+    def __init__(
+        self, message: str, *, call: Mapping[str, Any] | None = None, **where: Unpack[Where]
+    ) -> None:
         super().__init__(message, **where)
         self.call: dict[str, Any] = dict(call) if call is not None else {}
 
