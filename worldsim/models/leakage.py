@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from worldsim.domain.contracts import CallSite, Model, ModelRequest, ModelResponse
+from worldsim.domain.contracts import CallSite, ModelRequest, ModelResponse, ModelWrapper
 from worldsim.domain.errors import ConfigError, LeakageError, ModelError
 
 __all__ = ["LeakageFinding", "LeakageGuard", "LeakageGuardModel", "LeakageMode", "fingerprint"]
@@ -145,15 +145,10 @@ class LeakageGuard:
 
 
 @dataclass(frozen=True, slots=True)
-class LeakageGuardModel:
+class LeakageGuardModel(ModelWrapper):
     """Wrapper: scan every outgoing prompt and every reply with ``guard``."""
 
-    inner: Model
     guard: LeakageGuard
-
-    @property
-    def route(self) -> str:
-        return self.inner.route
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         prompt = "\n".join(m.content for m in request.chat())
