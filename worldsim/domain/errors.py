@@ -120,7 +120,17 @@ class WorldsimRuntimeError(WorldsimError):
     """Something went wrong while running."""
 
 
-class ModelError(WorldsimRuntimeError):
+class _WithCall(WorldsimRuntimeError):
+    """A runtime error about a model call: ``call`` holds its ``llm_call`` record, or is empty."""
+
+    def __init__(
+        self, message: str, *, call: Mapping[str, Any] | None = None, **where: Unpack[Where]
+    ) -> None:
+        super().__init__(message, **where)
+        self.call: dict[str, Any] = dict(call) if call is not None else {}
+
+
+class ModelError(_WithCall):
     """A model call failed after its retries.
 
     ``call`` holds the ``llm_call`` record of the failed call (attempts, retried errors, usage,
@@ -132,12 +142,6 @@ class ModelError(WorldsimRuntimeError):
     """
 
     ends_run = False
-
-    def __init__(
-        self, message: str, *, call: Mapping[str, Any] | None = None, **where: Unpack[Where]
-    ) -> None:
-        super().__init__(message, **where)
-        self.call: dict[str, Any] = dict(call) if call is not None else {}
 
 
 class ReplayMissError(ModelError):
@@ -155,19 +159,13 @@ class RouteFailed(ModelError):
     ends_run = True
 
 
-class BudgetExhausted(WorldsimRuntimeError):
+class BudgetExhausted(_WithCall):
     """The run reached its cost budget; its trace is marked incomplete and resumable.
 
     ``call`` holds the ``llm_call`` record of a call the budget stopped part-way (a repair or
     tool round trip that could not be reserved after paid ones), so what it cost is traced;
     it is empty when the refused call sent nothing.
     """
-
-    def __init__(
-        self, message: str, *, call: Mapping[str, Any] | None = None, **where: Unpack[Where]
-    ) -> None:
-        super().__init__(message, **where)
-        self.call: dict[str, Any] = dict(call) if call is not None else {}
 
 
 class ProviderAnomaly(BudgetExhausted):
