@@ -33,6 +33,11 @@ class LabelEntry:
     def outcome(self) -> str:
         return self.label.outcome
 
+    def refuse_outcome(self, message: str) -> CardError:
+        """The error for an outcome that cannot score the forecast: it names the label's file,
+        line and ``outcome``."""
+        return CardError(message, file=self.file, field="outcome", line=self.line)
+
 
 @dataclass(frozen=True, slots=True)
 class LabelSet:
