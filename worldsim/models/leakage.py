@@ -120,15 +120,7 @@ class LeakageGuard:
         """Record the findings in ``text``; in fail mode raise on the first hit."""
         found = [
             LeakageFinding(
-                where=where,
-                sha256=digest,
-                count=count,
-                route=route,
-                role=site.role,
-                agent=site.agent,
-                timeline=site.timeline,
-                tick=site.tick,
-                index=site.index,
+                where=where, sha256=digest, count=count, route=route, **dataclasses.asdict(site)
             )
             for digest, count in self.scan(text).items()
         ]
