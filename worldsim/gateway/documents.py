@@ -37,13 +37,19 @@ def from_iso(text: str) -> datetime:
 
 
 @dataclass(frozen=True, slots=True)
-class StoredDocument:
-    """A document as kept in the store."""
+class _Dated:
+    """What names a document and dates it, in a stored document and in a search hit alike."""
 
     id: str
     published_at: datetime
     published_us: int  # the same instant in epoch microseconds, for exact cut-off tests
     title: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDocument(_Dated):
+    """A document as kept in the store."""
+
     text: str
     url: str | None
     source: str | None
@@ -58,13 +64,9 @@ class StoredDocument:
 
 
 @dataclass(frozen=True, slots=True)
-class SearchHit:
+class SearchHit(_Dated):
     """One search result; ``score`` is SQLite's ``bm25()`` (lower is a better match)."""
 
-    id: str
-    published_at: datetime
-    published_us: int  # the same instant in epoch microseconds, for exact cut-off tests
-    title: str
     source: str | None
     url: str | None
     score: float
