@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tests.gateway.strategies import EPOCH, WORDS, documents
 from worldsim.domain.cards import EvidenceDoc
 from worldsim.gateway import memory_store
-from worldsim.gateway.store import fts_query
+from worldsim.gateway.search_terms import fts_query
 
 #: words the documents are not made of: names, numbers, one whose stem they hold, and words
 #: the tokenizer reads otherwise than the query's word pattern (underscores)

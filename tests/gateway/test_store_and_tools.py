@@ -20,7 +20,7 @@ from worldsim.gateway import (
     open_store,
     unretrieved_citations,
 )
-from worldsim.gateway.store import fts_query
+from worldsim.gateway.search_terms import fts_query
 
 CUTOFF = datetime(2026, 3, 1, tzinfo=UTC)
 

@@ -45,7 +45,7 @@ from worldsim.domain.contracts import Model
 from worldsim.domain.errors import CardError, ModelError
 from worldsim.domain.files import first_error, read_jsonl
 from worldsim.domain.outputs import QuestionProposal, QuestionReviewOutput, QuestionsOutput
-from worldsim.gateway.store import StoredDocument
+from worldsim.gateway.documents import StoredDocument
 from worldsim.interop.questions import binary_endpoints, slug
 
 __all__ = [

@@ -217,7 +217,8 @@ def questions(
     from worldsim.build.questions import Article, build_questions, read_markets, rejects_jsonl
     from worldsim.domain.config import ModelConfig
     from worldsim.domain.files import write_files
-    from worldsim.gateway.store import open_store, read_articles
+    from worldsim.gateway.articles import read_articles
+    from worldsim.gateway.store import open_store
     from worldsim.interop.questions import card_yaml
 
     if (articles is None) == (db is None) and markets is None:

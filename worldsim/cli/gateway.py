@@ -15,8 +15,8 @@ from worldsim.cli._app import command_group, escape, fail, out_console
 from worldsim.domain.errors import ConfigError, WorldsimError
 
 if TYPE_CHECKING:
+    from worldsim.gateway.documents import IngestReport
     from worldsim.gateway.gateway import SearchResult
-    from worldsim.gateway.store import IngestReport
 
 __all__ = ["gateway_app"]
 
@@ -50,7 +50,8 @@ def ingest(
     """
     import anyio
 
-    from worldsim.gateway.store import open_store, read_articles
+    from worldsim.gateway.articles import read_articles
+    from worldsim.gateway.store import open_store
 
     try:
         docs = read_articles(articles)

@@ -25,6 +25,7 @@ __all__ = [
     "Model",
     "ModelRequest",
     "ModelResponse",
+    "ModelWrapper",
     "Phase",
     "Settlement",
     "TimelineId",
@@ -126,6 +127,18 @@ class Model(Protocol):
     def route(self) -> str: ...
 
     async def request(self, request: ModelRequest) -> ModelResponse: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ModelWrapper:
+    """A model around ``inner`` (a cache, a guard, recorded replies): the same route, and what
+    it adds in its own ``request``."""
+
+    inner: Model
+
+    @property
+    def route(self) -> str:
+        return self.inner.route
 
 
 @dataclass(frozen=True, slots=True)

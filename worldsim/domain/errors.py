@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 __all__ = [
     "BudgetExhausted",
@@ -44,9 +44,20 @@ __all__ = [
     "StateError",
     "TraceError",
     "TraceIncomplete",
+    "Where",
     "WorldsimError",
     "WorldsimRuntimeError",
 ]
+
+
+class Where(TypedDict, total=False):
+    """What an error concerns, each where known: the keywords every worldsim error takes."""
+
+    file: str | Path | None
+    field: str | None
+    timeline: str | None
+    tick: int | None
+    line: int | None
 
 
 class WorldsimError(Exception):
@@ -54,23 +65,15 @@ class WorldsimError(Exception):
 
     exit_code = 1
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        file: str | Path | None = None,
-        field: str | None = None,
-        timeline: str | None = None,
-        tick: int | None = None,
-        line: int | None = None,
-    ) -> None:
+    def __init__(self, message: str, **where: Unpack[Where]) -> None:
         super().__init__(message)
         self.message = message
+        file = where.get("file")
         self.file = str(file) if file is not None else None
-        self.field = field
-        self.timeline = timeline
-        self.tick = tick
-        self.line = line
+        self.field = where.get("field")
+        self.timeline = where.get("timeline")
+        self.tick = where.get("tick")
+        self.line = where.get("line")
 
     def __str__(self) -> str:
         where: list[str] = []
@@ -117,7 +120,17 @@ class WorldsimRuntimeError(WorldsimError):
     """Something went wrong while running."""
 
 
-class ModelError(WorldsimRuntimeError):
+class _WithCall(WorldsimRuntimeError):
+    """A runtime error about a model call: ``call`` holds its ``llm_call`` record, or is empty."""
+
+    def __init__(
+        self, message: str, *, call: Mapping[str, Any] | None = None, **where: Unpack[Where]
+    ) -> None:
+        super().__init__(message, **where)
+        self.call: dict[str, Any] = dict(call) if call is not None else {}
+
+
+class ModelError(_WithCall):
     """A model call failed after its retries.
 
     ``call`` holds the ``llm_call`` record of the failed call (attempts, retried errors, usage,
@@ -129,20 +142,6 @@ class ModelError(WorldsimRuntimeError):
     """
 
     ends_run = False
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        call: Mapping[str, Any] | None = None,
-        file: str | Path | None = None,
-        field: str | None = None,
-        timeline: str | None = None,
-        tick: int | None = None,
-        line: int | None = None,
-    ) -> None:
-        super().__init__(message, file=file, field=field, timeline=timeline, tick=tick, line=line)
-        self.call: dict[str, Any] = dict(call) if call is not None else {}
 
 
 class ReplayMissError(ModelError):
@@ -160,17 +159,13 @@ class RouteFailed(ModelError):
     ends_run = True
 
 
-class BudgetExhausted(WorldsimRuntimeError):
+class BudgetExhausted(_WithCall):
     """The run reached its cost budget; its trace is marked incomplete and resumable.
 
     ``call`` holds the ``llm_call`` record of a call the budget stopped part-way (a repair or
     tool round trip that could not be reserved after paid ones), so what it cost is traced;
     it is empty when the refused call sent nothing.
     """
-
-    def __init__(self, message: str, *, call: Mapping[str, Any] | None = None, **where: Any):
-        super().__init__(message, **where)
-        self.call: dict[str, Any] = dict(call) if call is not None else {}
 
 
 class ProviderAnomaly(BudgetExhausted):

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,6 +26,7 @@ __all__ = [
     "check_folder_target",
     "check_size",
     "csv_rows",
+    "files_in",
     "first_error",
     "load_document",
     "load_mapping",
@@ -348,6 +349,15 @@ def _check_cells(row: Mapping[Any, Any], path: Path, line: int) -> None:
                     line=line,
                     field=column if isinstance(column, str) else None,
                 )
+
+
+def files_in(folder: Path, suffixes: Collection[str], refusal: str) -> list[Path]:
+    """The files under ``folder`` (at any depth) whose suffix, in any case, is one of
+    ``suffixes``, sorted; a folder that holds none is a CardError naming it with ``refusal``."""
+    found = sorted(f for f in folder.rglob("*") if f.is_file() and f.suffix.lower() in suffixes)
+    if not found:
+        raise CardError(refusal, file=folder)
+    return found
 
 
 def check_folder_target(path: Path, field: str) -> None:

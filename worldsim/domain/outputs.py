@@ -19,7 +19,7 @@ what one timeline holds.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -241,26 +241,30 @@ class ReportOutput(_Out):
     claims: list[ReportClaim] = Field(max_length=12)
 
 
+# what a forecast gives beside its probabilities, whichever its kind
+_Rationale = Annotated[str, Field(max_length=1500)]
+_Points = Annotated[list[str], Field(default_factory=list, max_length=8)]
+_LeakageWarning = Annotated[
+    bool, Field(description="true if you recognise this scenario or know its outcome")
+]
+
+
 class ForecastOutput(_Out):
     p_yes: float = Field(ge=0.0, le=1.0)
-    rationale: str = Field(max_length=1500)
-    drivers: list[str] = Field(default_factory=list, max_length=8)
-    uncertainties: list[str] = Field(default_factory=list, max_length=8)
-    leakage_warning: bool = Field(
-        description="true if you recognise this scenario or know its outcome"
-    )
+    rationale: _Rationale
+    drivers: _Points
+    uncertainties: _Points
+    leakage_warning: _LeakageWarning
 
 
 class ChoiceForecastOutput(_Out):
     probabilities: list[EndpointProbability] = Field(
         min_length=2, max_length=40, description="one probability per outcome id, summing to 1"
     )
-    rationale: str = Field(max_length=1500)
-    drivers: list[str] = Field(default_factory=list, max_length=8)
-    uncertainties: list[str] = Field(default_factory=list, max_length=8)
-    leakage_warning: bool = Field(
-        description="true if you recognise this scenario or know its outcome"
-    )
+    rationale: _Rationale
+    drivers: _Points
+    uncertainties: _Points
+    leakage_warning: _LeakageWarning
 
 
 class HindsightOutput(_Out):

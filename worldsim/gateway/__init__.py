@@ -11,6 +11,8 @@ from worldsim.domain.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from worldsim.gateway.access import RetrievalRecord
+    from worldsim.gateway.articles import read_articles
+    from worldsim.gateway.documents import IngestReport, SearchHit, StoredDocument
     from worldsim.gateway.gateway import (
         DocumentView,
         Gateway,
@@ -20,15 +22,7 @@ if TYPE_CHECKING:
         retrieved_by,
         unretrieved_citations,
     )
-    from worldsim.gateway.store import (
-        EvidenceStore,
-        IngestReport,
-        SearchHit,
-        StoredDocument,
-        memory_store,
-        open_store,
-        read_articles,
-    )
+    from worldsim.gateway.store import EvidenceStore, memory_store, open_store
     from worldsim.gateway.tools import (
         GATEWAY_TOOLS,
         OPEN_DOCUMENT,
@@ -48,22 +42,22 @@ __getattr__, __dir__ = lazy_exports(
         "EvidenceStore": "worldsim.gateway.store",
         "GATEWAY_TOOLS": "worldsim.gateway.tools",
         "Gateway": "worldsim.gateway.gateway",
-        "IngestReport": "worldsim.gateway.store",
+        "IngestReport": "worldsim.gateway.documents",
         "OPEN_DOCUMENT": "worldsim.gateway.tools",
         "OpenDocumentArgs": "worldsim.gateway.tools",
         "RetrievalRecord": "worldsim.gateway.access",
         "SEARCH_EVIDENCE": "worldsim.gateway.tools",
         "SearchEvidenceArgs": "worldsim.gateway.tools",
-        "SearchHit": "worldsim.gateway.store",
+        "SearchHit": "worldsim.gateway.documents",
         "SearchResult": "worldsim.gateway.gateway",
-        "StoredDocument": "worldsim.gateway.store",
+        "StoredDocument": "worldsim.gateway.documents",
         "ToolSpec": "worldsim.gateway.tools",
         "batch_of_one": "worldsim.gateway.tools",
         "check_evidence": "worldsim.gateway.gateway",
         "gateway_for_card": "worldsim.gateway.gateway",
         "memory_store": "worldsim.gateway.store",
         "open_store": "worldsim.gateway.store",
-        "read_articles": "worldsim.gateway.store",
+        "read_articles": "worldsim.gateway.articles",
         "retrieved_by": "worldsim.gateway.gateway",
         "unretrieved_citations": "worldsim.gateway.gateway",
     },

@@ -28,14 +28,8 @@ from worldsim.gateway.access import (
     access_json,
 )
 from worldsim.gateway.access_log import AccessLog
-from worldsim.gateway.store import (
-    EvidenceStore,
-    SearchHit,
-    StoredDocument,
-    memory_store,
-    open_store,
-    to_epoch_us,
-)
+from worldsim.gateway.documents import SearchHit, StoredDocument, to_epoch_us
+from worldsim.gateway.store import EvidenceStore, memory_store, open_store
 
 __all__ = [
     "DocumentView",

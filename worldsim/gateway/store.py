@@ -15,48 +15,39 @@ scores and the order of those before it — telling an agent that they exist.
 
 from __future__ import annotations
 
-import functools
-import re
 import sqlite3
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.lowlevel
 import structlog
-from pydantic import ValidationError
 
 from worldsim.domain.cards import EvidenceDoc, utc_iso
-from worldsim.domain.errors import CardError, ConfigError
-from worldsim.domain.files import first_error, read_jsonl
+from worldsim.domain.errors import ConfigError
+from worldsim.gateway.documents import (
+    DOCUMENT_COLUMNS,
+    IngestReport,
+    SearchHit,
+    StoredDocument,
+    from_iso,
+    to_epoch_us,
+)
 from worldsim.gateway.loopdb import LoopConnection
+from worldsim.gateway.search_terms import query_terms
 
 if TYPE_CHECKING:
     import aiosqlite
 
-__all__ = [
-    "EvidenceStore",
-    "IngestReport",
-    "SearchHit",
-    "StoredDocument",
-    "fts_query",
-    "memory_store",
-    "open_store",
-    "read_articles",
-    "to_epoch_us",
-]
+__all__ = ["EvidenceStore", "memory_store", "open_store"]
 
 log = structlog.get_logger(__name__)
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SCHEMA_VERSION = 1
-_MAX_QUERY_TERMS = 64
-_TOKEN = re.compile(r"\w+", re.UNICODE)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -75,131 +66,6 @@ CREATE VIRTUAL TABLE IF NOT EXISTS documents_fts USING fts5(
     title, text, content='documents', content_rowid='rowid', tokenize='porter unicode61'
 );
 """
-
-
-def to_epoch_us(moment: datetime) -> int:
-    """Microseconds since the Unix epoch of an aware datetime; naive datetimes are refused."""
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ConfigError("datetime has no timezone; add 'Z' or an offset", field="cutoff")
-    return (moment - _EPOCH) // timedelta(microseconds=1)
-
-
-@functools.lru_cache(maxsize=16_384)
-def _query_terms(query: str) -> tuple[str, ...]:
-    """The words of free text as quoted FTS5 phrases: lower-cased, each once, in order, at most
-    64. Agents write free text; FTS5 syntax (quotes, ``NEAR``, ``-``, ``:``) must never turn a
-    query into a syntax error or an unintended operator."""
-    if query.isascii():  # (lower-casing the whole text first changes no ASCII word)
-        words = dict.fromkeys(_TOKEN.findall(query.lower()))
-    else:
-        words = dict.fromkeys(t.lower() for t in _TOKEN.findall(query))
-    return tuple([f'"{word}"' for word in words])[:_MAX_QUERY_TERMS]
-
-
-def fts_query(query: str) -> str | None:
-    """Turn free text into a safe FTS5 expression: every word quoted (:func:`_query_terms`),
-    joined with OR. BM25 still rewards documents matching more terms. ``None`` when the text
-    holds no word at all."""
-    terms = _query_terms(query)
-    return " OR ".join(terms) if terms else None
-
-
-@dataclass(frozen=True, slots=True)
-class StoredDocument:
-    """A document as kept in the store."""
-
-    id: str
-    published_at: datetime
-    published_us: int  # the same instant in epoch microseconds, for exact cut-off tests
-    title: str
-    text: str
-    url: str | None
-    source: str | None
-    stance: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class SearchHit:
-    """One search result; ``score`` is SQLite's ``bm25()`` (lower is a better match)."""
-
-    id: str
-    published_at: datetime
-    published_us: int  # the same instant in epoch microseconds, for exact cut-off tests
-    title: str
-    source: str | None
-    url: str | None
-    score: float
-    snippet: str
-
-
-@dataclass(frozen=True, slots=True)
-class IngestReport:
-    """What an ingest did: documents added and ids skipped as duplicates."""
-
-    added: int
-    duplicate_ids: tuple[str, ...]
-
-    @property
-    def duplicates(self) -> int:
-        return len(self.duplicate_ids)
-
-
-def _date_problem(value: object) -> str | None:
-    """Why an article's raw ``published_at`` is unusable, or ``None`` if it has a timezone.
-
-    A bare date is refused too: it has no timezone, and a same-day document could fall on
-    either side of an intra-day cutoff.
-    """
-    if value is None or value == "":
-        return "missing publication date"
-    if not isinstance(value, str):
-        return f"expected an ISO datetime string, got {type(value).__name__}"
-    try:
-        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return f"not an ISO datetime: {value!r}"
-    if len(value.strip()) <= 10 or parsed.tzinfo is None or parsed.utcoffset() is None:
-        return f"datetime {value!s} has no timezone; add a time with 'Z' or an offset"
-    return None
-
-
-def read_articles(path: str | Path) -> list[EvidenceDoc]:
-    """Read and validate an articles JSONL file completely before anything is written.
-
-    Each non-blank line is one object with ``id, published_at, title, text, url, source`` and
-    an optional ``stance`` in [-1, 1]. The first bad line raises :class:`CardError` naming the
-    file, the line and the field.
-    """
-    p = Path(path)
-    docs: list[EvidenceDoc] = []
-    for number, data in read_jsonl(p, what="articles file"):
-        problem = _date_problem(data.get("published_at"))
-        if problem is not None:
-            raise CardError(problem, file=p, line=number, field="published_at")
-        try:
-            docs.append(EvidenceDoc.model_validate(data))
-        except ValidationError as exc:
-            field, message = first_error(exc)
-            raise CardError(message, file=p, line=number, field=field) from None
-    return docs
-
-
-def _from_iso(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def _row_to_document(row: Sequence[Any]) -> StoredDocument:
-    doc_id, published_us, published_at, title, text, url, source, stance = row
-    return StoredDocument(
-        id=doc_id,
-        published_at=_from_iso(published_at),
-        published_us=published_us,
-        title=title,
-        text=text,
-        url=url,
-        source=source,
-        stance=None if stance is None else float(stance),
-    )
 
 
 class EvidenceStore:
@@ -230,13 +96,12 @@ class EvidenceStore:
                     continue
                 seen.add(doc.id)
                 cursor = await self._db.execute(
-                    "INSERT OR IGNORE INTO documents "
-                    "(id, published_us, published_at, title, text, url, source, stance) "
+                    f"INSERT OR IGNORE INTO documents ({DOCUMENT_COLUMNS}) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         doc.id,
-                        to_epoch_us(doc.published_at),
                         utc_iso(doc.published_at),
+                        to_epoch_us(doc.published_at),
                         doc.title,
                         doc.text,
                         doc.url,
@@ -280,7 +145,7 @@ class EvidenceStore:
         answers = [asked.get((query, limit, k)) for query in queries]
         fresh = [query for query, found in zip(queries, answers, strict=True) if found is None]
         if fresh:  # the words of queries not asked before, looked up together
-            words = {query: _query_terms(query) for query in fresh}
+            words = {query: query_terms(query) for query in fresh}
             held = await self._learn([t for terms in words.values() for t in terms], limit)
             for i, query in enumerate(queries):
                 if answers[i] is None:
@@ -356,7 +221,7 @@ class EvidenceStore:
             SearchHit(
                 id=r[0],
                 published_us=r[1],
-                published_at=_from_iso(r[2]),
+                published_at=from_iso(r[2]),
                 title=r[3],
                 source=r[4],
                 url=r[5],
@@ -415,12 +280,11 @@ class EvidenceStore:
                 docs.append(self._read[doc_id])
                 continue
             async with self._db.execute(
-                "SELECT id, published_us, published_at, title, text, url, source, stance "
-                "FROM documents WHERE id = ?",
+                f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE id = ?",
                 (doc_id,),
             ) as cursor:
                 row = await cursor.fetchone()
-            doc = None if row is None else _row_to_document(tuple(row))
+            doc = None if row is None else StoredDocument.of_row(tuple(row))
             docs.append(_keep(self._read, doc_id, doc))
         await anyio.lowlevel.checkpoint()
         return docs
@@ -428,11 +292,10 @@ class EvidenceStore:
     async def documents(self) -> list[StoredDocument]:
         """Every document, by date then id (for building questions from a whole store)."""
         async with self._db.execute(
-            "SELECT id, published_us, published_at, title, text, url, source, stance "
-            "FROM documents ORDER BY published_us, id"
+            f"SELECT {DOCUMENT_COLUMNS} FROM documents ORDER BY published_us, id"
         ) as cursor:
             rows = await cursor.fetchall()
-        return [_row_to_document(tuple(row)) for row in rows]
+        return [StoredDocument.of_row(tuple(row)) for row in rows]
 
     async def published_in(
         self, *, since: datetime, before: datetime, limit: int
@@ -440,13 +303,12 @@ class EvidenceStore:
         """Documents with ``since <= published_at < before``, by date then id, at most
         ``limit``."""
         async with self._db.execute(
-            "SELECT id, published_us, published_at, title, text, url, source, stance "
-            "FROM documents WHERE published_us >= ? AND published_us < ? "
-            "ORDER BY published_us, id LIMIT ?",
+            f"SELECT {DOCUMENT_COLUMNS} FROM documents "
+            "WHERE published_us >= ? AND published_us < ? ORDER BY published_us, id LIMIT ?",
             (to_epoch_us(since), to_epoch_us(before), limit),
         ) as cursor:
             rows = await cursor.fetchall()
-        return [_row_to_document(tuple(row)) for row in rows]
+        return [StoredDocument.of_row(tuple(row)) for row in rows]
 
     async def count(self) -> int:
         """How many documents the store holds."""

@@ -40,7 +40,7 @@ import aiosqlite
 import anyio
 from pydantic import ValidationError
 
-from worldsim.domain.contracts import Model, ModelRequest, ModelResponse
+from worldsim.domain.contracts import ModelRequest, ModelResponse, ModelWrapper
 from worldsim.domain.errors import (
     BudgetExhausted,
     ConfigError,
@@ -50,6 +50,7 @@ from worldsim.domain.errors import (
 )
 from worldsim.domain.jsonbytes import canonical_bytes
 from worldsim.models.call import request_hash
+from worldsim.models.closing import Closing
 from worldsim.models.schema import extract_json
 
 __all__ = [
@@ -165,7 +166,7 @@ async def _set_up(db: aiosqlite.Connection) -> None:
 
 
 @dataclass
-class ResponseCache:
+class ResponseCache(Closing):
     """An open cache file. Use `ResponseCache.open` (an async context manager works too)."""
 
     path: Path
@@ -204,12 +205,6 @@ class ResponseCache:
 
     async def aclose(self) -> None:
         await self._db.close()
-
-    async def __aenter__(self) -> ResponseCache:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     async def get(self, route: str, request: ModelRequest, variant: str = "") -> CachedReply | None:
         try:
@@ -259,21 +254,16 @@ class ResponseCache:
 
 
 @dataclass(frozen=True, slots=True)
-class CachedModel:
+class CachedModel(ModelWrapper):
     """Wrapper: answer from ``cache`` where it can, otherwise ask ``inner`` and store the reply.
 
     A hit returns the stored reply with its original call record, marked ``cache: "hit"``,
     ``attempts: 0``, ``latency_s: 0`` and no retried errors.
     """
 
-    inner: Model
     cache: ResponseCache
     variant: str = ""
     """The route's settings that change what is sent (see `cache_key`)."""
-
-    @property
-    def route(self) -> str:
-        return self.inner.route
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         if self.cache.mode == "off":

@@ -11,11 +11,12 @@ import functools
 import hashlib
 import json
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from worldsim.domain.contracts import CallSite, ModelRequest
+from worldsim.domain.contracts import ModelRequest
 from worldsim.domain.jsonbytes import canonical_bytes
 
 __all__ = [
@@ -157,14 +158,9 @@ class LlmCallData(BaseModel):
     ) -> LlmCallData:
         """A record filled with everything known before the call is sent, the prompt's
         messages passed through ``redact`` when given."""
-        site: CallSite = request.site
         clean = redact or (lambda text: text)
         return cls(
-            role=site.role,
-            agent=site.agent,
-            timeline=site.timeline,
-            tick=site.tick,
-            index=site.index,
+            **asdict(request.site),  # role, agent, timeline, tick, index
             provider=provider,
             base_url_host=base_url_host,
             requested_model=requested_model,

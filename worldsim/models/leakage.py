@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from worldsim.domain.contracts import CallSite, Model, ModelRequest, ModelResponse
+from worldsim.domain.contracts import CallSite, ModelRequest, ModelResponse, ModelWrapper
 from worldsim.domain.errors import ConfigError, LeakageError, ModelError
 
 __all__ = ["LeakageFinding", "LeakageGuard", "LeakageGuardModel", "LeakageMode", "fingerprint"]
@@ -120,15 +120,7 @@ class LeakageGuard:
         """Record the findings in ``text``; in fail mode raise on the first hit."""
         found = [
             LeakageFinding(
-                where=where,
-                sha256=digest,
-                count=count,
-                route=route,
-                role=site.role,
-                agent=site.agent,
-                timeline=site.timeline,
-                tick=site.tick,
-                index=site.index,
+                where=where, sha256=digest, count=count, route=route, **dataclasses.asdict(site)
             )
             for digest, count in self.scan(text).items()
         ]
@@ -145,15 +137,10 @@ class LeakageGuard:
 
 
 @dataclass(frozen=True, slots=True)
-class LeakageGuardModel:
+class LeakageGuardModel(ModelWrapper):
     """Wrapper: scan every outgoing prompt and every reply with ``guard``."""
 
-    inner: Model
     guard: LeakageGuard
-
-    @property
-    def route(self) -> str:
-        return self.inner.route
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         prompt = "\n".join(m.content for m in request.chat())

@@ -41,6 +41,7 @@ from worldsim.models.call import (
     OutputMode,
     ProviderAnomalyEntry,
 )
+from worldsim.models.closing import Closing
 from worldsim.models.conversation import Answer, Conversation
 from worldsim.models.limits import AdaptiveLimiter
 from worldsim.models.messages import ANSWER_TOOL
@@ -70,7 +71,7 @@ _MODE_ORDER: Final[tuple[OutputMode, ...]] = ("json_schema", "json_object", "tex
 _MODES: Final[tuple[OutputMode, ...]] = (*_MODE_ORDER, "tools")
 
 
-class OpenAIModel:
+class OpenAIModel(Closing):
     """One route on an OpenAI-compatible server, with retries, output-mode negotiation, one
     repair round trip, and a full `LlmCallData` record on every response and failure.
 
@@ -159,12 +160,6 @@ class OpenAIModel:
 
     async def aclose(self) -> None:
         await self._transport.aclose()
-
-    async def __aenter__(self) -> OpenAIModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         schema, strict_ok = response_schema(

@@ -29,6 +29,7 @@ from worldsim.domain.errors import ConfigError
 from worldsim.domain.jsonbytes import canonical_bytes
 from worldsim.models.cache import CachedModel, ResponseCache
 from worldsim.models.call import OutputMode
+from worldsim.models.closing import Closing
 from worldsim.models.leakage import LeakageGuard, LeakageGuardModel
 from worldsim.models.limits import DEFAULT_MAX_CONNECTIONS, RouteLimiters
 from worldsim.models.pricing import Budget, Price, PriceTable
@@ -82,7 +83,7 @@ class ModelOptions:
     """A call still running after this long is reported, and again as often (0: never)."""
 
 
-class HttpClients:
+class HttpClients(Closing):
     """One HTTP client (connection pool, TLS context) per base URL and key, for runs on one
     event loop to share: making a client costs tens of milliseconds of CPU, more than many
     calls. Requests carry their own timeouts, so the client holds none. Whoever makes it closes
@@ -110,12 +111,6 @@ class HttpClients:
         for client in self._clients.values():
             await client.close()
         self._clients.clear()
-
-    async def __aenter__(self) -> HttpClients:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from worldsim.domain.contracts import CallSite, Model, ModelRequest, ModelResponse
+from worldsim.domain.contracts import CallSite, ModelRequest, ModelResponse, ModelWrapper
 from worldsim.models.cache import answer_again
 from worldsim.models.call import LlmCallData, request_hash
 
@@ -48,19 +48,14 @@ class RecordedReplies:
 
 
 @dataclass(frozen=True, slots=True)
-class RecordedModel:
+class RecordedModel(ModelWrapper):
     """Wrapper: answer from ``recorded`` where it holds the request, otherwise ask ``inner``.
 
     An answer is given again as a response cache's hit is (`answer_again`); a record whose
     reply no longer validates (it did when it was recorded) is asked again.
     """
 
-    inner: Model
     recorded: RecordedReplies
-
-    @property
-    def route(self) -> str:
-        return self.inner.route
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         call = self.recorded.find(request)

@@ -18,6 +18,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from worldsim.domain.errors import CardError, ConfigError
 from worldsim.domain.files import sha256_file
@@ -37,8 +38,8 @@ from worldsim.scoring.table import MatchedTable
 
 __all__ = [
     "Axes",
+    "AxisMeans",
     "CardAxes",
-    "CorrectnessGroup",
     "GraphFile",
     "MethodAxes",
     "TraceAxes",
@@ -79,6 +80,33 @@ def _mean(values: Iterable[float | None]) -> tuple[float | None, int]:
     return (math.fsum(known) / len(known), len(known)) if known else (None, 0)
 
 
+class _OnTheAxes(Protocol):
+    """What has a KER and a SrcP, each None where undefined: a trace, a card, a study's unit."""
+
+    @property
+    def ker(self) -> float | None: ...
+    @property
+    def srcp(self) -> float | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AxisMeans:
+    """Mean KER and SrcP over a group of ``n`` (traces, cards or units) where each is defined,
+    and over how many."""
+
+    n: int
+    ker: float | None
+    ker_n: int
+    srcp: float | None
+    srcp_n: int
+
+    @classmethod
+    def of(cls, group: Sequence[_OnTheAxes]) -> AxisMeans:
+        ker, ker_n = _mean(g.ker for g in group)
+        srcp, srcp_n = _mean(g.srcp for g in group)
+        return cls(n=len(group), ker=ker, ker_n=ker_n, srcp=srcp, srcp_n=srcp_n)
+
+
 @dataclass(frozen=True, slots=True)
 class CardAxes:
     """One method's forecast of one unit on the evidence and reasoning axes."""
@@ -96,41 +124,21 @@ class CardAxes:
         return self.graph is not None and bool(self.traces)
 
     @property
-    def ker(self) -> float | None:
-        return _mean(t.ker for t in self.traces)[0]
+    def means(self) -> AxisMeans:
+        """Mean KER and SrcP of the forecast's traces."""
+        return AxisMeans.of(self.traces)
 
     @property
-    def ker_n(self) -> int:
-        return _mean(t.ker for t in self.traces)[1]
+    def ker(self) -> float | None:
+        return self.means.ker
+
+    @property
+    def srcp(self) -> float | None:
+        return self.means.srcp
 
     @property
     def mass_weighted_recall(self) -> float | None:
         return _mean(t.mass_weighted_recall for t in self.traces)[0]
-
-    @property
-    def srcp(self) -> float | None:
-        return _mean(t.srcp for t in self.traces)[0]
-
-    @property
-    def srcp_n(self) -> int:
-        return _mean(t.srcp for t in self.traces)[1]
-
-
-@dataclass(frozen=True, slots=True)
-class CorrectnessGroup:
-    """KER and SrcP over the correct (or the incorrect) forecasts of a method."""
-
-    n: int
-    ker_mean: float | None
-    ker_n: int
-    srcp_mean: float | None
-    srcp_n: int
-
-    @classmethod
-    def of(cls, cards: Sequence[CardAxes]) -> CorrectnessGroup:
-        ker, ker_n = _mean(c.ker for c in cards)
-        srcp, srcp_n = _mean(c.srcp for c in cards)
-        return cls(n=len(cards), ker_mean=ker, ker_n=ker_n, srcp_mean=srcp, srcp_n=srcp_n)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,15 +147,12 @@ class MethodAxes:
 
     method: str
     summary: MethodSummary
-    n_hindsight: int
+    means: AxisMeans
+    """Over the method's cards with a graph and a trace (``means.n`` of them)."""
     n_traces: int
-    srcp_mean: float | None
-    srcp_n: int
-    ker_mean: float | None
-    ker_n: int
     mass_weighted_recall_mean: float | None
-    correct: CorrectnessGroup
-    incorrect: CorrectnessGroup
+    correct: AxisMeans
+    incorrect: AxisMeans
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,20 +277,14 @@ def compute_axes(
     methods: dict[str, MethodAxes] = {}
     for method, summary in summaries.items():
         scored = [c for c in cards if c.method == method and c.scored]
-        ker, ker_n = _mean(c.ker for c in scored)
-        srcp, srcp_n = _mean(c.srcp for c in scored)
         methods[method] = MethodAxes(
             method=method,
             summary=summary,
-            n_hindsight=len(scored),
+            means=AxisMeans.of(scored),
             n_traces=sum(len(c.traces) for c in scored),
-            srcp_mean=srcp,
-            srcp_n=srcp_n,
-            ker_mean=ker,
-            ker_n=ker_n,
             mass_weighted_recall_mean=_mean(c.mass_weighted_recall for c in scored)[0],
-            correct=CorrectnessGroup.of([c for c in scored if c.correct]),
-            incorrect=CorrectnessGroup.of([c for c in scored if not c.correct]),
+            correct=AxisMeans.of([c for c in scored if c.correct]),
+            incorrect=AxisMeans.of([c for c in scored if not c.correct]),
         )
     cards.sort(key=lambda c: (c.card_id, c.method))
     return Axes(

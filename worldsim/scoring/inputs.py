@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from worldsim.domain.cards import parse_utc
 from worldsim.domain.errors import CardError, TraceIncomplete
-from worldsim.domain.files import check_size, csv_rows, read_jsonl
+from worldsim.domain.files import check_size, csv_rows, files_in, read_jsonl
 from worldsim.trace.reader import TraceLine, looks_like_trace
 from worldsim.trace.verify import verified_lines
 
@@ -94,12 +94,9 @@ def input_files(paths: Iterable[str | Path]) -> list[Path]:
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            found = sorted(
-                f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in _TABLE_SUFFIXES
+            out.extend(
+                files_in(p, _TABLE_SUFFIXES, "folder holds no .jsonl or .csv prediction files")
             )
-            if not found:
-                raise CardError("folder holds no .jsonl or .csv prediction files", file=p)
-            out.extend(found)
         elif p.is_file():
             if p.suffix.lower() not in _TABLE_SUFFIXES:
                 raise CardError(

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from worldsim.domain.errors import CardError
-from worldsim.domain.files import load_document, load_mapping, read_jsonl, validated
+from worldsim.domain.files import files_in, load_document, load_mapping, read_jsonl, validated
 from worldsim.domain.labels import Label
 from worldsim.scoring.inputs import read_csv
 
@@ -33,6 +33,11 @@ class LabelEntry:
     def outcome(self) -> str:
         return self.label.outcome
 
+    def refuse_outcome(self, message: str) -> CardError:
+        """The error for an outcome that cannot score the forecast: it names the label's file,
+        line and ``outcome``."""
+        return CardError(message, file=self.file, field="outcome", line=self.line)
+
 
 @dataclass(frozen=True, slots=True)
 class LabelSet:
@@ -46,12 +51,7 @@ def label_files(path: str | Path) -> list[Path]:
     """The files a labels argument names: the file itself, or a folder's YAML/JSON files."""
     p = Path(path)
     if p.is_dir():
-        found = sorted(
-            f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in _LABEL_SUFFIXES
-        )
-        if not found:
-            raise CardError("labels folder holds no .yaml, .yml or .json files", file=p)
-        return found
+        return files_in(p, _LABEL_SUFFIXES, "labels folder holds no .yaml, .yml or .json files")
     if not p.is_file():
         raise CardError("labels file not found", file=p)
     return [p]

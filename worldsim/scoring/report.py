@@ -17,7 +17,7 @@ from rich.table import Table
 from worldsim.domain.files import sha256_file
 from worldsim.scoring.analysis import Analysis, ScoreResult, label_hashes
 from worldsim.scoring.audit import audit_json, print_audit
-from worldsim.scoring.axes import Axes, CorrectnessGroup
+from worldsim.scoring.axes import Axes, AxisMeans
 from worldsim.scoring.metrics import CLIP
 from worldsim.scoring.paired import Comparison
 from worldsim.scoring.per_card import per_card_rows
@@ -54,7 +54,7 @@ def statistic_names(result: ScoreResult) -> tuple[list[str], list[str]]:
     if result.axes is not None:
         # The prereg format has no place for these, so they are always exploratory.
         for method, m in result.axes.methods.items():
-            if not m.n_hindsight:
+            if not m.means.n:
                 continue
             names += [f"{m}:{method}" for m in ("srcp", "ker", "mass_weighted_recall")]
             names += [f"srcp_by_correctness:{method}", f"ker_by_correctness:{method}"]
@@ -138,12 +138,12 @@ def _analysis_json(analysis: Analysis) -> dict[str, Any]:
     }
 
 
-def _group_json(group: CorrectnessGroup) -> dict[str, Any]:
+def _group_json(group: AxisMeans) -> dict[str, Any]:
     return {
         "n": group.n,
-        "ker_mean": group.ker_mean,
+        "ker_mean": group.ker,
         "ker_n": group.ker_n,
-        "srcp_mean": group.srcp_mean,
+        "srcp_mean": group.srcp,
         "srcp_n": group.srcp_n,
     }
 
@@ -186,17 +186,17 @@ def axes_json(axes: Axes) -> dict[str, Any]:
         "methods": {
             name: {
                 "n": m.summary.n,
-                "n_hindsight": m.n_hindsight,
+                "n_hindsight": m.means.n,
                 "n_traces": m.n_traces,
                 "outcome": {
                     "accuracy": m.summary.accuracy,
                     "brier": m.summary.brier,
                     "log": m.summary.log,
                 },
-                "evidence": {"srcp_mean": m.srcp_mean, "n": m.srcp_n},
+                "evidence": {"srcp_mean": m.means.srcp, "n": m.means.srcp_n},
                 "reasoning": {
-                    "ker_mean": m.ker_mean,
-                    "n": m.ker_n,
+                    "ker_mean": m.means.ker,
+                    "n": m.means.ker_n,
                     "mass_weighted_recall_mean": m.mass_weighted_recall_mean,
                 },
                 "by_correctness": {
@@ -213,11 +213,11 @@ def axes_json(axes: Axes) -> dict[str, Any]:
                 "graph": str(c.graph.path) if c.graph is not None else None,
                 "correct": c.correct,
                 "n_traces": len(c.traces),
-                "ker": c.ker,
-                "ker_n": c.ker_n,
+                "ker": c.means.ker,
+                "ker_n": c.means.ker_n,
                 "mass_weighted_recall": c.mass_weighted_recall,
-                "srcp": c.srcp,
-                "srcp_n": c.srcp_n,
+                "srcp": c.means.srcp,
+                "srcp_n": c.means.srcp_n,
                 "traces": [
                     {
                         "source": t.source,

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from worldsim.domain.config import GRAPH_CONDITIONS, RETRIEVAL_CONDITIONS
-from worldsim.scoring.axes import TraceAxes
+from worldsim.scoring.axes import AxisMeans, TraceAxes
 from worldsim.scoring.labels import LabelSet
 from worldsim.scoring.metrics import CardScore, binary_scores, multiclass_scores
 
-__all__ = ["AxisMeans", "StudyTables", "Unit", "accuracy_by_date_plot", "study_tables"]
+__all__ = ["StudyTables", "Unit", "accuracy_by_date_plot", "study_tables"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,22 +46,6 @@ class Unit:
     """Mean KER of the seeds' traces; None without hindsight or where the condition has none."""
     srcp: float | None = None
     """Mean SrcP of the seeds' traces; None without hindsight or where nothing was retrieved."""
-
-
-@dataclass(frozen=True, slots=True)
-class AxisMeans:
-    """Mean KER and SrcP over the units of a group where each is defined, and how many."""
-
-    ker: float | None
-    ker_n: int
-    srcp: float | None
-    srcp_n: int
-
-    @classmethod
-    def of(cls, units: Sequence[Unit]) -> AxisMeans:
-        ker, ker_n = _defined_mean(u.ker for u in units)
-        srcp, srcp_n = _defined_mean(u.srcp for u in units)
-        return cls(ker, ker_n, srcp, srcp_n)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,19 +114,15 @@ def _axes_json(means: AxisMeans) -> dict[str, Any]:
     return {"ker": means.ker, "ker_n": means.ker_n, "srcp": means.srcp, "srcp_n": means.srcp_n}
 
 
-def _defined_mean(values: Iterable[float | None]) -> tuple[float | None, int]:
-    known = [v for v in values if v is not None]
-    return (math.fsum(known) / len(known), len(known)) if known else (None, 0)
-
-
 def _unit_axes(
     condition: str, rows: list[Mapping[str, object]], axes: Mapping[Path, TraceAxes]
 ) -> tuple[float | None, float | None]:
     """The unit's mean KER and SrcP over its seeds' traces, each where the condition has it."""
     traced = [axes.get(Path(str(r["trace"]))) for r in rows]
     found = [t for t in traced if t is not None]
-    ker = _defined_mean(t.ker for t in found)[0] if condition in GRAPH_CONDITIONS else None
-    srcp = _defined_mean(t.srcp for t in found)[0] if condition in RETRIEVAL_CONDITIONS else None
+    means = AxisMeans.of(found)
+    ker = means.ker if condition in GRAPH_CONDITIONS else None
+    srcp = means.srcp if condition in RETRIEVAL_CONDITIONS else None
     return ker, srcp
 
 

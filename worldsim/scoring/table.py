@@ -281,12 +281,9 @@ def match_labels(
             )
         if entry.label.provisional:
             if fc.kind != "binary" or entry.label.value is None:
-                raise CardError(
+                raise entry.refuse_outcome(
                     f"card '{fc.card_id}' is not binary: a provisional label scores a binary "
-                    "forecast only",
-                    file=entry.file,
-                    field="outcome",
-                    line=entry.line,
+                    "forecast only"
                 )
             assert fc.p_yes is not None
             provisional[fc.method][fc.unit] = Provisional(fc.p_yes, entry.label.value)
@@ -294,12 +291,9 @@ def match_labels(
         outcome = entry.outcome
         if fc.kind == "binary":
             if outcome not in ("yes", "no"):
-                raise CardError(
+                raise entry.refuse_outcome(
                     f"outcome {outcome!r} of binary card '{fc.card_id}' is not "
-                    "yes/no, 1/0 or true/false",
-                    file=entry.file,
-                    field="outcome",
-                    line=entry.line,
+                    "yes/no, 1/0 or true/false"
                 )
             assert fc.p_yes is not None
             score = binary_scores(fc.p_yes, 1 if outcome == "yes" else 0)
@@ -307,12 +301,9 @@ def match_labels(
             assert fc.p_options is not None
             options = [k for k, _ in fc.p_options]
             if outcome not in options:
-                raise CardError(
+                raise entry.refuse_outcome(
                     f"outcome {outcome!r} of card '{fc.card_id}' is not one of its options "
-                    f"{', '.join(options)}",
-                    file=entry.file,
-                    field="outcome",
-                    line=entry.line,
+                    f"{', '.join(options)}"
                 )
             score = multiclass_scores(fc.p_options, outcome)
         methods[fc.method][fc.unit] = ScoredForecast(forecast=fc, outcome=outcome, score=score)

@@ -18,7 +18,7 @@ from worldsim.domain.cards import Card
 from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest
 from worldsim.domain.errors import ModelError
 from worldsim.domain.outputs import AssessmentOutput, NewsLikelihood
-from worldsim.gateway.store import StoredDocument
+from worldsim.gateway.documents import StoredDocument
 from worldsim.roles.prompts import PromptRole
 from worldsim.sim.particles import Particle
 from worldsim.trace.lineage import DocumentLikelihood, LikelihoodData, NewsData

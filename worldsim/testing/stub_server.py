@@ -22,7 +22,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -58,6 +58,7 @@ class _State:
     max_in_flight: int = 0
 
 
+@dataclass(eq=False)
 class StubServer:
     """An OpenAI-compatible server in a background thread, bound to a free port on 127.0.0.1.
 
@@ -104,54 +105,35 @@ class StubServer:
             point of a run a test chooses rather than after a time); ``None``: no hold.
     """
 
-    def __init__(
-        self,
-        script: Script | None = None,
-        *,
-        latency_s: float = 0.0,
-        jitter_s: float = 0.0,
-        jitter_seed: int = 0,
-        faults: Faults | None = None,
-        fault_sequence: Sequence[Fault | None] = (),
-        seed: int = 0,
-        resolved_model: str | None = None,
-        usage: UsageFn | None = None,
-        over_report: int | None = None,
-        over_report_from: int = 0,
-        chunk_chars: int = 4,
-        chunk_delay_s: float = 0.0,
-        stall_after_chunks: int | None = None,
-        stall_first: int | None = None,
-        context_size: int | None = None,
-        capacity: int | None = None,
-        capacity_requests: int | None = None,
-        content_by_request: bool = False,
-        hold_after: int | None = None,
-    ) -> None:
-        self.script = script
-        self.latency_s = latency_s
-        self.jitter_s = jitter_s
-        self.jitter_seed = jitter_seed
-        self.faults = faults or Faults()
-        self.fault_sequence = tuple(fault_sequence)
-        self.seed = seed
-        self.resolved_model = resolved_model
-        self.usage = usage
-        self.over_report = over_report
-        self.over_report_from = over_report_from
-        self.chunk_chars = max(1, chunk_chars)
-        self.chunk_delay_s = chunk_delay_s
-        self.stall_after_chunks = stall_after_chunks
-        self.stall_first = stall_first
-        self.context_size = context_size
-        self.capacity = capacity
-        self.capacity_requests = capacity_requests
-        self.content_by_request = content_by_request
-        self.hold_after = hold_after
+    script: Script | None = None
+    _: KW_ONLY
+    latency_s: float = 0.0
+    jitter_s: float = 0.0
+    jitter_seed: int = 0
+    faults: Faults = field(default_factory=Faults)
+    fault_sequence: Sequence[Fault | None] = ()
+    seed: int = 0
+    resolved_model: str | None = None
+    usage: UsageFn | None = None
+    over_report: int | None = None
+    over_report_from: int = 0
+    chunk_chars: int = 4
+    chunk_delay_s: float = 0.0
+    stall_after_chunks: int | None = None
+    stall_first: int | None = None
+    context_size: int | None = None
+    capacity: int | None = None
+    capacity_requests: int | None = None
+    content_by_request: bool = False
+    hold_after: int | None = None
+
+    def __post_init__(self) -> None:
+        self.fault_sequence = tuple(self.fault_sequence)
+        self.chunk_chars = max(1, self.chunk_chars)
         self._streams = 0
         self._stopping = threading.Event()
         self._released = threading.Event()
-        self._rng = random.Random(seed)
+        self._rng = random.Random(self.seed)
         self._state = _State()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None

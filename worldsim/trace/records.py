@@ -62,6 +62,7 @@ __all__ = [
     "FORMAT_VERSION",
     "LAST_READER_OF",
     "RECORD_TYPES",
+    "TICK_TYPES",
     "TRACE_ADAPTER",
     "AuditData",
     "ExtractionData",
@@ -270,6 +271,11 @@ RECORD_TYPES: dict[str, type[BaseModel]] = {
     "run_completed": RunCompletedData,
     "run_failed": RunFailedData,
 }
+
+TICK_TYPES = frozenset(
+    {"tick_started", "proposals", "review", "fork", "fork_rejected", "tick_committed"}
+)
+"""The records of one tick of a timeline (its ``tl`` and ``tick`` set)."""
 
 
 TraceRecord = Annotated[

@@ -16,7 +16,7 @@ from worldsim.models.schema import extract_json
 from worldsim.trace.audit import MASS_TOLERANCE
 from worldsim.trace.particles import ParticleCheck
 from worldsim.trace.reader import Trace, TraceLine, read_trace
-from worldsim.trace.records import ExtractionData
+from worldsim.trace.records import TICK_TYPES, ExtractionData
 from worldsim.world.extraction import Leaf, extract
 from worldsim.world.outcome import DIRECT_RULE, direct_extraction, direct_options
 from worldsim.world.state import (
@@ -155,17 +155,7 @@ def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
     return replay_lines(trace.path, trace.effective, lambda: trace.complete)
 
 
-_ON_A_TIMELINE = frozenset(
-    {
-        "tick_started",
-        "proposals",
-        "review",
-        "fork",
-        "fork_rejected",
-        "tick_committed",
-        "timeline_ended",
-    }
-)
+_ON_A_TIMELINE = TICK_TYPES | {"timeline_ended"}
 """Records replay applies to a started timeline's cursor."""
 
 _CONTINUATION = frozenset({"particle", "news", "likelihood", "reweighting"})

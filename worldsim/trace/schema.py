@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from worldsim.trace.records import RECORD_TYPES, TRACE_ADAPTER
+from worldsim.trace.records import RECORD_TYPES, TICK_TYPES, TRACE_ADAPTER
 
 __all__ = ["render_markdown"]
 
@@ -219,17 +219,7 @@ _WHAT = {
 def render_markdown() -> str:
     rows = []
     scoped = {"timeline_started", "timeline_ended", "particle"}
-    ticked = {
-        "tick_started",
-        "proposals",
-        "review",
-        "fork",
-        "fork_rejected",
-        "tick_committed",
-        "retrievals",
-        "llm_call",
-        "likelihood",
-    }
+    ticked = TICK_TYPES | {"retrievals", "llm_call", "likelihood"}
     for name in RECORD_TYPES:
         scope = "tl, tick" if name in ticked else ("tl" if name in scoped else "—")
         rows.append(f"| `{name}` | {scope} | {_WHAT.get(name, '')} |")

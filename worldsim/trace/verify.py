@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Callable, Collection, Generator, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -140,6 +140,7 @@ class _Pass:
             line.release(record=True)
 
 
+@dataclass(eq=False)
 class Verifying:
     """A trace's effective lines (a resumed run's voided ones left out), each handed on once it
     has been checked and replayed, in one streamed pass; then :attr:`result`, what ``verify``
@@ -152,23 +153,14 @@ class Verifying:
     Every command that reads a trace for a result reads it through this pass.
     """
 
-    def __init__(
-        self,
-        source: str | Path | Trace,
-        *,
-        expect_head: str | None = None,
-        public_key: PublicKey | None = None,
-        canonical: bool = False,
-        on_step: Callable[[TickStep], None] | None = None,
-        hold: list[TraceLine] | None = None,
-    ) -> None:
-        self.source = source
-        self.expect_head = expect_head
-        self.public_key = public_key
-        self.canonical = canonical
-        self.on_step = on_step
-        self.hold = hold
-        self._result: Verification | None = None
+    source: str | Path | Trace
+    _: KW_ONLY
+    expect_head: str | None = None
+    public_key: PublicKey | None = None
+    canonical: bool = False
+    on_step: Callable[[TickStep], None] | None = None
+    hold: list[TraceLine] | None = None
+    _result: Verification | None = field(default=None, init=False)
 
     @property
     def result(self) -> Verification:

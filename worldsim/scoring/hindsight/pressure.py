@@ -163,6 +163,11 @@ def _csv_text(series: dict[str, list[PressurePoint]]) -> str:
     return buffer.getvalue()
 
 
+def _xy(points: list[PressurePoint]) -> tuple[list[datetime], list[float]]:
+    """A series as a chart takes it: its dates, then its values."""
+    return [p.date for p in points], [p.value for p in points]
+
+
 def render_pressure(
     causal: list[PressurePoint],
     market: list[PressurePoint],
@@ -178,33 +183,21 @@ def render_pressure(
     fig = Figure(figsize=(12, 4.5), layout="constrained")
     left, right = fig.subplots(1, 2)
     if causal:
-        left.step(
-            [p.date for p in causal],
-            [p.value for p in causal],
-            where="post",
-            color="tab:blue",
-            label="causal pressure",
-        )
+        left.step(*_xy(causal), where="post", color="tab:blue", label="causal pressure")
     left.axhline(0.0, color="grey", linewidth=0.6)
     left.set_title("Hindsight causal pressure")
     left.set_ylabel("cumulative direction × magnitude × confidence")
     handles: list[Any] = list(left.get_legend_handles_labels()[0])
     if market:
         twin = left.twinx()
-        (line,) = twin.plot(
-            [p.date for p in market],
-            [p.value for p in market],
-            color="tab:orange",
-            label="market price",
-        )
+        (line,) = twin.plot(*_xy(market), color="tab:orange", label="market price")
         twin.set_ylabel("market price")
         handles.append(line)
     if handles:
         left.legend(handles=handles, loc="upper left")
     if simulated:
         right.step(
-            [p.date for p in simulated],
-            [p.value for p in simulated],
+            *_xy(simulated),
             where="post",
             color="tab:green",
             label="simulated p(yes), mass-weighted",
@@ -220,13 +213,7 @@ def render_pressure(
             color="grey",
         )
     if market:
-        right.plot(
-            [p.date for p in market],
-            [p.value for p in market],
-            color="tab:orange",
-            alpha=0.5,
-            label="market price",
-        )
+        right.plot(*_xy(market), color="tab:orange", alpha=0.5, label="market price")
     if not market or max(p.value for p in market) <= 1.0:
         right.set_ylim(0.0, 1.0)
     right.set_title("Simulated pressure")
