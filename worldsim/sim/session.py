@@ -293,7 +293,7 @@ async def open_session(
 
 class EngineOptions(TypedDict, total=False):
     """How a run writes its trace and reaches its models: `run_engine`'s keywords, which
-    `run_card` and `worldsim.sim.continuation.continue_run` pass on."""
+    `run_card`, `worldsim.sim.continuation.continue_run` and a study's jobs pass on."""
 
     overwrite: bool
     fsync: bool

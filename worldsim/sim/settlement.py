@@ -91,8 +91,11 @@ class RunResult(Settled):
     forks_rejected: int
 
     def details(self) -> dict[str, Any]:
-        counts = {"timelines": self.timelines, "forks": self.forks}
-        return {**counts, "forks_rejected": self.forks_rejected}
+        return {
+            "timelines": self.timelines,
+            "forks": self.forks,
+            "forks_rejected": self.forks_rejected,
+        }
 
 
 @dataclass(frozen=True, slots=True)
