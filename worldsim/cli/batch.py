@@ -8,7 +8,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -17,10 +17,13 @@ from worldsim.cli.models import preflight_routes
 from worldsim.cli.settings import CacheDirOption, PreflightOption
 
 if TYPE_CHECKING:
+    from rich.live import Live
+
     from worldsim.models.limits import LimitChange
     from worldsim.study.jobs import Job
+    from worldsim.study.manifest import Study
     from worldsim.study.outputs import PredictionRow
-    from worldsim.study.runner import Action
+    from worldsim.study.runner import Action, StudyObserver, StudyResult
 
 __all__ = ["batch"]
 
@@ -70,63 +73,74 @@ class _Json:
         return None  # the changes are in DIR/limits.jsonl
 
 
+ManifestArgument = Annotated[
+    Path, typer.Argument(metavar="EXPERIMENT", help="The study's manifest (YAML or JSON).")
+]
+StudyDirOption = Annotated[
+    Path, typer.Option(metavar="DIR", help="The study's folder: traces, predictions, lock.")
+]
+JobsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        min=1,
+        max=256,
+        metavar="N",
+        help="Jobs at once (default: the manifest's max_parallel_jobs, else 4).",
+    ),
+]
+RetryFailedOption = Annotated[
+    bool, typer.Option("--retry-failed", help="Run the failed jobs again.")
+]
+ForceStudyOption = Annotated[
+    bool,
+    typer.Option(
+        help="Run this study into a folder that holds another one; its jobs start afresh."
+    ),
+]
+ResolutionLabelsOption = Annotated[
+    Path | None,
+    typer.Option(
+        metavar="PATH",
+        help="Labels, read for their resolution dates alone: the forecast window ends there "
+        "and near_resolution is the day before.",
+    ),
+]
+JobsJsonOption = Annotated[
+    bool, typer.Option("--json", help="Print one JSON object per job, then a summary.")
+]
+ExecutorOption = Annotated[
+    str,
+    typer.Option(
+        metavar="local|ray",
+        help="Where the jobs run: in this process, or as Ray tasks on a cluster (needs "
+        "worldsim[ray]); results are the same.",
+    ),
+]
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="ADDR",
+        help="The Ray cluster's address (`ray start --head` prints it; 'auto' finds one on "
+        "this machine; 'local' starts a new one). Default: RAY_ADDRESS, else a cluster "
+        "`ray start` started here, else a new local Ray for this study.",
+    ),
+]
+
+
 @app.command()
 def batch(
-    manifest: Annotated[
-        Path, typer.Argument(metavar="EXPERIMENT", help="The study's manifest (YAML or JSON).")
-    ],
-    out: Annotated[
-        Path, typer.Option(metavar="DIR", help="The study's folder: traces, predictions, lock.")
-    ],
-    jobs: Annotated[
-        int | None,
-        typer.Option(
-            "--jobs",
-            min=1,
-            max=256,
-            metavar="N",
-            help="Jobs at once (default: the manifest's max_parallel_jobs, else 4).",
-        ),
-    ] = None,
-    retry_failed: Annotated[
-        bool, typer.Option("--retry-failed", help="Run the failed jobs again.")
-    ] = False,
-    force: Annotated[
-        bool,
-        typer.Option(
-            help="Run this study into a folder that holds another one; its jobs start afresh."
-        ),
-    ] = False,
-    labels: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="PATH",
-            help="Labels, read for their resolution dates alone: the forecast window ends there "
-            "and near_resolution is the day before.",
-        ),
-    ] = None,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object per job, then a summary.")
-    ] = False,
+    manifest: ManifestArgument,
+    out: StudyDirOption,
+    jobs: JobsOption = None,
+    retry_failed: RetryFailedOption = False,
+    force: ForceStudyOption = False,
+    labels: ResolutionLabelsOption = None,
+    json_out: JobsJsonOption = False,
     cache_dir: CacheDirOption = None,
     preflight: PreflightOption = None,
-    executor: Annotated[
-        str,
-        typer.Option(
-            metavar="local|ray",
-            help="Where the jobs run: in this process, or as Ray tasks on a cluster (needs "
-            "worldsim[ray]); results are the same.",
-        ),
-    ] = "local",
-    ray_address: Annotated[
-        str | None,
-        typer.Option(
-            metavar="ADDR",
-            help="The Ray cluster's address (`ray start --head` prints it; 'auto' finds one on "
-            "this machine; 'local' starts a new one). Default: RAY_ADDRESS, else a cluster "
-            "`ray start` started here, else a new local Ray for this study.",
-        ),
-    ] = None,
+    executor: ExecutorOption = "local",
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Run a study: every card × method × forecast date × seed of EXPERIMENT, into DIR.
 
@@ -147,15 +161,12 @@ def batch(
     import contextlib
 
     import anyio
-    from rich.console import Console
-    from rich.live import Live
 
     from worldsim.domain.errors import ConfigError
     from worldsim.domain.files import check_folder_target
     from worldsim.study.manifest import load_study
-    from worldsim.study.progress import StudyProgress
     from worldsim.study.ray_executor import RayExecutor
-    from worldsim.study.runner import StudyObserver, run_study
+    from worldsim.study.runner import run_study
 
     if executor not in ("local", "ray"):
         raise ConfigError(f"--executor must be local or ray, not '{executor}'", field="executor")
@@ -163,27 +174,9 @@ def batch(
         raise ConfigError("--ray-address needs --executor ray", field="ray_address")
     study = load_study(manifest)
     check_folder_target(out, "--out")
-    measured: set[str] = set()
-    card, card_path = study.cards[0]
-    for method in study.methods:  # each remote route once, before any job starts
-        models = method.config(card, card_path).models
-        if cache_dir is not None and models.cache_dir is None:
-            models = models.model_copy(update={"cache_dir": cache_dir})
-        preflight_routes(models, preflight, measured)
+    _preflight(study, cache_dir, preflight)
     started = time.perf_counter()
-    observer: StudyObserver = _Json() if json_out else _Lines()
-    live = None
-    if not json_out and out_console.is_terminal:
-        observer = progress = StudyProgress(
-            study.name,
-            total=len(study.cards)
-            * len(study.methods)
-            * len(study.manifest.forecast_dates)
-            * len(study.manifest.seeds),
-            budget_usd=study.manifest.max_cost_usd,
-        )
-        # its own console: rich's Live enters its console as a context manager
-        live = Live(get_renderable=progress.render, console=Console(), refresh_per_second=4)
+    observer, live = _observer(study, json_out)
     with live or contextlib.nullcontext():
         result = anyio.run(
             lambda: run_study(
@@ -198,9 +191,50 @@ def batch(
                 executor=RayExecutor(ray_address) if executor == "ray" else None,
             )
         )
-    wall = time.perf_counter() - started
+    _print_summary(study, result, out, time.perf_counter() - started, json_out)
+    if result.failed or result.pending:
+        raise typer.Exit(1)
+
+
+def _preflight(study: "Study", cache_dir: Path | None, preflight: bool | None) -> None:
+    """Measure each remote route of the study's methods once, before any job starts."""
+    measured: set[str] = set()
+    card, card_path = study.cards[0]
+    for method in study.methods:
+        models = method.config(card, card_path).models
+        if cache_dir is not None and models.cache_dir is None:
+            models = models.model_copy(update={"cache_dir": cache_dir})
+        preflight_routes(models, preflight, measured)
+
+
+def _observer(study: "Study", json_out: bool) -> "tuple[StudyObserver, Live | None]":
+    """What reports the jobs: a live display on a terminal, else a line (or JSON) per job."""
+    if json_out or not out_console.is_terminal:
+        return (_Json() if json_out else _Lines()), None
+    from rich.console import Console
+    from rich.live import Live
+
+    from worldsim.study.progress import StudyProgress
+
+    manifest = study.manifest
+    progress = StudyProgress(
+        study.name,
+        total=len(study.cards)
+        * len(study.methods)
+        * len(manifest.forecast_dates)
+        * len(manifest.seeds),
+        budget_usd=manifest.max_cost_usd,
+    )
+    # its own console: rich's Live enters its console as a context manager
+    return progress, Live(get_renderable=progress.render, console=Console(), refresh_per_second=4)
+
+
+def _print_summary(
+    study: "Study", result: "StudyResult", out: Path, wall: float, json_out: bool
+) -> None:
+    """The study's one closing line (or JSON object): its jobs, what ran, cost and wall time."""
     total = len(result.rows)
-    summary = {
+    summary: dict[str, Any] = {
         "study": study.name,
         "jobs": total,
         "ran": result.ran,
@@ -213,21 +247,16 @@ def batch(
     }
     if json_out:
         sys.stdout.write(json.dumps({"summary": summary}, sort_keys=True) + "\n")
-    elif result.nothing_to_do:
-        out_console.print(
-            f"nothing to do: all {total} jobs of study {escape(study.name)} are done in "
-            f"{escape(str(out))} ({result.failed} failed; --retry-failed runs them again)"
-            if result.failed
-            else f"nothing to do: all {total} jobs of study {escape(study.name)} are done in "
-            f"{escape(str(out))}",
-            highlight=False,
-        )
+        return
+    where = f"{escape(study.name)} are done in {escape(str(out))}"
+    if result.nothing_to_do:
+        line = f"nothing to do: all {total} jobs of study {where}"
+        if result.failed:
+            line += f" ({result.failed} failed; --retry-failed runs them again)"
     else:
-        out_console.print(
+        line = (
             f"study {escape(study.name)}: {total} jobs · {result.ran} ran · {result.kept} kept · "
             f"{result.failed} failed · {result.pending} pending · "
-            f"${summary['cost_usd']:.4f} · wall {wall:.2f} s → {escape(str(out))}",
-            highlight=False,
+            f"${summary['cost_usd']:.4f} · wall {wall:.2f} s → {escape(str(out))}"
         )
-    if result.failed or result.pending:
-        raise typer.Exit(1)
+    out_console.print(line, highlight=False)

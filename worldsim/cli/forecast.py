@@ -7,27 +7,12 @@
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from worldsim.cli._app import SignKeyOption, app, escape, out_console
-from worldsim.cli.settings import (
-    CacheDirOption,
-    CacheOption,
-    DeadlineOption,
-    ForbiddenStringsOption,
-    LeakageOption,
-    MaxAttemptsOption,
-    MaxCostOption,
-    PreflightOption,
-    PricesOption,
-    ReplayStrictOption,
-    RoutesOption,
-    TimeoutOption,
-    given_options,
-    run_config,
-)
+from worldsim.cli.settings import given_options, run_config, with_model_options
 
 if TYPE_CHECKING:
     from worldsim.sim.direct import DirectResult
@@ -37,6 +22,7 @@ __all__ = ["forecast"]
 
 
 @app.command()
+@with_model_options
 def forecast(
     ctx: typer.Context,
     card: Annotated[
@@ -74,19 +60,8 @@ def forecast(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print one JSON object, nothing else.")
     ] = False,
-    cache: CacheOption = "use",
-    cache_dir: CacheDirOption = None,
-    replay_strict: ReplayStrictOption = False,
-    max_cost_usd: MaxCostOption = None,
-    prices: PricesOption = None,
-    forbidden_strings: ForbiddenStringsOption = None,
-    leakage: LeakageOption = "record",
     sign_key: SignKeyOption = None,
-    routes_file: RoutesOption = None,
-    timeout: TimeoutOption = None,
-    max_attempts: MaxAttemptsOption = None,
-    deadline: DeadlineOption = None,
-    preflight: PreflightOption = None,
+    **model_options: Any,
 ) -> None:
     """Forecast a card with one structured model call (the direct baseline) and trace it.
 
@@ -111,7 +86,7 @@ def forecast(
         fixed={**direct, "roles": {"direct": direct_role} if direct_role else {}},
     )
     prepare(config)  # a role of another phase, a bad route: exit 2
-    preflight_routes(config.models, preflight)
+    preflight_routes(config.models, model_options["preflight"])
     result = anyio.run(lambda: run_forecast(config, out, overwrite=force, signer=signer))
     if json_out:
         sys.stdout.write(json.dumps(result.summary()) + "\n")

@@ -8,30 +8,19 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from worldsim.cli._app import SignKeyOption, app, err_console, out_console
 from worldsim.cli.models import preflight_routes
 from worldsim.cli.settings import (
-    CacheDirOption,
-    CacheOption,
-    DeadlineOption,
-    ForbiddenStringsOption,
-    LeakageOption,
-    MaxAttemptsOption,
     MaxConnectionsOption,
-    MaxCostOption,
-    PreflightOption,
-    PricesOption,
-    ReplayStrictOption,
     RoleModelOption,
-    RoutesOption,
-    TimeoutOption,
     given_options,
     recorded_settings,
     run_config,
+    with_model_options,
 )
 from worldsim.domain import bounds
 from worldsim.domain.errors import ConfigError
@@ -145,6 +134,7 @@ def _summary_table(results: "list[RunResult]") -> "Table":
 # Further positional arguments are collected (not refused by typer) so that several cards get
 # the one-line answer of `_one_card`.
 @app.command(context_settings={"allow_extra_args": True})
+@with_model_options
 def run(
     ctx: typer.Context,
     card: Annotated[
@@ -201,13 +191,6 @@ def run(
         ),
     ] = None,
     max_connections: MaxConnectionsOption = 8,
-    cache: CacheOption = "use",
-    cache_dir: CacheDirOption = None,
-    replay_strict: ReplayStrictOption = False,
-    max_cost_usd: MaxCostOption = None,
-    prices: PricesOption = None,
-    forbidden_strings: ForbiddenStringsOption = None,
-    leakage: LeakageOption = "record",
     max_trace_mb: Annotated[
         float,
         typer.Option(
@@ -239,11 +222,6 @@ def run(
             "(early, mid, late, near_resolution).",
         ),
     ] = None,
-    routes_file: RoutesOption = None,
-    timeout: TimeoutOption = None,
-    max_attempts: MaxAttemptsOption = None,
-    deadline: DeadlineOption = None,
-    preflight: PreflightOption = None,
     config_file: Annotated[
         Path | None,
         typer.Option(
@@ -254,6 +232,7 @@ def run(
         ),
     ] = None,
     sign_key: SignKeyOption = None,
+    **model_options: Any,
 ) -> None:
     """Run a scenario card as a branching multiverse and write one trace per seed.
 
@@ -298,7 +277,7 @@ def run(
     if card is None and config_file is None:
         raise ConfigError("missing card (or --config FILE, or --resume TRACE)", field="card")
     configs = _replicates(ctx, card, config_file, replicates, max_trace_mb)
-    preflight_routes(configs[0].models, preflight)
+    preflight_routes(configs[0].models, model_options["preflight"])
     started = time.perf_counter()
     results = _run_each(configs, out, force, json_out, max_trace_mb, signer)
     if not json_out:

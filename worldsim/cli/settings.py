@@ -10,9 +10,10 @@ line refuses.
 # string annotations would be parsed again each time. Names imported only for type checking are
 # quoted.
 
-from collections.abc import Mapping
+import inspect
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -40,6 +41,7 @@ __all__ = [
     "given_options",
     "recorded_settings",
     "run_config",
+    "with_model_options",
 ]
 
 RoleModelOption = Annotated[
@@ -135,6 +137,39 @@ PreflightOption = Annotated[
         "route; see `worldsim models check`)."
     ),
 ]
+
+_MODEL_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
+    ("cache", CacheOption, "use"),
+    ("cache_dir", CacheDirOption, None),
+    ("replay_strict", ReplayStrictOption, False),
+    ("max_cost_usd", MaxCostOption, None),
+    ("prices", PricesOption, None),
+    ("forbidden_strings", ForbiddenStringsOption, None),
+    ("leakage", LeakageOption, "record"),
+    ("routes_file", RoutesOption, None),
+    ("timeout", TimeoutOption, None),
+    ("max_attempts", MaxAttemptsOption, None),
+    ("deadline", DeadlineOption, None),
+    ("preflight", PreflightOption, None),
+)
+"""The options of every command that calls models, beyond the route: name, declaration, default."""
+
+Command = TypeVar("Command", bound=Callable[..., None])
+
+
+def with_model_options(command: Command) -> Command:
+    """``command`` with the model options (`_MODEL_OPTIONS`) after its own, declared here once
+    for every command that calls models; it takes them as ``**options`` (by name, as typer
+    passes them) and reads what the user typed with `given_options`."""
+    signature = inspect.signature(command)
+    own = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    shared = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=alias, default=default)
+        for name, alias, default in _MODEL_OPTIONS
+    ]
+    command.__signature__ = signature.replace(parameters=[*own, *shared])  # type: ignore[attr-defined]
+    return command
+
 
 _RUN_FIELDS = {
     "policy": "policy",

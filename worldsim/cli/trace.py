@@ -77,7 +77,7 @@ def replay(
     result = reading.result
     _torn_note(result.torn_line)
     if seen.direct:
-        _replay_direct(result, json_out)
+        _print_extraction(result, json_out, direct=True)
     else:
         if timeline is not None and timeline not in seen_timelines:
             known = ", ".join(sorted(seen_timelines, key=lineage)) or "none"
@@ -121,26 +121,7 @@ def _print_run(
             _print_step(step)
     if whole:
         _print_outcome(seen.report, seen.audit, json_out)
-    recorded, replayed = result.recorded, result.recomputed
-    if recorded is None or replayed is None:
-        _no_extraction("no extraction recorded (the run did not finish)", json_out)
-        return
-    if json_out:
-        line = {
-            "rule": recorded.rule,
-            "recorded_p_yes": recorded.p_yes,
-            "replayed_p_yes": replayed.p_yes,
-            "recorded_p_options": recorded.p_options,
-            "replayed_p_options": replayed.p_options,
-            "matches": True,
-        }
-        sys.stdout.write(json.dumps({"extraction": line}) + "\n")
-    else:
-        out_console.print(
-            f"re-extracted {_forecast(replayed)} under {recorded.rule}: matches the recorded "
-            f"{_forecast(recorded)}",
-            highlight=False,
-        )
+    _print_extraction(result, json_out, direct=False)
 
 
 def _forecast(extraction: "ExtractionData") -> str:
@@ -218,24 +199,38 @@ def _print_outcome(report: Any, audit: Any, json_out: bool) -> None:
             out_console.print(f"  {key}: {escape(str(value))}", highlight=False)
 
 
-def _replay_direct(result: "Verification", json_out: bool) -> None:
-    """A direct trace has no world to rebuild: its extraction against the model's reply."""
+def _print_extraction(result: "Verification", json_out: bool, *, direct: bool) -> None:
+    """The extraction computed again beside the recorded one; a direct trace has no world to
+    rebuild, so its extraction is computed again from the model's recorded reply."""
     recorded, replayed = result.recorded, result.recomputed
     if recorded is None or replayed is None:
-        _no_extraction("direct trace with no extraction (the model call failed)", json_out)
+        why = (
+            "direct trace with no extraction (the model call failed)"
+            if direct
+            else "no extraction recorded (the run did not finish)"
+        )
+        _no_extraction(why, json_out)
         return
     if json_out:
-        extraction = {
+        line: dict[str, Any] = {
             "rule": recorded.rule,
             "recorded_p_yes": recorded.p_yes,
             "replayed_p_yes": replayed.p_yes,
-            "matches": True,
         }
-        sys.stdout.write(json.dumps({"extraction": extraction}) + "\n")
-    else:
+        if not direct:
+            line["recorded_p_options"] = recorded.p_options
+            line["replayed_p_options"] = replayed.p_options
+        sys.stdout.write(json.dumps({"extraction": {**line, "matches": True}}) + "\n")
+    elif direct:
         out_console.print(
             f"direct trace: p_yes {replayed.p_yes!r} from the recorded reply under "
             f"{recorded.rule} matches the recorded {recorded.p_yes!r}"
+        )
+    else:
+        out_console.print(
+            f"re-extracted {_forecast(replayed)} under {recorded.rule}: matches the recorded "
+            f"{_forecast(recorded)}",
+            highlight=False,
         )
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -89,23 +89,7 @@ class RoundScore:
         return 100.0 * self.imputed / self.n if self.n else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "method": self.method,
-            "baseline": self.baseline,
-            "dataset": self.dataset,
-            "market": self.market,
-            "overall": self.overall,
-            "market_resolved": self.market_resolved,
-            "market_open": self.market_open,
-            "overall_resolved": self.overall_resolved,
-            "accuracy": self.accuracy,
-            "n_dataset": self.n_dataset,
-            "n_market": self.n_market,
-            "n_market_resolved": self.n_market_resolved,
-            "n_decided": self.n_decided,
-            "imputed": self.imputed,
-            "imputed_pct": self.imputed_pct,
-        }
+        return {**asdict(self), "imputed_pct": self.imputed_pct}
 
 
 @dataclass(frozen=True, slots=True)

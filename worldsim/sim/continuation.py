@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from datetime import time as clock
 from pathlib import Path
+from typing import Unpack
 
 import anyio
 
@@ -23,7 +24,6 @@ from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.errors import ConfigError, NewsLeavesNoPath
 from worldsim.gateway.gateway import gateway_for_card
 from worldsim.models import LeakageGuard
-from worldsim.models.pool import Shared
 from worldsim.models.tracing import traced
 from worldsim.roles.prompts import PromptRole
 from worldsim.roles.registry import RoleSpec, get_role
@@ -32,11 +32,10 @@ from worldsim.sim.particles import Particle, parent_particles, parent_values, ve
 from worldsim.sim.plan import ModelSource, route_table
 from worldsim.sim.resume import resume_config
 from worldsim.sim.scheduler import Engine, Observer
-from worldsim.sim.session import check_trace_target, prepare, run_engine
+from worldsim.sim.session import EngineOptions, check_trace_target, prepare, run_engine
 from worldsim.sim.settlement import RunResult
 from worldsim.trace.lineage import LikelihoodData, ParentRef, ReweightingData, ReweightRow
 from worldsim.trace.records import TimelineEndedData
-from worldsim.trace.signing import Signer
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.build import WorldSource, tick_dates, tick_of
 from worldsim.world.particles import NoSurvivors, reweigh, reweighted_value
@@ -277,18 +276,14 @@ async def continue_run(
     out: str | Path | None = None,
     *,
     models: ModelConfig | None = None,
-    overwrite: bool = False,
-    fsync: bool = True,
     observer: Observer | None = None,
     trace_path: str | Path | None = None,
-    model_source: ModelSource | None = None,
-    environ: Mapping[str, str] | None = None,
-    shared: Shared | None = None,
-    signer: Signer | None = None,
+    **options: Unpack[EngineOptions],
 ) -> RunResult:
     """Continue the finished run whose trace is ``parent`` to ``as_of`` (see the module's doc)
     and write a new trace, by default beside the parent (``out``: another folder). ``models``
-    may change cache, budget or limits; the routes are the parent's."""
+    may change cache, budget or limits; the routes are the parent's. ``options``: how the trace
+    is written and the models reached (`EngineOptions`), as for `run_card`."""
     parent = Path(parent)
     cont = await anyio.to_thread.run_sync(Continuation, parent, as_of, models)
     config: RunConfig = cont.config
@@ -303,17 +298,12 @@ async def continue_run(
     )
     if path.resolve() == parent.resolve():
         raise ConfigError("the continued trace would replace its parent", file=path)
-    check_trace_target(path, overwrite)
+    check_trace_target(path, options.get("overwrite", False))
     return await run_engine(
         config,
         path,
         lambda session, writer: ContinuingEngine(
             cont, writer, plan, session.source, observer, session.guard
         ),
-        overwrite=overwrite,
-        fsync=fsync,
-        model_source=model_source,
-        environ=environ,
-        shared=shared,
-        signer=signer,
+        **options,
     )

@@ -41,6 +41,7 @@ from worldsim.models.call import LlmCallData
 from worldsim.models.leakage import LeakageGuard
 from worldsim.roles.prompts import load_prompt_role
 from worldsim.sim.plan import trace_name
+from worldsim.sim.settlement import Settled
 from worldsim.trace.audit import endpoint_problems
 from worldsim.trace.records import (
     AuditData,
@@ -69,54 +70,26 @@ Forecast = ForecastOutput | ChoiceForecastOutput
 
 
 @dataclass(frozen=True, slots=True)
-class DirectResult:
+class DirectResult(Settled):
     """What one direct forecast gave, and where its trace is."""
 
-    card_id: str
-    seed: int
-    method: str
     model: str
-    run_id: str
-    trace: Path
-    p_yes: float | None
     output: Forecast
     call: dict[str, Any]
-    wall_s: float
-    extraction: ExtractionData
     audit: AuditData
-    head: str  # the trace's head: the SHA-256 of its sealed last line
-
-    @property
-    def p_options(self) -> dict[str, float] | None:
-        return self.extraction.p_options
-
-    @property
-    def unresolved_mass(self) -> float:
-        return self.extraction.unresolved_mass
 
     @property
     def cost_usd(self) -> float | None:
         cost = self.call.get("cost_usd")
         return float(cost) if isinstance(cost, int | float) else None
 
-    def summary(self) -> dict[str, Any]:
+    def details(self) -> dict[str, Any]:
         return {
-            "card_id": self.card_id,
-            "seed": self.seed,
-            "method": self.method,
             "model": self.model,
-            "p_yes": self.p_yes,
-            "p_options": self.p_options,
-            "unresolved_mass": self.unresolved_mass,
-            "extraction_rule": self.extraction.rule,
             "leakage_warning": self.output.leakage_warning,
             "leakage": self.audit.leakage,
             "cache": self.call.get("cache"),
             "cost_usd": self.cost_usd,
-            "wall_s": round(self.wall_s, 4),
-            "trace": str(self.trace),
-            "run_id": self.run_id,
-            "head": self.head,
         }
 
 
@@ -338,7 +311,6 @@ async def forecast_card(
             model=route,
             run_id=run_id,
             trace=path,
-            p_yes=extraction.p_yes,
             output=output,
             call=call,
             wall_s=time.perf_counter() - started,

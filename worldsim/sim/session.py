@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import anyio
 
@@ -59,6 +60,7 @@ from worldsim.trace.signing import Signer
 from worldsim.trace.writer import TraceWriter
 
 __all__ = [
+    "EngineOptions",
     "OfflineSource",
     "Prepared",
     "Session",
@@ -289,19 +291,26 @@ async def open_session(
         yield Session(config, source, guard)
 
 
+class EngineOptions(TypedDict, total=False):
+    """How a run writes its trace and reaches its models: `run_engine`'s keywords, which
+    `run_card`, `worldsim.sim.continuation.continue_run` and a study's jobs pass on."""
+
+    overwrite: bool
+    fsync: bool
+    model_source: ModelSource | None
+    environ: Mapping[str, str] | None
+    shared: Shared | None
+    signer: Signer | None
+
+
 async def run_card(
     config: RunConfig,
     out: str | Path = "traces",
     *,
-    overwrite: bool = False,
-    fsync: bool = True,
     observer: Observer | None = None,
     trace_path: str | Path | None = None,
-    model_source: ModelSource | None = None,
-    environ: Mapping[str, str] | None = None,
-    shared: Shared | None = None,
     max_trace_mb: float | None = DEFAULT_MAX_TRACE_MB,
-    signer: Signer | None = None,
+    **options: Unpack[EngineOptions],
 ) -> RunResult:
     """Run one card under one policy and seed; stream the trace into ``out``.
 
@@ -316,17 +325,12 @@ async def run_card(
         raise ConfigError("a direct config runs with `worldsim forecast`", field="kind")
     prepared = prepare(config, max_trace_mb=max_trace_mb)
     path = prepared.trace_path(out, trace_path)
-    check_trace_target(path, overwrite)
+    check_trace_target(path, options.get("overwrite", False))
     return await run_engine(
         prepared.config,
         path,
         lambda session, writer: session.engine(writer, prepared.plan, observer),
-        overwrite=overwrite,
-        fsync=fsync,
-        model_source=model_source,
-        environ=environ,
-        shared=shared,
-        signer=signer,
+        **options,
     )
 
 

@@ -31,42 +31,70 @@ from worldsim.world.moves import Report, TimelineSummary
 from worldsim.world.timeline import Timeline
 from worldsim.world.views import ReportContext
 
-__all__ = ["Outcome", "RunResult", "settle"]
+__all__ = ["Outcome", "RunResult", "Settled", "settle"]
 
 
 @dataclass(frozen=True, slots=True)
-class RunResult:
+class Settled:
+    """What every finished run or direct forecast says of itself: who, the forecast, its trace."""
+
     card_id: str
     seed: int
     method: str
     run_id: str
     trace: Path
-    p_yes: float | None
-    p_options: dict[str, float] | None
-    unresolved_mass: float
-    timelines: int
-    forks: int
-    forks_rejected: int
     wall_s: float
     extraction: ExtractionData
     head: str  # the trace's head: the SHA-256 of its sealed last line
 
+    @property
+    def p_yes(self) -> float | None:
+        return self.extraction.p_yes
+
+    @property
+    def p_options(self) -> dict[str, float] | None:
+        return self.extraction.p_options
+
+    @property
+    def unresolved_mass(self) -> float:
+        return self.extraction.unresolved_mass
+
+    def details(self) -> dict[str, Any]:
+        """What this kind of run adds to its summary."""
+        return {}
+
     def summary(self) -> dict[str, Any]:
+        """The one JSON object ``--json`` prints of it."""
+        extraction = self.extraction
         return {
             "card_id": self.card_id,
             "seed": self.seed,
             "method": self.method,
-            "p_yes": self.p_yes,
-            "p_options": self.p_options,
-            "unresolved_mass": self.unresolved_mass,
-            "timelines": self.timelines,
-            "forks": self.forks,
-            "forks_rejected": self.forks_rejected,
-            "extraction_rule": self.extraction.rule,
+            "p_yes": extraction.p_yes,
+            "p_options": extraction.p_options,
+            "unresolved_mass": extraction.unresolved_mass,
+            "extraction_rule": extraction.rule,
+            **self.details(),
             "wall_s": round(self.wall_s, 4),
             "trace": str(self.trace),
             "run_id": self.run_id,
             "head": self.head,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult(Settled):
+    """A finished multiverse run: its forecast, how many timelines and forks, its trace."""
+
+    timelines: int
+    forks: int
+    forks_rejected: int
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "timelines": self.timelines,
+            "forks": self.forks,
+            "forks_rejected": self.forks_rejected,
         }
 
 
@@ -158,9 +186,6 @@ async def settle(
         method=config.method_label,
         run_id=writer.run_id,
         trace=writer.path,
-        p_yes=extraction.p_yes,
-        p_options=extraction.p_options,
-        unresolved_mass=extraction.unresolved_mass,
         timelines=count,
         forks=len(outcome.forks),
         forks_rejected=outcome.forks_rejected,

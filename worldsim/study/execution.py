@@ -20,7 +20,7 @@ from worldsim.models.limits import RouteLimiters
 from worldsim.models.pool import HttpClients, Shared
 from worldsim.sim.continuation import continue_run
 from worldsim.sim.resuming import resume_run
-from worldsim.sim.session import forecast, run_card
+from worldsim.sim.session import EngineOptions, forecast, run_card
 from worldsim.study.jobs import Job
 
 __all__ = ["Action", "Executor", "JobRunner", "JobSettings", "LocalExecutor", "execute_job"]
@@ -71,25 +71,22 @@ async def execute_job(
         models = config.models.model_copy(update={"cache_dir": settings.cache_dir})
         config = config.model_copy(update={"models": models})
     fsync, environ = settings.fsync, settings.environ
+    options: EngineOptions = {
+        "overwrite": True,
+        "fsync": fsync,
+        "environ": environ,
+        "shared": shared,
+    }
     if job.previous is not None:  # a rolling job: the job before it, carried forward
         await continue_run(
-            out / job.previous,
-            job.when,
-            models=config.models,
-            overwrite=True,
-            trace_path=path,
-            fsync=fsync,
-            environ=environ,
-            shared=shared,
+            out / job.previous, job.when, models=config.models, trace_path=path, **options
         )
         return
     if config.kind != "direct" and action == "resume":
         await resume_run(path, models=config.models, fsync=fsync, environ=environ, shared=shared)
         return
     start = forecast if config.kind == "direct" else run_card
-    await start(
-        config, out, overwrite=True, trace_path=path, fsync=fsync, environ=environ, shared=shared
-    )
+    await start(config, out, trace_path=path, **options)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Unpack
 
 import anyio
 
-from worldsim.study.execution import Executor
 from worldsim.study.jobs import Job, expand_jobs
 from worldsim.study.manifest import Study, load_study
 from worldsim.study.outputs import PredictionRow
-from worldsim.study.runner import StudyObserver, resolution_dates, run_study
+from worldsim.study.runner import StudyOptions, resolution_dates, run_study
 
 __all__ = ["Experiment"]
 
@@ -46,58 +46,13 @@ class Experiment:
         ids = [card.id for card, _ in self.study.cards]
         return expand_jobs(self.study, resolution_dates(labels, ids) if labels else None)
 
-    async def run(
-        self,
-        out: str | Path,
-        *,
-        max_parallel_jobs: int | None = None,
-        retry_failed: bool = False,
-        force: bool = False,
-        labels: Path | None = None,
-        observer: StudyObserver | None = None,
-        fsync: bool = True,
-        cache_dir: Path | None = None,
-        executor: Executor | None = None,
-    ) -> list[PredictionRow]:
-        """Run what is not done yet into ``out``; ``executor`` decides where the jobs run
-        (default: in this process; `worldsim.study.ray_executor.RayExecutor` on Ray)."""
-        result = await run_study(
-            self.study,
-            out,
-            max_parallel_jobs=max_parallel_jobs,
-            retry_failed=retry_failed,
-            force=force,
-            labels=labels,
-            observer=observer,
-            environ=self.environ,
-            fsync=fsync,
-            cache_dir=cache_dir,
-            executor=executor,
-        )
+    async def run(self, out: str | Path, **options: Unpack[StudyOptions]) -> list[PredictionRow]:
+        """Run what is not done yet into ``out``, with ``options`` as `run_study` takes them;
+        ``executor`` decides where the jobs run (default: in this process;
+        `worldsim.study.ray_executor.RayExecutor` on Ray)."""
+        result = await run_study(self.study, out, environ=self.environ, **options)
         return list(result.rows)
 
-    def run_sync(
-        self,
-        out: str | Path,
-        *,
-        max_parallel_jobs: int | None = None,
-        retry_failed: bool = False,
-        force: bool = False,
-        labels: Path | None = None,
-        fsync: bool = True,
-        cache_dir: Path | None = None,
-        executor: Executor | None = None,
-    ) -> list[PredictionRow]:
+    def run_sync(self, out: str | Path, **options: Unpack[StudyOptions]) -> list[PredictionRow]:
         """:meth:`run` for code that is not async (a script, a notebook without a loop)."""
-        return anyio.run(
-            lambda: self.run(
-                out,
-                max_parallel_jobs=max_parallel_jobs,
-                retry_failed=retry_failed,
-                force=force,
-                labels=labels,
-                fsync=fsync,
-                cache_dir=cache_dir,
-                executor=executor,
-            )
-        )
+        return anyio.run(lambda: self.run(out, **options))

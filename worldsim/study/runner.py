@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 import anyio
 
@@ -52,7 +52,15 @@ from worldsim.study.outputs import (
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import Trace, read_trace
 
-__all__ = ["Action", "StudyObserver", "StudyResult", "plan_jobs", "resolution_dates", "run_study"]
+__all__ = [
+    "Action",
+    "StudyObserver",
+    "StudyOptions",
+    "StudyResult",
+    "plan_jobs",
+    "resolution_dates",
+    "run_study",
+]
 
 
 class StudyObserver(Protocol):
@@ -277,6 +285,19 @@ async def _run_jobs(
     async with opened as runner, anyio.create_task_group() as tg:
         for i in todo:
             tg.start_soon(one, runner, i)
+
+
+class StudyOptions(TypedDict, total=False):
+    """How a study runs, as `run_study` takes it (a library caller's keywords)."""
+
+    max_parallel_jobs: int | None
+    retry_failed: bool
+    force: bool
+    labels: Path | None
+    observer: StudyObserver | None
+    fsync: bool
+    cache_dir: Path | None
+    executor: Executor | None
 
 
 async def run_study(
