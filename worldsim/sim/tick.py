@@ -34,6 +34,7 @@ from worldsim.trace.records import (
     TickCommittedData,
     TickStartedData,
 )
+from worldsim.trace.tickbytes import review_payload
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.columns import MoveColumns, TickProposals, TickReview, apply_evidence
 from worldsim.world.moves import Proposal, Review
@@ -205,7 +206,7 @@ class _Tick:
                 raise  # a strict replay's miss, a route that gave no reply: the run ends
             return await self._terminate(f"reviewer failed: {exc.message}"[:500])
         if isinstance(verdict, TickReview):
-            data, floats = verdict.payload()
+            data, floats = review_payload(verdict)
             review = verdict.review
         else:
             made = ReviewData.payload(verdict)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -44,6 +44,9 @@ from worldsim.trace.records import (
     ForecastLink,
     proposals_of,
 )
+from worldsim.trace.tickbytes import Kept, KeptAccepted, KeptProposals
+from worldsim.trace.tickbytes import as_index as _index
+from worldsim.trace.tickbytes import as_text as _text
 
 __all__ = [
     "FORECAST_TYPES",
@@ -120,7 +123,9 @@ class ForecastRecords:
         if fields is None:
             return
         kept: Mapping[str, Any]
-        if type_ == "proposals":
+        if isinstance(data, Kept):  # written from columns: the graph's part made already
+            kept = data.kept
+        elif type_ == "proposals":
             kept = KeptProposals.of(data["proposals"])
         elif type_ == "review":
             accepted = data.get("accepted") or ()
@@ -132,40 +137,6 @@ class ForecastRecords:
     def views(self) -> list[RecordView]:
         """Every kept record, in the order written."""
         return list(self._views)
-
-
-class KeptProposals(dict[str, Any]):
-    """A tick's proposals as a run keeps them for its graph: agent, index, summary and cites,
-    a column each (the record's data is not held)."""
-
-    columns: tuple[list[str], list[int], list[str], list[Sequence[str]]]
-
-    @classmethod
-    def of(cls, items: Sequence[Mapping[str, Any]]) -> KeptProposals:
-        kept = cls()
-        kept.columns = (
-            [_text(p.get("agent", "")) for p in items],
-            [_index(p.get("index")) for p in items],
-            [p.get("summary", "") for p in items],
-            [p.get("cites") or () for p in items],
-        )
-        return kept
-
-
-class KeptAccepted:
-    """A review's accepted references as a run keeps them: agents and indexes."""
-
-    __slots__ = ("agents", "indexes")
-
-    def __init__(self, agents: list[str], indexes: list[int]) -> None:
-        self.agents, self.indexes = agents, indexes
-
-    @classmethod
-    def of(cls, items: Iterable[Any]) -> KeptAccepted:
-        refs = [item for item in items if isinstance(item, dict)]
-        return cls(
-            [_text(r.get("agent", "")) for r in refs], [_index(r.get("index")) for r in refs]
-        )
 
 
 def _timeline_masses(records: Iterable[RecordView]) -> dict[str, float]:
@@ -194,10 +165,6 @@ def _date(value: object) -> str | None:
         return None
     dumped: str | None = _DATE.dump_python(when, mode="json")
     return dumped
-
-
-def _index(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def extract_forecast(records: list[RecordView]) -> ForecastGraph:
@@ -484,10 +451,6 @@ class _Lineages(dict[str, tuple[int, ...]]):
     def __missing__(self, timeline: str) -> tuple[int, ...]:
         self[timeline] = found = lineage(timeline)
         return found
-
-
-def _text(value: object) -> str:
-    return value if type(value) is str else str(value)
 
 
 _KIND_ORDER = {"branch": 0, "observation": 1, "proposal": 2}
