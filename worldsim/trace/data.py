@@ -23,13 +23,13 @@ from pydantic import (
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 from worldsim.domain.cards import UtcDatetime, utc_iso
-from worldsim.domain.jsonbytes import canonical_bytes, compact_bytes, floats_in, raw_json
+from worldsim.domain.jsonbytes import canonical_bytes, compact_bytes, floats_in, raw_rows
 from worldsim.gateway.access import ACCESS_DEFAULTS, Access, Calls, merged_accesses
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.trace.lineage import (
     ParentRef,
 )
-from worldsim.trace.tickbytes import Kept, KeptProposals, proposal_rows, rows_json
+from worldsim.trace.tickbytes import Kept, KeptProposals, proposal_rows
 from worldsim.world.build import WorldSource
 from worldsim.world.columns import MoveColumns, TickProposals
 from worldsim.world.moves import PROPOSALS, BranchCandidate, Claim, Proposal, Review
@@ -219,7 +219,7 @@ class ProposalsData(_Data):
         kept = KeptProposals.from_columns(
             *(proposals.column(name) for name in ("agent", "index", "summary", "cites"))
         )
-        return Payload(Kept.of({"proposals": raw_json(rows_json(rows))}, kept), [])
+        return Payload(Kept.of({"proposals": raw_rows(rows)}, kept), [])
 
 
 def proposals_of(type_: str, data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -385,7 +385,7 @@ class RetrievalsData(_Data):
         order. An access holds no float."""
         merged = merged_accesses(logged)
         if merged is not None:  # an offline tick's: its JSON made from the batches' columns
-            return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": raw_json(merged)}, [])
+            return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": raw_rows(merged)}, [])
         accesses = [access for calls in logged for access in calls.accesses]
         accesses.sort(key=itemgetter("agent"))  # stable: call order
         return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": accesses}, [])

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from worldsim.domain.jsonbytes import compact_bytes, msgspec_bytes, odd_positions, raw_json
+from worldsim.domain.jsonbytes import compact_bytes, msgspec_bytes, odd_positions, raw_rows
 from worldsim.world.columns import MoveColumns, TickReview
 
 __all__ = [
@@ -27,7 +27,6 @@ __all__ = [
     "as_text",
     "proposal_rows",
     "review_payload",
-    "rows_json",
 ]
 
 _json = msgspec_bytes
@@ -110,11 +109,6 @@ def as_index(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def rows_json(rows: Iterable[bytes]) -> bytes:
-    """A JSON list of rows made already."""
-    return b"[" + b",".join(rows) + b"]"
-
-
 def _floats_json(values: npt.NDArray[np.float64]) -> list[bytes]:
     """Each finite float as the standard library writes it (``float.__repr__``): msgspec's
     spelling of the whole column, split, with the few it spells otherwise respelled."""
@@ -184,13 +178,11 @@ def review_payload(verdict: TickReview) -> tuple[dict[str, Any], list[float]]:
     agents, indexes = verdict.proposals.column("agent"), verdict.proposals.column("index")
     taken = [agents[i] for i in verdict.accepted]
     numbers = [indexes[i] for i in verdict.accepted]
-    data["accepted"] = raw_json(
-        rows_json(
-            [_ACCEPTED % (_json(agent), index) for agent, index in zip(taken, numbers, strict=True)]
-        )
+    data["accepted"] = raw_rows(
+        [_ACCEPTED % (_json(agent), index) for agent, index in zip(taken, numbers, strict=True)]
     )
     evidence = verdict.evidence
-    moved = compact_bytes(data["ledger"])[1:-1]  # status moves: no float (TickReview.payload)
+    moved = [compact_bytes(update) for update in data["ledger"]]  # status moves: no float
     entries = [
         _EVIDENCE % (endpoint, kind, _json(ref), _json(note))
         for endpoint, kind, ref, note in zip(
@@ -201,5 +193,5 @@ def review_payload(verdict: TickReview) -> tuple[dict[str, Any], list[float]]:
             strict=True,
         )
     ]
-    data["ledger"] = raw_json(rows_json([moved, *entries] if moved else entries))
+    data["ledger"] = raw_rows([*moved, *entries])
     return Kept.of(data, {"accepted": KeptAccepted(taken, numbers)}), floats
