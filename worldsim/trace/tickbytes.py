@@ -140,8 +140,8 @@ def proposal_rows(
     rows: MoveColumns, roles: Sequence[str], unretrieved: Sequence[Sequence[str]]
 ) -> list[bytes]:
     """The rows of a ``proposals`` record for column moves, each exactly the bytes
-    ``json.dumps`` writes for its JSON form (:meth:`MoveColumns.items`): its agent's role and
-    the documents it cited but never retrieved after the proposal's fields."""
+    ``json.dumps`` writes for its JSON form: the row's :class:`Proposal` dumped (index 0, no
+    deltas), then its agent's role and the documents it cited but never retrieved."""
     kind = _json(rows.kind)
     return [
         _PROPOSAL
@@ -171,9 +171,10 @@ def proposal_rows(
 
 
 def review_payload(verdict: TickReview) -> tuple[dict[str, Any], list[float]]:
-    """The ``review`` record's JSON data and every float it holds (:meth:`TickReview.payload`),
-    its accepted references and ledger evidence written from their columns, with the accepted
-    references the forecast graph keeps."""
+    """The ``review`` record's JSON data and every float it holds: what the same review as
+    one ``Review`` dumps (:meth:`TickReview.as_review`), its accepted references and ledger
+    evidence written from their columns, with the accepted references the forecast graph
+    keeps."""
     data, floats = verdict.review_json()
     agents, indexes = verdict.proposals.column("agent"), verdict.proposals.column("index")
     taken = [agents[i] for i in verdict.accepted]
