@@ -221,7 +221,8 @@ def test_tick_proposals_keep_the_canonical_order_of_their_objects(
     assert compact_bytes(expected.data, expected.floats) == standard
     # the forecast graph keeps the columns the record was written from: what it would read
     assert isinstance(made.data, Kept) == (tick.columns is not None)
-    kept = made.data.kept if isinstance(made.data, Kept) else KeptProposals.of(made.data["proposals"])
+    data = made.data
+    kept = data.kept if isinstance(data, Kept) else KeptProposals.of(data["proposals"])
     agents, indexes, summaries, cites = KeptProposals.of(expected.data["proposals"]).columns
     assert kept.columns[:3] == (agents, indexes, summaries)
     assert [list(c) for c in kept.columns[3]] == [list(c) for c in cites]
