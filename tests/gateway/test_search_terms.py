@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.gateway.strategies import EPOCH, WORDS, documents
+from tests.gateway.strategies import EPOCH, WORDS, documents, documents_of
 from worldsim.domain.cards import EvidenceDoc
 from worldsim.gateway import memory_store
 from worldsim.gateway.store import fts_query
@@ -110,14 +110,7 @@ def test_a_querys_terms_are_its_words_lower_cased_each_once_and_quoted(text: str
 #: words a stemmer leaves as they are (ending in a digit), some made to look like suffixes
 NUMBERED = ("2027", "q3", "a1", "ies1", "sses2", "running9", "007", "caresses1", "eed4")
 numbered_texts = st.lists(st.sampled_from(WORDS + NUMBERED), min_size=1, max_size=10).map(" ".join)
-numbered_documents = st.lists(
-    st.tuples(st.integers(-(10**6), 10**6), numbered_texts, numbered_texts), min_size=1, max_size=8
-).map(
-    lambda rows: [
-        EvidenceDoc(id=f"d{i}", published_at=EPOCH + timedelta(seconds=s), title=title, text=text)
-        for i, (s, title, text) in enumerate(rows)
-    ]
-)
+numbered_documents = documents_of(numbered_texts, most=8)
 numbered_asks = st.lists(
     st.tuples(
         st.lists(
