@@ -291,9 +291,12 @@ class Engine:
                 proposals_seen=self.proposals_seen,
                 gateway=self.gateway,
             )
-            async with anyio.create_task_group() as tg:
-                for tl, tick, announce in starts:
-                    tg.start_soon(self._run_timeline, tl, tick, tg, announce)
+            try:
+                async with anyio.create_task_group() as tg:
+                    for tl, tick, announce in starts:
+                        tg.start_soon(self._run_timeline, tl, tick, tg, announce)
+            finally:
+                del self._stage  # it holds this engine's method: a cycle, broken once run
 
     async def _settle(self, started: float) -> RunResult:
         outcome = Outcome(
