@@ -41,11 +41,12 @@ from worldsim.sim.session import run_card
 from worldsim.sim.settlement import RunResult
 from worldsim.testing import ScriptedModel
 from worldsim.trace.canonical import canonical_hash
-from worldsim.trace.forecast import KeptProposals
 from worldsim.trace.reader import read_trace
 from worldsim.trace.records import ProposalsData, ReviewData
+from worldsim.trace.tickbytes import Kept, KeptProposals, review_payload
 from worldsim.trace.verify import verify_trace
 from worldsim.world.columns import EvidenceColumns, MoveColumns, TickProposals, TickReview
+from worldsim.world.deltas import LedgerUpdate
 from worldsim.world.evidence import Evidence, EvidenceTrail
 from worldsim.world.moves import Proposal, RejectedProposal, Review
 from worldsim.world.views import TickContext
@@ -218,9 +219,13 @@ def test_tick_proposals_keep_the_canonical_order_of_their_objects(
     standard = json.dumps(expected.data, separators=(",", ":"), ensure_ascii=False).encode()
     assert compact_bytes(made.data, made.floats) == standard
     assert compact_bytes(expected.data, expected.floats) == standard
-    assert KeptProposals.of(made.data["proposals"]).columns == (
-        KeptProposals.of(expected.data["proposals"]).columns
-    )
+    # the forecast graph keeps the columns the record was written from: what it would read
+    assert isinstance(made.data, Kept) == (tick.columns is not None)
+    data = made.data
+    kept = data.kept if isinstance(data, Kept) else KeptProposals.of(data["proposals"])
+    agents, indexes, summaries, cites = KeptProposals.of(expected.data["proposals"]).columns
+    assert kept.columns[:3] == (agents, indexes, summaries)
+    assert [list(c) for c in kept.columns[3]] == [list(c) for c in cites]
 
 
 @settings(max_examples=60, deadline=None)
@@ -243,11 +248,21 @@ def test_a_tick_review_writes_and_applies_as_its_review_of_objects(
         refs=[f"t0/{tick}/{proposals[i].agent}/0" for i in accepted],
         notes=[proposals[i].summary for i in accepted],
     )
-    review = Review(rejected=rejected, decision="continue", reason="r", forced_p_yes=0.25)
+    moves = (LedgerUpdate(endpoint="cleared", status="realized"),) if rng.random() < 0.5 else ()
+    review = Review(
+        rejected=rejected, ledger=moves, decision="continue", reason="r", forced_p_yes=0.25
+    )
     columnar = TickReview(review, accepted, proposals, evidence)
-    data, floats = columnar.payload()
+    data, floats = review_payload(columnar)
     made = ReviewData.payload(columnar.as_review())
-    assert data == made.data and Counter(floats) == Counter(made.floats)
+    # the record written from the columns is, byte for byte, the review of objects dumped
+    standard = json.dumps(made.data, separators=(",", ":"), ensure_ascii=False).encode()
+    assert compact_bytes(data, floats) == standard
+    assert Counter(floats) == Counter(made.floats)
+    assert isinstance(data, Kept)
+    kept = data.kept["accepted"]
+    refs = [(r["agent"], r["index"]) for r in made.data["accepted"]]
+    assert list(zip(kept.agents, kept.indexes, strict=True)) == refs
     # the ledger's evidence kept as columns is the evidence kept as objects
     trail = EvidenceTrail([Evidence("supports", "t0/0/x/0", 0, "before")])
     by_columns = trail.added_columns(evidence.kinds, evidence.refs, evidence.notes, tick)

@@ -20,7 +20,7 @@ from worldsim.sim.resuming import resume_run
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
 from worldsim.trace.records import ProposalData, ProposalsData, proposals_of
-from worldsim.world.moves import Proposal
+from worldsim.world.moves import Proposal, Proposers
 from worldsim.world.state import ShiftPressure
 
 
@@ -107,3 +107,20 @@ def test_a_record_gives_back_the_proposals_it_was_made_of(
     assert [ProposalData.model_validate(item) for item in alone] == list(data.proposals)
     assert [p.model_dump(mode="json") for p in data.proposals] == alone
     assert proposals_of("review", raw) == []
+
+
+_SEEN = st.tuples(st.sampled_from(["t0", "t0.1", "t0.2"]), st.integers(0, 3), st.text(max_size=3))
+
+
+@settings(max_examples=60, deadline=None)
+@given(ticks=st.lists(st.tuples(_SEEN, st.lists(st.text(max_size=3))), max_size=6), asked=_SEEN)
+def test_proposers_kept_a_tick_at_a_time_are_the_set_of_their_authors(
+    ticks: list[tuple[tuple[str, int, str], list[str]]], asked: tuple[str, int, str]
+) -> None:
+    proposers, expected = Proposers(), set()
+    for (timeline, tick, first), agents in ticks:
+        proposers.add_tick(timeline, tick, [first, *agents])
+        expected |= {(timeline, tick, agent) for agent in [first, *agents]}
+    assert proposers == expected and len(proposers) == len(expected)
+    assert (asked in proposers) == (asked in expected)
+    assert Proposers(expected) == proposers

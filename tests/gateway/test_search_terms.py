@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.gateway.strategies import EPOCH, WORDS, documents
+from tests.gateway.strategies import EPOCH, WORDS, documents, documents_of
 from worldsim.domain.cards import EvidenceDoc
 from worldsim.gateway import memory_store
 from worldsim.gateway.search_terms import fts_query
@@ -105,3 +105,34 @@ def test_a_querys_terms_are_its_words_lower_cased_each_once_and_quoted(text: str
     """Whatever the text (ASCII, or letters whose lower case is longer or another word)."""
     words = list(dict.fromkeys(t.lower() for t in re.findall(r"\w+", text)))[:64]
     assert fts_query(text) == (" OR ".join(f'"{w}"' for w in words) if words else None)
+
+
+#: words a stemmer leaves as they are (ending in a digit), some made to look like suffixes
+NUMBERED = ("2027", "q3", "a1", "ies1", "sses2", "running9", "007", "caresses1", "eed4")
+numbered_texts = st.lists(st.sampled_from(WORDS + NUMBERED), min_size=1, max_size=10).map(" ".join)
+numbered_documents = documents_of(numbered_texts, most=8)
+numbered_asks = st.lists(
+    st.tuples(
+        st.lists(
+            st.sampled_from((*NUMBERED, "2026", "b1", "ies", "running", "merger")), min_size=1
+        ).map(" ".join),
+        st.integers(1, 8),
+        st.integers(-(10**6), 10**6 + 1),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(docs=numbered_documents, asked=numbered_asks)
+def test_words_ending_in_a_digit_are_held_as_the_index_holds_them(
+    docs: list[EvidenceDoc], asked: list[tuple[str, int, int]]
+) -> None:
+    """A card's evidence answers which numbered words it holds from its terms: the searches
+    rank as SQLite ranks the whole query."""
+    searched = asyncio.run(_searched(docs, asked))
+    expected = [
+        _whole_query(docs, query, EPOCH + timedelta(seconds=at), k) for query, k, at in asked
+    ]
+    assert searched == expected

@@ -37,10 +37,12 @@ __all__ = [
     "canonical_ascii_bytes",
     "canonical_bytes",
     "compact_bytes",
+    "compact_into",
     "floats_in",
     "msgspec_bytes",
     "odd_positions",
     "raw_json",
+    "raw_rows",
     "standard_float",
 ]
 
@@ -109,7 +111,7 @@ def _respelled(out: bytes, floats: Iterable[float]) -> bytes | None:
     are no others), and no new spelling holds an old one. NaN, the infinities, a string or a
     longer number holding the spelling: ``None``, and the bytes are looked at as for any
     value."""
-    odd = Counter(x for x in floats if not (x == 0.0 or 1e-4 <= abs(x) < 1e16))
+    odd = _odd(floats)
     if not odd:
         return out
     swaps: list[tuple[bytes, bytes]] = []
@@ -125,6 +127,12 @@ def _respelled(out: bytes, floats: Iterable[float]) -> bytes | None:
     for old, new in swaps:
         out = out.replace(old, new)
     return out
+
+
+def _odd(floats: Iterable[float]) -> Counter[float]:
+    """The floats msgspec may spell otherwise than the standard library (not zero, and a
+    magnitude outside [10⁻⁴, 10¹⁶), or not finite), each with how often it occurs."""
+    return Counter(x for x in floats if not (x == 0.0 or 1e-4 <= abs(x) < 1e16))
 
 
 def odd_positions(values: Any) -> list[int]:
@@ -143,6 +151,13 @@ def raw_json(encoded: bytes) -> msgspec.Raw:
     """JSON bytes made already (the standard library's), to be written as they are where they
     stand in a value."""
     return msgspec.Raw(encoded)
+
+
+def raw_rows(rows: Iterable[bytes]) -> list[msgspec.Raw]:
+    """JSON made already (each row one or more values, comma-separated), as the items of a
+    list that stands in a value: written as they are, with no join of them all before the
+    record's own encoding."""
+    return list(map(msgspec.Raw, rows))
 
 
 def standard_float(value: float) -> msgspec.Raw:
@@ -235,6 +250,22 @@ def compact_bytes(value: Any, floats: Iterable[float] | None = None) -> bytes:
     UTF-8: NaN and infinities raise ``ValueError``. ``floats``: every float ``value`` holds,
     where the caller knows them (see the module's docstring)."""
     return _bytes(_COMPACT, value, _STANDARD_COMPACT, floats)
+
+
+def compact_into(buffer: bytearray, value: Any, floats: Iterable[float] | None = None) -> None:
+    """:func:`compact_bytes` of ``value`` appended to ``buffer``: written there by msgspec
+    where ``floats`` (every float ``value`` holds) are all ones it spells as the standard
+    library does, so a record of tens of megabytes is not copied again."""
+    if floats is not None:
+        floats = list(floats)
+        if not _odd(floats):
+            start = len(buffer)
+            try:
+                _COMPACT.encode_into(value, buffer, -1)
+                return
+            except (TypeError, ValueError):  # a key msgspec does not take: as compact_bytes
+                del buffer[start:]
+    buffer += compact_bytes(value, floats)
 
 
 def canonical_bytes(value: Any, floats: Iterable[float] | None = None) -> bytes:

@@ -83,6 +83,8 @@ class EvidenceStore:
         self._held: OrderedDict[tuple[str, int], bool] = OrderedDict()  # (term, cutoff) -> held
         self._asked: OrderedDict[tuple[str, int, int], tuple[SearchHit, ...]] = OrderedDict()
         self._read: OrderedDict[str, StoredDocument | None] = OrderedDict()
+        # cutoff -> the terms its visible documents hold, where they are few (a card's own)
+        self._terms: dict[int, frozenset[str] | None] = {}
 
     async def add(self, docs: Iterable[EvidenceDoc]) -> IngestReport:
         """Insert documents in one transaction; an id already present (or repeated) is skipped."""
@@ -192,6 +194,13 @@ class EvidenceStore:
         if not new:
             return known
         index = await self._visible_index(limit)
+        vocabulary = await self._vocabulary(limit, index)
+        if vocabulary is not None:  # a phrase of one word that stems to itself: is it a term?
+            plain = [term for term in new if _PLAIN.fullmatch(term)]
+            for term in plain:
+                known[term] = _keep(self._held, (term, limit), term[1:-1] in vocabulary)
+            if plain:
+                new = [term for term in new if term not in known]
         for at in range(0, len(new), _TERMS_AT_ONCE):
             chunk = new[at : at + _TERMS_AT_ONCE]
             sql = (
@@ -204,6 +213,24 @@ class EvidenceStore:
             for term in chunk:
                 known[term] = _keep(self._held, (term, limit), term in found)
         return known
+
+    async def _vocabulary(self, limit: int, index: str) -> frozenset[str] | None:
+        """The terms (stemmed tokens) the documents visible before ``limit`` hold, read once
+        from the index's ``fts5vocab`` table; ``None`` where they are more than
+        :data:`_VOCABULARY` (a corpus, not a card's evidence: its phrases are looked up)."""
+        if limit in self._terms:
+            return self._terms[limit]
+        await self._db.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{index}_terms "
+            f"USING fts5vocab(temp, {index}, row)"
+        )
+        async with self._db.execute(
+            f"SELECT term FROM temp.{index}_terms LIMIT ?", (_VOCABULARY + 1,)
+        ) as cursor:
+            rows = list(await cursor.fetchall())
+        found = frozenset(str(row[0]) for row in rows) if len(rows) <= _VOCABULARY else None
+        self._terms[limit] = found
+        return found
 
     async def _search(self, expression: str, limit: int, k: int) -> tuple[SearchHit, ...]:
         index = await self._visible_index(limit)
@@ -258,9 +285,11 @@ class EvidenceStore:
     async def _forget_visible(self) -> None:
         async with self._visible_lock:
             for name in self._visible.values():
+                await self._db.execute(f"DROP TABLE IF EXISTS temp.{name}_terms")
                 await self._db.execute(f"DROP TABLE temp.{name}")
             await self._db.commit()
             self._visible.clear()
+            self._terms.clear()
             self._found.clear()
             self._held.clear()
             self._asked.clear()
@@ -320,6 +349,12 @@ class EvidenceStore:
 #: Answers kept per kind, the oldest forgotten first: enough for every query and word of a tick
 #: of 10⁵ actors (each searching its own name), so a tick's agents find last tick's answers.
 _MEMORY = 1 << 18
+_VOCABULARY = 100_000  # terms read into memory at most, to answer which phrases a document holds
+# A quoted word of ASCII letters and digits ending in a digit: unicode61 keeps it one token
+# (lower-cased already) and the porter stemmer leaves it as it is (its rules remove or change
+# letter suffixes only), so a document holds the phrase exactly when the index holds the word
+# as a term (tests/gateway/test_search_terms.py checks this against SQLite's own MATCH).
+_PLAIN = re.compile(r'"[a-z0-9]*[0-9]"')
 _TERMS_AT_ONCE = 500  # phrases looked up in one statement (SQLite takes 999 parameters at least)
 _T = TypeVar("_T")
 

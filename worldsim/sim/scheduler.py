@@ -47,6 +47,7 @@ from worldsim.trace.records import (
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.build import WorldSource, tick_dates
 from worldsim.world.interventions import apply_interventions
+from worldsim.world.moves import Proposers
 from worldsim.world.state import (
     Actor,
     WorldState,
@@ -74,7 +75,7 @@ class RestorePoint:
     starts: list[Start]
     forks: list[dict[str, Any]] = field(default_factory=list)
     forks_rejected: int = 0
-    proposals_seen: set[tuple[str, int, str]] = field(default_factory=set)
+    proposals_seen: Proposers = field(default_factory=Proposers)
     init_problems: list[str] = field(default_factory=list)
     world_source: WorldSource = "seeds"
     retrievals: list[RetrievalRecord] = field(default_factory=list)
@@ -133,7 +134,7 @@ class Engine:
         self.observer = observer
         self.timelines: dict[str, Timeline] = {}
         self.fork_book = ForkBook(self.policy, config.seed, self.ticks, writer, self._notify)
-        self.proposals_seen: set[tuple[str, int, str]] = set()
+        self.proposals_seen = Proposers()
         self.init_problems: list[str] = []
         self.world_source: WorldSource = "seeds"
         self.gateway: Gateway | None = None
@@ -255,7 +256,7 @@ class Engine:
         self.timelines.update(point.ended)
         self.fork_book.forks.extend(point.forks)
         self.fork_book.rejected += point.forks_rejected
-        self.proposals_seen |= point.proposals_seen
+        self.proposals_seen.update(point.proposals_seen)
         self.init_problems = list(point.init_problems)
         self.world_source = point.world_source
         self._retrievals = list(point.retrievals)
@@ -290,9 +291,12 @@ class Engine:
                 proposals_seen=self.proposals_seen,
                 gateway=self.gateway,
             )
-            async with anyio.create_task_group() as tg:
-                for tl, tick, announce in starts:
-                    tg.start_soon(self._run_timeline, tl, tick, tg, announce)
+            try:
+                async with anyio.create_task_group() as tg:
+                    for tl, tick, announce in starts:
+                        tg.start_soon(self._run_timeline, tl, tick, tg, announce)
+            finally:
+                del self._stage  # it holds this engine's method: a cycle, broken once run
 
     async def _settle(self, started: float) -> RunResult:
         outcome = Outcome(

@@ -27,7 +27,7 @@ from worldsim.trace.records import (
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.build import WorldSource
 from worldsim.world.extraction import Leaf, extract
-from worldsim.world.moves import Report, TimelineSummary
+from worldsim.world.moves import Proposers, Report, TimelineSummary
 from worldsim.world.timeline import Timeline
 from worldsim.world.views import ReportContext
 
@@ -107,7 +107,7 @@ class Outcome:
     forks_rejected: int
     init_problems: list[str]
     world_source: WorldSource
-    proposals_seen: set[tuple[str, int, str]]
+    proposals_seen: Proposers
     gateway: Gateway | None
     forecast: ForecastRecords | None = None  # kept as written, when the run builds a graph
 

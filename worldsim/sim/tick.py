@@ -34,9 +34,10 @@ from worldsim.trace.records import (
     TickCommittedData,
     TickStartedData,
 )
+from worldsim.trace.tickbytes import review_payload
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.columns import MoveColumns, TickProposals, TickReview, apply_evidence
-from worldsim.world.moves import Proposal, Review
+from worldsim.world.moves import Proposal, Proposers, Review
 from worldsim.world.state import (
     ScheduledEvent,
     WorldState,
@@ -65,7 +66,7 @@ class Stage:
     role_for: Callable[[str], AgentRole]
     fork_book: ForkBook
     notify: Callable[..., None]
-    proposals_seen: set[tuple[str, int, str]]
+    proposals_seen: Proposers
     gateway: Gateway | None = None
 
 
@@ -166,7 +167,7 @@ class _Tick:
         """``proposals``: each with its author's role and the citations it never retrieved."""
         stage, tl, k = self.stage, self.tl, self.k
         agents = proposals.column("agent")
-        stage.proposals_seen.update((tl.id, k, agent) for agent in agents)
+        stage.proposals_seen.add_tick(tl.id, k, agents)
         cited = list(zip(agents, proposals.column("cites"), strict=True))
         unretrieved = (
             stage.gateway.unretrieved_each(cited, timeline=tl.id)
@@ -205,7 +206,7 @@ class _Tick:
                 raise  # a strict replay's miss, a route that gave no reply: the run ends
             return await self._terminate(f"reviewer failed: {exc.message}"[:500])
         if isinstance(verdict, TickReview):
-            data, floats = verdict.payload()
+            data, floats = review_payload(verdict)
             review = verdict.review
         else:
             made = ReviewData.payload(verdict)

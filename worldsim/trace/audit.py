@@ -60,7 +60,7 @@ def endpoint_problems(card: Card, timelines: Sequence[TimelineSummary]) -> list[
 def ground_claims(
     claims: Iterable[Claim],
     timelines: Sequence[TimelineSummary],
-    proposals: set[tuple[str, int, str]],
+    proposals: AbstractSet[tuple[str, int, str]],
     endpoint_ids: set[str],
     documents: AbstractSet[str] | None = None,
 ) -> list[str]:
@@ -97,7 +97,7 @@ def audit_run(
     timelines: Sequence[TimelineSummary],
     extraction: ExtractionData,
     claims: Sequence[Claim],
-    proposals: set[tuple[str, int, str]],
+    proposals: AbstractSet[tuple[str, int, str]],
     documents: AbstractSet[str] | None = None,
     report_failed: str | None = None,
     leakage: LeakageGuard | None = None,

@@ -23,18 +23,13 @@ from pydantic import (
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 from worldsim.domain.cards import UtcDatetime, utc_iso
-from worldsim.domain.jsonbytes import (
-    canonical_bytes,
-    floats_in,
-    odd_positions,
-    raw_json,
-    standard_float,
-)
+from worldsim.domain.jsonbytes import canonical_bytes, compact_bytes, floats_in, raw_rows
 from worldsim.gateway.access import ACCESS_DEFAULTS, Access, Calls, merged_accesses
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.trace.lineage import (
     ParentRef,
 )
+from worldsim.trace.tickbytes import Kept, KeptProposals, proposal_rows
 from worldsim.world.build import WorldSource
 from worldsim.world.columns import MoveColumns, TickProposals
 from worldsim.world.moves import PROPOSALS, BranchCandidate, Claim, Proposal, Review
@@ -195,18 +190,18 @@ class ProposalsData(_Data):
         proposals: TickProposals, roles: Sequence[str], unretrieved: Sequence[list[str]]
     ) -> Payload:
         """:meth:`payload` for a tick's proposals held as columns (and objects): the same
-        data, the column rows made without an object each."""
+        record, each column row's JSON made as bytes (:func:`proposal_rows`), with the columns
+        the forecast graph keeps."""
         cols = proposals.columns
         if cols is None:
             return ProposalsData.payload(proposals.objects(), roles, unretrieved)
-        items: list[dict[str, Any]] = []
-        floats: list[float] = []
+        rows: list[bytes] = []
         at = 0
         for part in proposals.segments():
             if isinstance(part, tuple):
                 start, stop = part
                 n = stop - start
-                rows = MoveColumns(
+                moves = MoveColumns(
                     cols.agents[start:stop],
                     cols.endpoints[start:stop],
                     cols.direction[start:stop],
@@ -215,20 +210,16 @@ class ProposalsData(_Data):
                     cols.cites[start:stop],
                     cols.kind,
                 )
-                rows_json = rows.items(roles[at : at + n], unretrieved[at : at + n])
-                # the few floats msgspec spells otherwise, in the standard library's spelling
-                # (the record then holds no float for the writer to look for)
-                for field, values in (("direction", rows.direction), ("magnitude", rows.magnitude)):
-                    for i in odd_positions(values):
-                        rows_json[i][field] = standard_float(rows_json[i][field])
-                items += rows_json
+                rows += proposal_rows(moves, roles[at : at + n], unretrieved[at : at + n])
             else:
                 n = 1
                 made = ProposalsData.payload([part], roles[at : at + 1], unretrieved[at : at + 1])
-                items += made.data["proposals"]
-                floats += made.floats
+                rows.append(compact_bytes(made.data["proposals"][0], made.floats))
             at += n
-        return Payload({"proposals": items}, floats)
+        kept = KeptProposals.from_columns(
+            *(proposals.column(name) for name in ("agent", "index", "summary", "cites"))
+        )
+        return Payload(Kept.of({"proposals": raw_rows(rows)}, kept), [])
 
 
 def proposals_of(type_: str, data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -394,7 +385,7 @@ class RetrievalsData(_Data):
         order. An access holds no float."""
         merged = merged_accesses(logged)
         if merged is not None:  # an offline tick's: its JSON made from the batches' columns
-            return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": raw_json(merged)}, [])
+            return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": raw_rows(merged)}, [])
         accesses = [access for calls in logged for access in calls.accesses]
         accesses.sort(key=itemgetter("agent"))  # stable: call order
         return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": accesses}, [])

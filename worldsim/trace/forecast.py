@@ -25,25 +25,19 @@ Causal links the trace records:
 from __future__ import annotations
 
 import hashlib
-import itertools
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from operator import itemgetter
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Any
 
-from pydantic import TypeAdapter
-
-from worldsim.domain.cards import UtcDatetime, parse_utc
-from worldsim.domain.contracts import lineage
-from worldsim.domain.jsonbytes import canonical_bytes, msgspec_bytes
+from worldsim.domain.jsonbytes import canonical_bytes
+from worldsim.trace.forecast_rows import Graph, RecordView
 from worldsim.trace.reader import TraceLine
 from worldsim.trace.records import (
     ForecastEvent,
     ForecastGraph,
     ForecastGraphData,
     ForecastLink,
-    proposals_of,
 )
+from worldsim.trace.tickbytes import Kept, KeptAccepted, KeptProposals
 
 __all__ = [
     "FORECAST_TYPES",
@@ -57,17 +51,6 @@ __all__ = [
     "record_view",
     "record_views",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class RecordView:
-    """The envelope fields hindsight needs from one trace line."""
-
-    type: str
-    tl: str | None
-    tick: int | None
-    data: Mapping[str, Any]
-    run: str | None = None
 
 
 _READ: dict[str, tuple[str, ...]] = {
@@ -120,7 +103,9 @@ class ForecastRecords:
         if fields is None:
             return
         kept: Mapping[str, Any]
-        if type_ == "proposals":
+        if isinstance(data, Kept):  # written from columns: the graph's part made already
+            kept = data.kept
+        elif type_ == "proposals":
             kept = KeptProposals.of(data["proposals"])
         elif type_ == "review":
             accepted = data.get("accepted") or ()
@@ -134,72 +119,6 @@ class ForecastRecords:
         return list(self._views)
 
 
-class KeptProposals(dict[str, Any]):
-    """A tick's proposals as a run keeps them for its graph: agent, index, summary and cites,
-    a column each (the record's data is not held)."""
-
-    columns: tuple[list[str], list[int], list[str], list[Sequence[str]]]
-
-    @classmethod
-    def of(cls, items: Sequence[Mapping[str, Any]]) -> KeptProposals:
-        kept = cls()
-        kept.columns = (
-            [_text(p.get("agent", "")) for p in items],
-            [_index(p.get("index")) for p in items],
-            [p.get("summary", "") for p in items],
-            [p.get("cites") or () for p in items],
-        )
-        return kept
-
-
-class KeptAccepted:
-    """A review's accepted references as a run keeps them: agents and indexes."""
-
-    __slots__ = ("agents", "indexes")
-
-    def __init__(self, agents: list[str], indexes: list[int]) -> None:
-        self.agents, self.indexes = agents, indexes
-
-    @classmethod
-    def of(cls, items: Iterable[Any]) -> KeptAccepted:
-        refs = [item for item in items if isinstance(item, dict)]
-        return cls(
-            [_text(r.get("agent", "")) for r in refs], [_index(r.get("index")) for r in refs]
-        )
-
-
-def _timeline_masses(records: Iterable[RecordView]) -> dict[str, float]:
-    started: dict[str, float] = {}
-    committed: dict[str, float] = {}
-    ended: dict[str, float] = {}
-    targets = {"timeline_started": started, "tick_committed": committed, "timeline_ended": ended}
-    for r in records:
-        target = targets.get(r.type)
-        if target is None or r.tl is None:
-            continue
-        mass = r.data.get("mass")
-        if isinstance(mass, int | float) and not isinstance(mass, bool):
-            target[r.tl] = float(mass)
-    return {**started, **committed, **ended}
-
-
-_DATE = TypeAdapter(UtcDatetime | None)
-
-
-def _date(value: object) -> str | None:
-    """A record's date as a graph holds it in its JSON form (``None`` when it is no date)."""
-    try:
-        when = parse_utc(value)
-    except ValueError:
-        return None
-    dumped: str | None = _DATE.dump_python(when, mode="json")
-    return dumped
-
-
-def _index(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def extract_forecast(records: list[RecordView]) -> ForecastGraph:
     """The forecast events and causal links of every timeline in a trace."""
     return ForecastGraph.model_validate(forecast_json(records))
@@ -209,7 +128,7 @@ def forecast_json(records: list[RecordView]) -> dict[str, Any]:
     """The forecast graph of the records in its JSON form: exactly what
     ``extract_forecast(records).model_dump(mode="json")`` gives, made without the objects (a
     run's end needs only its digest and sizes: :func:`forecast_record`)."""
-    graph = _Graph(records)
+    graph = Graph(records)
     return {
         "run": graph.run_id,
         "card_id": graph.card_id,
@@ -223,7 +142,7 @@ def forecast_record(records: list[RecordView]) -> ForecastGraphData:
     """The ``forecast_graph`` record of the records' graph: ``ForecastGraphData.of`` of
     :func:`forecast_json`, its canonical JSON hashed as it is made, event by event and link
     by link (the graph of a run of 10⁵ actors is never held whole)."""
-    graph = _Graph(records)
+    graph = Graph(records)
     digest = hashlib.sha256()
     digest.update(b'{"as_of":' + canonical_bytes(graph.as_of))
     digest.update(b',"card_id":' + canonical_bytes(graph.card_id) + b',"events":[')
@@ -241,259 +160,13 @@ def forecast_record(records: list[RecordView]) -> ForecastGraphData:
     )
 
 
-_CHUNK = 4_096
-
-
 def _hash_items(digest: Any, items: Iterator[tuple[bytes, int]]) -> int:
-    """Hash ``items`` (each the canonical JSON of a few elements, comma-separated, and their
-    number) comma-separated, a chunk at a time; the number of elements."""
-    count, first = 0, True
-    while chunk := list(itertools.islice(items, _CHUNK)):
-        count += sum(n for _, n in chunk)
-        body = b",".join([line for line, _ in chunk])
-        digest.update(body if first else b"," + body)
-        first = False
+    """Hash ``items`` (each the canonical JSON of some elements, comma-separated, and their
+    number: a group's proposals are one item) comma-separated; the number of elements."""
+    count = 0
+    for line, n in items:
+        if count:
+            digest.update(b",")
+        digest.update(line)
+        count += n
     return count
-
-
-_text_json = msgspec_bytes  # a str's JSON: the standard library's bytes
-
-
-def _event_floats(event: dict[str, Any]) -> list[float]:
-    return [v for v in (event["mass"], event["tick"]) if isinstance(v, float)]
-
-
-class _Graph:
-    """The records indexed for the graph: its events made group by group in simulated order
-    (tick, timeline lineage; then branch < observation < proposal, then id) and its links in
-    the canonical order of their proposals (tick, lineage, agent, index)."""
-
-    def __init__(self, records: list[RecordView]) -> None:
-        self.masses = _timeline_masses(records)
-        self.tick_dates: dict[int, str | None] = {}
-        self.run_id: str | None = None
-        self.card_id: str | None = None
-        self.as_of: str | None = None
-        # a tick's proposals by timeline, and its accepted ones by tick and lineage (each once,
-        # in the order first accepted); observations and branches by tick and lineage
-        # (a proposal kept as its summary and cites)
-        self.proposals: dict[tuple[str, int], dict[tuple[str, int], tuple[Any, Any]]] = {}
-        self.accepted: dict[tuple[int, tuple[int, ...]], dict[tuple[str, int, str], None]] = {}
-        self.others: dict[tuple[int, tuple[int, ...]], list[dict[str, Any]]] = {}
-        self.observations: dict[tuple[str, int], list[str]] = {}
-        self.lines = _Lineages()
-        for r in records:
-            if r.type == "run_started":
-                self.run_id = r.run
-                card = r.data.get("card")
-                if isinstance(card, dict):
-                    self.card_id = card.get("id") if isinstance(card.get("id"), str) else None
-                    self.as_of = _date(card.get("as_of"))
-            elif r.type == "tick_started" and r.tick is not None and r.tick not in self.tick_dates:
-                self.tick_dates[r.tick] = _date(r.data.get("date"))
-        for r in records:
-            if r.tl is not None and r.tick is not None:
-                self._index(r, r.tl, r.tick)
-
-    def _index(self, r: RecordView, tl: str, tick: int) -> None:
-        if r.type == "tick_started":
-            for obs in r.data.get("observations") or ():
-                if not isinstance(obs, dict):
-                    continue
-                count = sum(len(group) for group in self.others.values())
-                event_id = f"{tl}/{tick}/obs/{obs.get('id', count)}"
-                self._other(
-                    event_id,
-                    str(obs.get("title", "")),
-                    str(obs.get("description", "")),
-                    tl,
-                    tick,
-                    "observation",
-                )
-                self.observations.setdefault((tl, tick), []).append(event_id)
-        elif r.type == "proposals":
-            made = self.proposals.setdefault((tl, tick), {})
-            data = r.data
-            if isinstance(data, KeptProposals):
-                for agent, index, summary, cites in zip(*data.columns, strict=True):
-                    made[(agent, index)] = (summary, cites)
-                return
-            for p in proposals_of(r.type, data):
-                made[(_text(p.get("agent", "")), _index(p.get("index")))] = (
-                    p.get("summary", ""),
-                    p.get("cites"),
-                )
-        elif r.type == "review":
-            taken = self.accepted.setdefault((tick, self.lines[tl]), {})
-            accepted = r.data.get("accepted") or ()
-            if isinstance(accepted, KeptAccepted):
-                for agent, index in zip(accepted.agents, accepted.indexes, strict=True):
-                    taken[(agent, index, tl)] = None
-                return
-            for item in accepted:
-                if isinstance(item, dict):
-                    taken[(_text(item.get("agent", "")), _index(item.get("index")), tl)] = None
-        elif r.type == "fork":
-            child = r.data.get("child")
-            candidate = r.data.get("candidate")
-            hypothesis = candidate.get("hypothesis") if isinstance(candidate, dict) else None
-            if isinstance(child, str) and isinstance(hypothesis, str):
-                self._other(f"{child}/{tick}/branch", hypothesis, "", child, tick, "branch")
-
-    def _other(
-        self, event_id: str, title: str, description: str, tl: str, tick: int, kind: str
-    ) -> None:
-        self.others.setdefault((tick, self.lines[tl]), []).append(
-            {
-                "id": event_id,
-                "title": title,
-                "description": description,
-                "date": self.tick_dates.get(tick),
-                "timeline": tl,
-                "tick": tick,
-                "mass": self.masses.get(tl),
-                "kind": kind,
-            }
-        )
-
-    def _groups(self) -> list[tuple[int, tuple[int, ...]]]:
-        return sorted({*self.accepted, *self.others})
-
-    def events(self) -> Iterator[dict[str, Any]]:
-        """The events in simulated order, a (tick, lineage) group at a time."""
-        for group in self._groups():
-            made = [*self.others.get(group, ()), *self._proposal_events(group)]
-            made.sort(key=_in_group)
-            yield from made
-
-    def _accepted(
-        self, group: tuple[int, tuple[int, ...]]
-    ) -> Iterator[tuple[str, str, tuple[Any, Any]]]:
-        """The group's accepted proposals in canonical order (agent, index; two ids of one
-        lineage, "t0.2" and "t0.02", keep the order first accepted): each event's id, its
-        timeline and the proposal's kept fields."""
-        tick, _ = group
-        tl_now, made = None, {}
-        for agent, index, tl in sorted(self.accepted.get(group, ()), key=_BY_AGENT):
-            if tl != tl_now:
-                made, tl_now = self.proposals.get((tl, tick), {}), tl
-            data = made.get((agent, index))
-            if data is not None:
-                yield f"{tl}/{tick}/{agent}/{index}", tl, data
-
-    def _proposal_events(self, group: tuple[int, tuple[int, ...]]) -> Iterator[dict[str, Any]]:
-        tick, _ = group
-        date = self.tick_dates.get(tick)
-        for event_id, tl, data in self._accepted(group):
-            yield {
-                "id": event_id,
-                "title": _text(data[0]),
-                "description": "",
-                "date": date,
-                "timeline": tl,
-                "tick": tick,
-                "mass": self.masses.get(tl),
-                "kind": "proposal",
-            }
-
-    def links(self) -> Iterator[dict[str, str]]:
-        """``cites`` (a proposal → each document it cites, once) and ``informs`` (each of its
-        tick's observations → the proposal), in the canonical order of the proposals."""
-        for group in sorted(self.accepted):
-            tick, _ = group
-            for event_id, tl, data in self._accepted(group):
-                cites = data[1]
-                if cites:
-                    for d in dict.fromkeys(cites):
-                        yield {"source": event_id, "target": _text(d), "relation": "cites"}
-                for obs_id in self.observations.get((tl, tick), ()):
-                    yield {"source": obs_id, "target": event_id, "relation": "informs"}
-
-    def event_bytes(self) -> Iterator[tuple[bytes, int]]:
-        """Each of :meth:`events` as its canonical JSON (key-sorted), a proposal's made from
-        its parts."""
-        for group in self._groups():
-            others = sorted(self.others.get(group, ()), key=_in_group)
-            for event in others:
-                yield canonical_bytes(event, _event_floats(event)), 1
-            tick, _ = group
-            head = (
-                b'{"date":'
-                + canonical_bytes(self.tick_dates.get(tick))
-                + b',"description":"","id":'
-            )
-            parts: dict[str, bytes] = {}  # timeline -> what follows an event's id
-            made: list[tuple[str, bytes]] = []
-            for event_id, tl, data in self._accepted(group):
-                part = parts.get(tl)
-                if part is None:
-                    mass = self.masses.get(tl)
-                    part = parts[tl] = (
-                        b',"kind":"proposal","mass":'
-                        + canonical_bytes(mass, [mass] if isinstance(mass, float) else [])
-                        + b',"tick":%d,"timeline":%s,"title":' % (tick, _text_json(tl))
-                    )
-                text = _text_json(_text(data[0]))
-                made.append((event_id, b"".join((head, _text_json(event_id), part, text, b"}"))))
-            made.sort(key=_FIRST)
-            for _, line in made:
-                yield line, 1
-
-    def link_bytes(self) -> Iterator[tuple[bytes, int]]:
-        """:meth:`links` as canonical JSON (key-sorted), a proposal's at a time: the bytes of
-        its links, comma-separated, and their number (``cites`` made by one join per
-        proposal, from parts shared by the proposals that cite the same documents)."""
-        cited: dict[tuple[object, ...], tuple[list[bytes], int]] = {}  # by the documents
-        for group in sorted(self.accepted):
-            tick, _ = group
-            for event_id, tl, data in self._accepted(group):
-                source = _text_json(event_id)
-                cites = data[1]
-                if cites:
-                    key = tuple(cites)
-                    parts = cited.get(key)
-                    if parts is None:
-                        parts = cited[key] = _cites_parts(key)
-                    yield source.join(parts[0]), parts[1]
-                for obs_id in self.observations.get((tl, tick), ()):
-                    yield (
-                        b'{"relation":"informs","source":'
-                        + _text_json(obs_id)
-                        + b',"target":'
-                        + source
-                        + b"}",
-                        1,
-                    )
-
-
-def _cites_parts(cites: Iterable[object]) -> tuple[list[bytes], int]:
-    """The ``cites`` links of a proposal citing ``cites`` (each document once), as the parts
-    that its source's JSON joins, and their number."""
-    targets = [_text_json(_text(d)) for d in dict.fromkeys(cites)]
-    head, parts = b'{"relation":"cites","source":', []
-    for target in targets:
-        parts.append(head)
-        head = b',"target":' + target + b'},{"relation":"cites","source":'
-    parts.append(head[: -len(b',{"relation":"cites","source":')])
-    return parts, len(targets)
-
-
-class _Lineages(dict[str, tuple[int, ...]]):
-    """:func:`lineage` of each timeline id asked for, worked out once."""
-
-    def __missing__(self, timeline: str) -> tuple[int, ...]:
-        self[timeline] = found = lineage(timeline)
-        return found
-
-
-def _text(value: object) -> str:
-    return value if type(value) is str else str(value)
-
-
-_KIND_ORDER = {"branch": 0, "observation": 1, "proposal": 2}
-_BY_AGENT = itemgetter(0, 1)  # an accepted proposal's agent, then index
-_FIRST = itemgetter(0)
-
-
-def _in_group(event: dict[str, Any]) -> tuple[int, str]:
-    return _KIND_ORDER[event["kind"]], event["id"]

@@ -24,7 +24,7 @@ import anyio
 from pydantic import BaseModel
 
 from worldsim.domain.errors import ConfigError, TraceError
-from worldsim.domain.jsonbytes import compact_bytes, msgspec_bytes
+from worldsim.domain.jsonbytes import compact_into, msgspec_bytes
 from worldsim.trace.records import FORMAT_VERSION
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ __all__ = [
     "TraceLock",
     "TraceWriter",
     "genesis_hash",
+    "record_line",
     "seal_line",
     "utc_stamp",
 ]
@@ -89,8 +90,21 @@ def encode_record(
     at for what msgspec could write otherwise (the ``prev`` digest would send most lines to
     the standard library for nothing; see :mod:`worldsim.domain.jsonbytes`); ``floats``, when
     given, are every float ``data`` holds."""
-    # one join: a tick's record may be tens of MB, and each + would copy it again
-    return b"".join((msgspec_bytes(header)[:-1], b',"data":', compact_bytes(data, floats), b"}"))
+    line = record_line(header, data, floats)
+    del line[-1]
+    return bytes(line)
+
+
+def record_line(
+    header: dict[str, Any], data: Any, floats: Iterable[float] | None = None
+) -> bytearray:
+    """:func:`encode_record`'s bytes and the newline that ends the line, made in one buffer (a
+    tick's record may be tens of MB: it is not copied once more to be joined or ended)."""
+    line = bytearray(msgspec_bytes(header)[:-1])
+    line += b',"data":'
+    compact_into(line, data, floats)
+    line += b"}\n"
+    return line
 
 
 def _holder_pid(fd: int) -> int | None:
@@ -292,12 +306,13 @@ class TraceWriter:
             "tick": tick,
             "prev": self._prev,
         }
-        line = encode_record(header, payload, floats)
+        line = record_line(header, payload, floats)
         if type_ in SEALED_TYPES:
-            line = seal_line(line, self.signer)
-        self._write(line + b"\n")
+            line = bytearray(seal_line(bytes(line[:-1]), self.signer) + b"\n")
+        written = memoryview(line)
+        self._write(written)
         self._seq += 1
-        self._prev = hashlib.sha256(line).hexdigest()
+        self._prev = hashlib.sha256(written[:-1]).hexdigest()
         self.records_written += 1
         if self.tap is not None:
             self.tap(type_, tl, tick, payload)
@@ -307,7 +322,7 @@ class TraceWriter:
             except OSError as exc:
                 raise self._broken(exc) from None
 
-    def _write(self, records: bytes) -> None:
+    def _write(self, records: bytes | memoryview) -> None:
         """Write whole records, or cut the file back to where they started and raise."""
         view = memoryview(records)
         try:

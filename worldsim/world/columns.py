@@ -99,37 +99,6 @@ class MoveColumns:
             "cites": self.cites[i],
         }
 
-    def items(self, roles: Sequence[str], unretrieved: Sequence[list[str]]) -> list[dict[str, Any]]:
-        """The rows in a ``proposals`` record's JSON form (a :class:`Proposal` dumped, then
-        its agent's role and uncited documents), each as ``PROPOSALS.dump_python`` gives."""
-        kind = self.kind
-        return [
-            {
-                "agent": agent,
-                "index": 0,
-                "kind": kind,
-                "endpoint": endpoint,
-                "direction": direction,
-                "magnitude": magnitude,
-                "summary": summary,
-                "deltas": [],
-                "cites": list(cites),
-                "role": role,
-                "unretrieved_citations": missing,
-            }
-            for agent, endpoint, direction, magnitude, summary, cites, role, missing in zip(
-                self.agents,
-                self.endpoints,
-                self.direction.tolist(),
-                self.magnitude.tolist(),
-                self.summaries,
-                self.cites,
-                roles,
-                unretrieved,
-                strict=True,
-            )
-        ]
-
     @classmethod
     def merged(cls, batches: Sequence[MoveColumns]) -> MoveColumns:
         """Several batches' columns as one, in agent order (an agent is in one batch)."""
@@ -280,13 +249,6 @@ class EvidenceColumns:
     def __len__(self) -> int:
         return len(self.endpoints)
 
-    def items(self) -> list[dict[str, Any]]:
-        """The entries in a review record's ``ledger`` JSON form (a ``LedgerUpdate`` dumped)."""
-        return [
-            {"endpoint": e, "status": None, "evidence": {"kind": k, "ref": r, "note": n}}
-            for e, k, r, n in zip(self.endpoints, self.kinds, self.refs, self.notes, strict=True)
-        ]
-
     def updates(self) -> list[LedgerUpdate]:
         """The entries as :class:`LedgerUpdate` objects."""
         return [
@@ -329,14 +291,13 @@ class TickReview:
     proposals: TickProposals
     evidence: EvidenceColumns
 
-    def payload(self) -> tuple[dict[str, Any], list[float]]:
-        """The ``review`` record's JSON data and every float it holds: what the same review
-        as one :class:`Review` dumps (:meth:`as_review`)."""
+    def review_json(self) -> tuple[dict[str, Any], list[float]]:
+        """The JSON data of ``review`` (its ``accepted`` empty, its ``ledger`` the status moves
+        only) as a ``review`` record holds it, and every float it holds (the accepted
+        references and the evidence, which hold none, are written from the columns:
+        :func:`worldsim.trace.tickbytes.review_payload`)."""
         data: dict[str, Any] = self.review.model_dump(mode="json")
         floats = _floats(data)
-        agents, indexes = self.proposals.column("agent"), self.proposals.column("index")
-        data["accepted"] = [{"agent": agents[i], "index": indexes[i]} for i in self.accepted]
-        data["ledger"] = data["ledger"] + self.evidence.items()
         data["agent"] = "governance"
         return data, floats
 

@@ -7,6 +7,8 @@ ledger and suggests forks, the reporter writes claims that point into the trace.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Literal
 
@@ -22,6 +24,7 @@ __all__ = [
     "ClaimRef",
     "Proposal",
     "ProposalRef",
+    "Proposers",
     "RejectedProposal",
     "Report",
     "Review",
@@ -118,3 +121,35 @@ class TimelineSummary:
     settlement: str
     end_tick: int
     forced_p_yes: float | None
+
+
+class Proposers(AbstractSet[tuple[str, int, str]]):
+    """Who proposed in a run: ``(timeline, tick, agent)`` for each proposal's author, as a set
+    of agents per timeline and tick (a tick of 10⁵ agents adds no object per agent, which the
+    collector would walk again for the rest of the run)."""
+
+    def __init__(self, seen: Iterable[tuple[str, int, str]] = ()) -> None:
+        self._by_tick: dict[tuple[str, int], set[str]] = {}
+        self.update(seen)
+
+    def add_tick(self, timeline: str, tick: int, agents: Iterable[str]) -> None:
+        """The authors of a timeline's tick's proposals."""
+        self._by_tick.setdefault((timeline, tick), set()).update(agents)
+
+    def update(self, seen: Iterable[tuple[str, int, str]]) -> None:
+        for timeline, tick, agent in seen:
+            self.add_tick(timeline, tick, (agent,))
+
+    def __contains__(self, item: object) -> bool:
+        if not isinstance(item, tuple) or len(item) != 3:
+            return False
+        timeline, tick, agent = item
+        return agent in self._by_tick.get((timeline, tick), ())
+
+    def __iter__(self) -> Iterator[tuple[str, int, str]]:
+        for (timeline, tick), agents in self._by_tick.items():
+            for agent in agents:
+                yield timeline, tick, agent
+
+    def __len__(self) -> int:
+        return sum(map(len, self._by_tick.values()))
