@@ -15,6 +15,7 @@ scores and the order of those before it — telling an agent that they exist.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
