@@ -278,7 +278,9 @@ class Engine:
                 self.gateway.restore(self._retrievals)
                 for known in self.timelines.values():  # a resumed run's ended timelines
                     self._lineage_known(known)
-            self._stage = Stage(
+            # the stage lives in the timelines' tasks, not on the engine: it holds the engine's
+            # role lookup, and a cycle would keep a finished run's engine for the collector
+            stage = Stage(
                 config=config,
                 card=self.card,
                 ticks=self.ticks,
@@ -291,12 +293,9 @@ class Engine:
                 proposals_seen=self.proposals_seen,
                 gateway=self.gateway,
             )
-            try:
-                async with anyio.create_task_group() as tg:
-                    for tl, tick, announce in starts:
-                        tg.start_soon(self._run_timeline, tl, tick, tg, announce)
-            finally:
-                del self._stage  # it holds this engine's method: a cycle, broken once run
+            async with anyio.create_task_group() as tg:
+                for tl, tick, announce in starts:
+                    tg.start_soon(self._run_timeline, stage, tl, tick, tg, announce)
 
     async def _settle(self, started: float) -> RunResult:
         outcome = Outcome(
@@ -319,7 +318,7 @@ class Engine:
             self.gateway.forked(tl.id, tl.fork_tick)
 
     async def _run_timeline(
-        self, tl: Timeline, start_tick: int, tg: TaskGroup, announce: bool = True
+        self, stage: Stage, tl: Timeline, start_tick: int, tg: TaskGroup, announce: bool = True
     ) -> None:
         self.timelines[tl.id] = tl
         self._lineage_known(tl)
@@ -338,9 +337,9 @@ class Engine:
             )
         self._notify("timeline_started", timeline=tl.id, parent=tl.parent, mass=tl.mass)
         for k in range(start_tick, self.ticks):
-            children = await run_tick(self._stage, tl, k)
+            children = await run_tick(stage, tl, k)
             for child in children:
-                tg.start_soon(self._run_timeline, child, k + 1, tg, True)
+                tg.start_soon(self._run_timeline, stage, child, k + 1, tg, True)
             if tl.status != "running":
                 break
         if tl.status == "running":
