@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
@@ -120,19 +121,17 @@ class Logged(NamedTuple):
         return [RetrievalRecord(**access, **where) for access in self.accesses]
 
 
+@dataclass(eq=False, slots=True)
 class _Batch:
     """One batch call's accesses as columns, one row per agent: what a ``retrievals`` record
     holds of them is made when asked (:attr:`accesses`), and each agent's receipts are looked
     up by row."""
 
-    __slots__ = ("_rows", "agents", "cutoff", "tick", "timeline")
-
-    def __init__(
-        self, timeline: str | None, tick: int | None, cutoff: datetime, agents: Sequence[str]
-    ) -> None:
-        self.timeline, self.tick, self.cutoff = timeline, tick, cutoff
-        self.agents = agents
-        self._rows: dict[str, int] | None = None
+    timeline: str | None
+    tick: int | None
+    cutoff: datetime
+    agents: Sequence[str]
+    _rows: dict[str, int] | None = field(default=None, init=False, repr=False)
 
     def rows(self) -> dict[str, int]:
         """Each agent's row (an agent has one row in a batch)."""
@@ -164,24 +163,14 @@ class _Batch:
         return Logged(self.timeline, self.tick, self.cutoff, self.accesses).records()
 
 
+@dataclass(eq=False, slots=True)
 class SearchBatch(_Batch):
     """A ``search_evidence`` per agent, with ``k``: its query and the ids of its hits (the
     same tuple for agents whose searches the store answered alike)."""
 
-    __slots__ = ("hits", "k", "queries")
-
-    def __init__(
-        self,
-        timeline: str | None,
-        tick: int | None,
-        cutoff: datetime,
-        agents: Sequence[str],
-        queries: Sequence[str],
-        k: int,
-        hits: Sequence[tuple[str, ...]],
-    ) -> None:
-        super().__init__(timeline, tick, cutoff, agents)
-        self.queries, self.k, self.hits = queries, k, hits
+    queries: Sequence[str]
+    k: int
+    hits: Sequence[tuple[str, ...]]
 
     def receipt(self, i: int) -> tuple[str, ...]:
         return self.hits[i]
@@ -198,23 +187,13 @@ class SearchBatch(_Batch):
         ]
 
 
+@dataclass(eq=False, slots=True)
 class ReadBatch(_Batch):
     """The ``open_document`` calls of several agents: each agent's ids in call order (the
     same tuple for agents that read the same list) and, for the ids refused, the reason."""
 
-    __slots__ = ("reads", "refused")
-
-    def __init__(
-        self,
-        timeline: str | None,
-        tick: int | None,
-        cutoff: datetime,
-        agents: Sequence[str],
-        reads: Sequence[tuple[str, ...]],
-        refused: dict[str, Literal["unknown", "after_cutoff"]],
-    ) -> None:
-        super().__init__(timeline, tick, cutoff, agents)
-        self.reads, self.refused = reads, refused
+    reads: Sequence[tuple[str, ...]]
+    refused: dict[str, Literal["unknown", "after_cutoff"]]
 
     def receipt(self, i: int) -> tuple[str, ...]:
         ids = self.reads[i]
