@@ -35,7 +35,6 @@ from worldsim.sim.scheduler import Engine, Observer
 from worldsim.sim.session import EngineOptions, check_trace_target, prepare, run_engine
 from worldsim.sim.settlement import RunResult
 from worldsim.trace.lineage import LikelihoodData, ParentRef, ReweightingData, ReweightRow
-from worldsim.trace.records import TimelineEndedData
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.build import WorldSource, tick_dates, tick_of
 from worldsim.world.particles import NoSurvivors, reweigh, reweighted_value
@@ -234,26 +233,9 @@ class ContinuingEngine(Engine):
                     tl.status, tl.end_tick = "terminated", j
                     tl.settlement = tl.state.outcome() or "unresolved"
                     tl.forced_p_yes = tl.forced_probs = None
-            await self._end(tl)
+            self.timelines[tl.id] = tl
+            await self._ended(tl)
         return starts
-
-    async def _end(self, tl: Timeline) -> None:
-        self.timelines[tl.id] = tl
-        forced = tl.settlement in ("unresolved", "expected")
-        await self.writer.emit(
-            "timeline_ended",
-            TimelineEndedData(
-                status=tl.status,
-                settlement=tl.settlement,
-                forced_p_yes=tl.forced_p_yes if forced else None,
-                forced_probs=tl.forced_probs if forced else None,
-                mass=tl.mass,
-                end_tick=tl.end_tick,
-                reason=tl.reason,
-            ),
-            tl=tl.id,
-            durable=True,
-        )
 
 
 def _timeline(p: Particle, mass: float) -> Timeline:
