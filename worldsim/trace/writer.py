@@ -213,7 +213,6 @@ class TraceWriter:
         self._offset = offset
         self._closed = False
         self.failure: TraceError | None = None
-        self.records_written = 0
         # signs the terminal record's seal when set (``run --sign-key``); never written out
         self.signer: Signer | None = None
         # handed (type, tl, tick, data) of every record once written, when set: the data
@@ -304,7 +303,6 @@ class TraceWriter:
         self._write(written)
         self._seq += 1
         self._prev = hashlib.sha256(written[:-1]).hexdigest()
-        self.records_written += 1
         if self.tap is not None:
             self.tap(type_, tl, tick, payload)
         if durable and self._fsync:
