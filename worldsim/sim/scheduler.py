@@ -131,7 +131,6 @@ class Engine:
         self.ticks = config.effective_ticks
         self.dates = tick_dates(self.card, self.ticks)
         self.writer = writer
-        self.observer = observer
         self.timelines: dict[str, Timeline] = {}
         self.fork_book = ForkBook(self.policy, config.seed, self.ticks, writer, self._notify)
         self.proposals_seen = Proposers()
