@@ -36,6 +36,7 @@ __all__ = [
     "ChoiceForecastOutput",
     "CohortAction",
     "CohortOutput",
+    "Direction",
     "EndpointProbability",
     "ForecastOutput",
     "GovernanceOutput",
@@ -55,6 +56,7 @@ __all__ = [
     "QuestionReviewOutput",
     "QuestionsOutput",
     "RejectedMove",
+    "Relation",
     "ReportClaim",
     "ReportOutput",
     "ReportRef",
@@ -276,6 +278,12 @@ class HindsightOutput(_Out):
     )
 
 
+Relation = Literal[
+    "causes", "enables", "prevents", "inhibits", "amplifies", "triggers", "correlates"
+]
+Direction = Literal["positive", "negative", "neutral", "mixed"]
+
+
 class GraphEdit(_Out):
     """One edit of a hindsight graph: ``propose_event`` (id, title, date, description,
     source_ids), ``add_edge`` (source, target, relation, strength, confidence),
@@ -290,13 +298,11 @@ class GraphEdit(_Out):
     source_ids: list[str] = Field(default_factory=list, max_length=20)
     source: str = Field("", max_length=80)
     target: str = Field("", max_length=80)
-    relation: Literal[
-        "causes", "enables", "prevents", "inhibits", "amplifies", "triggers", "correlates"
-    ] = "causes"
+    relation: Relation = "causes"
     strength: float = Field(0.5, ge=0.0, le=1.0)
     confidence: float = Field(0.5, ge=0.0, le=1.0)
     event: str = Field("", max_length=80)
-    direction: Literal["positive", "negative", "neutral", "mixed"] = "neutral"
+    direction: Direction = "neutral"
     magnitude: float = Field(0.0, ge=0.0, le=1.0)
 
 

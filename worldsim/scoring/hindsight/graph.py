@@ -14,13 +14,14 @@ import json
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from worldsim.domain.cards import UtcDatetime
 from worldsim.domain.errors import CardError
 from worldsim.domain.files import load_document, validated
+from worldsim.domain.outputs import Direction, Relation
 
 __all__ = [
     "Annotation",
@@ -39,10 +40,6 @@ __all__ = [
     "validate_graph",
 ]
 
-Relation = Literal[
-    "causes", "enables", "prevents", "inhibits", "amplifies", "triggers", "correlates"
-]
-Direction = Literal["positive", "negative", "neutral", "mixed"]
 
 
 class _Model(BaseModel):
