@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, field_serializer
+from pydantic import AwareDatetime, field_serializer
 
 from worldsim.domain.cards import utc_iso
 from worldsim.domain.jsonbytes import msgspec_bytes
+from worldsim.domain.values import FrozenModel
 
 __all__ = [
     "ACCESS_DEFAULTS",
@@ -33,13 +34,11 @@ __all__ = [
 ToolName = Literal["search_evidence", "open_document"]
 
 
-class Access(BaseModel):
+class Access(FrozenModel):
     """One gateway access as an agent made it: who called, which tool with what, and what came
     back. ``doc_ids`` are the documents the caller actually received: the hits of a search, or
     the one document opened. A refused open has ``refused=True``, a ``reason`` and no
     ``doc_ids``. A trace's ``retrievals`` record holds a tick's accesses in this form."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     agent: str
     tool: ToolName
