@@ -27,7 +27,7 @@ from worldsim.models import LeakageGuard
 from worldsim.models.tracing import traced
 from worldsim.roles.prompts import PromptRole
 from worldsim.roles.registry import RoleSpec, get_role
-from worldsim.sim.news import assess, news_items, news_record
+from worldsim.sim.news import assess, iso_text, news_items, news_record
 from worldsim.sim.particles import Particle, parent_particles, parent_values, verified_parent
 from worldsim.sim.plan import ModelSource, route_table
 from worldsim.sim.resume import resume_config
@@ -45,10 +45,6 @@ __all__ = ["ASSESSOR", "Continuation", "continue_run", "continued_name"]
 
 ASSESSOR = "assessor"
 """The role slot that judges the news (``roles: {assessor: NAME}`` puts another in it)."""
-
-
-def _iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
 
 
 def continued_name(name: str, as_of: datetime) -> str:
@@ -77,8 +73,8 @@ class Continuation:
         card = config.card
         if not since < as_of < card.deadline:
             raise ConfigError(
-                f"{_iso(as_of)} is not after the parent's date {_iso(since)} and before the "
-                f"deadline {_iso(card.deadline)}",
+                f"{iso_text(as_of)} is not after the parent's date {iso_text(since)} and before "
+                f"the deadline {iso_text(card.deadline)}",
                 field="as_of",
             )
         calendar = card.model_copy(update={"as_of": origin})
@@ -96,9 +92,9 @@ class Continuation:
             head=str(result.head),
             canonical=str(result.canonical),
             tick=self.tick,
-            as_of=_iso(as_of),
-            origin=_iso(origin),
-            since=_iso(since),
+            as_of=iso_text(as_of),
+            origin=iso_text(origin),
+            since=iso_text(since),
         )
         self.assessor = get_role(config.roles.get(ASSESSOR, ASSESSOR), "news")
         audit = trace.first("audit")
@@ -191,7 +187,7 @@ class ContinuingEngine(Engine):
             )
         except NoSurvivors as exc:
             raise NewsLeavesNoPath(
-                f"the news up to {_iso(cont.as_of)} leaves no timeline: {exc}"
+                f"the news up to {iso_text(cont.as_of)} leaves no timeline: {exc}"
             ) from None
         await writer.emit(
             "reweighting",
@@ -225,7 +221,7 @@ class ContinuingEngine(Engine):
                 continue
             if made.pruned[i]:
                 reason = (
-                    f"pruned by the news up to {_iso(cont.as_of)}: its mass fell below "
+                    f"pruned by the news up to {iso_text(cont.as_of)}: its mass fell below "
                     f"{prune_below}"
                 )
                 tl.reason = f"{tl.reason}; {reason}" if not p.running and tl.reason else reason
