@@ -188,7 +188,7 @@ def test_each_record_is_chained_to_the_one_before_and_handed_to_the_tap(tmp_path
         for n in (1, 2, 3):
             await writer.emit("note", {"n": n}, tl="t0", tick=2)
         await writer.emit("note", {"n": 4})
-        assert (writer.seq, writer.records_written) == (5, 5)
+        assert writer.seq == 5
         await writer.aclose()
 
     anyio.run(go)

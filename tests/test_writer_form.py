@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from worldsim.domain.jsonbytes import canonical_bytes, floats_in
 from worldsim.trace.reader import in_writers_form
 from worldsim.trace.records import ReviewData
-from worldsim.trace.writer import encode_record
+from worldsim.trace.writer import record_line
 from worldsim.world.moves import ProposalRef, Review
 from worldsim.world.state import EvidenceIn, LedgerUpdate, SetVariable, ShiftPressure
 
@@ -106,7 +106,7 @@ headers = st.dictionaries(
 @example(header={"": None}, data={"ps": [{"d": 1e-05, "s": "x"}, {"d": 0.5, "k": None}]})  # parts
 @example(header={"": None}, data={"ps": [{"d": 0.5}, {"d": math.nan}]})  # a NaN deep in a part
 def test_the_writer_writes_the_standard_librarys_bytes(header: dict[str, Any], data: Any) -> None:
-    """``encode_record`` takes msgspec's path only where its bytes are the standard
+    """``record_line`` takes msgspec's path only where its bytes are the standard
     library's, and refuses NaN and infinities as the standard library does."""
     obj = {**header, "data": data}
     try:
@@ -115,9 +115,9 @@ def test_the_writer_writes_the_standard_librarys_bytes(header: dict[str, Any], d
         ).encode()
     except ValueError:  # NaN or an infinity somewhere, or a lone surrogate
         with pytest.raises(ValueError):
-            encode_record(header, data)
+            record_line(header, data)
         return
-    assert encode_record(header, data) == expected
+    assert record_line(header, data) == expected + b"\n"
 
 
 @settings(max_examples=600, deadline=None)
@@ -160,9 +160,9 @@ def test_exponent_lookalikes_in_strings_and_keys_are_told_from_floats(data: Any)
         ).encode()
     except ValueError:  # NaN or an infinity somewhere
         with pytest.raises(ValueError):
-            encode_record({"v": 1}, data)
+            record_line({"v": 1}, data)
         return
-    assert encode_record({"v": 1}, data) == expected
+    assert record_line({"v": 1}, data) == expected + b"\n"
     if _sortable(data):  # the sorted form takes string keys only, as the standard library
         sorted_bytes = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         assert canonical_bytes(data) == sorted_bytes.encode()
@@ -177,9 +177,9 @@ def _assert_written_as_json(data: Any, floats: list[float] | None = None) -> Non
         ).encode()
     except ValueError:
         with pytest.raises(ValueError):
-            encode_record({"v": 1}, data, floats)
+            record_line({"v": 1}, data, floats)
         return
-    assert encode_record({"v": 1}, data, floats) == expected
+    assert record_line({"v": 1}, data, floats) == expected + b"\n"
 
 
 def _sortable(value: Any) -> bool:

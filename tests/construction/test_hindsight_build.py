@@ -292,3 +292,23 @@ def test_the_builder_tools_apply_each_edit_at_once_and_say_why_not() -> None:
         "delete_edge",
     }
     assert all(spec.openai()["function"]["parameters"]["type"] == "object" for spec in GRAPH_TOOLS)
+
+
+def test_a_build_stopped_by_a_model_error_logs_the_failed_call_and_why(tmp_path: Path) -> None:
+    from worldsim.build.calls import run_build
+    from worldsim.domain.config import ModelConfig
+    from worldsim.domain.errors import ModelError
+
+    log = BuildLog(tmp_path / "build.jsonl")
+    log.start("hindsight", {})
+
+    async def body(models: Any) -> None:
+        assert set(models) == {"hindsight"}
+        raise ModelError("the route gave no reply", call={"role": "hindsight", "route": "x/y"})
+
+    with pytest.raises(ModelError):
+        anyio.run(lambda: run_build(ModelConfig(), ["hindsight"], log, body))
+    lines = [json.loads(line) for line in log.path.read_text().splitlines()]
+    assert [line["type"] for line in lines] == ["build_started", "llm_call", "build_failed"]
+    assert lines[1] == {"type": "llm_call", "role": "hindsight", "route": "x/y", "failed": True}
+    assert lines[2]["error"] == "the route gave no reply"

@@ -37,7 +37,7 @@ def test_role_routes_override_the_default() -> None:
     assert table.for_role("governance").model == "gpt-4o"
     assert table.for_role("actor").provider == "vllm"
     assert len(table.routes()) == 3
-    assert table.as_dict()["default"] == "openai/gpt-4o-mini"
+    assert table.default.name == "openai/gpt-4o-mini"
     assert RouteTable.from_flags().default.is_offline
 
 

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from worldsim.domain.cards import Card
 from worldsim.domain.config import ModelConfig
 from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest, ToolHandler
-from worldsim.domain.errors import ConfigError
+from worldsim.domain.errors import ConfigError, ModelError
 from worldsim.domain.files import write_files
 from worldsim.domain.version import __version__, git_revision
 from worldsim.gateway.tools import ToolSpec
@@ -77,10 +77,16 @@ async def run_build(
     body: Callable[[Mapping[str, Model]], Awaitable[T]],
 ) -> T:
     """Open the models of ``models`` (cache and pool, as a run does), run ``body`` with each of
-    ``roles``' model, and write ``log`` if the build got as far as a model call."""
+    ``roles``' model, and write ``log`` if the build got as far as a model call (a model error
+    that ends it is logged, with its failed call)."""
     async with open_models(models) as source:
         try:
             return await body({name: source.for_role(name) for name in roles})
+        except ModelError as exc:
+            if exc.call:
+                log.add("llm_call", **{**exc.call, "failed": True})
+            log.add("build_failed", error=str(exc)[:2000])
+            raise
         finally:
             if log.worth_keeping:
                 log.write()

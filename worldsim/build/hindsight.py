@@ -40,7 +40,7 @@ from worldsim.build.policy import QualityPolicy
 from worldsim.build.text import content_words
 from worldsim.domain.cards import Card, EvidenceDatabase
 from worldsim.domain.contracts import Model
-from worldsim.domain.errors import ConfigError, ModelError
+from worldsim.domain.errors import ConfigError
 from worldsim.domain.labels import Label
 from worldsim.domain.outputs import GraphEditsOutput, HindsightOutput
 from worldsim.gateway.store import EvidenceStore, memory_store, open_store
@@ -153,66 +153,60 @@ async def build_hindsight(
         "outcome_event": OUTCOME_ID,
         "gates": gates,
     }
-    try:
-        explained = await ask(
-            models["hindsight"], "hindsight", HindsightOutput, card, common, log, seed=seed
+    explained = await ask(
+        models["hindsight"], "hindsight", HindsightOutput, card, common, log, seed=seed
+    )
+    working = WorkingGraph(
+        outcome=HindsightEvent(
+            id=OUTCOME_ID,
+            title=f"Resolved: {outcome_title}",
+            date=label.resolved_at,
+            type="outcome",
+            is_outcome=True,
+        ),
+        sources=frozenset(d["id"] for d in documents),
+    )
+    feedback: list[str] = []
+    failed: list[str] = []
+    rounds = 0
+    for rounds in range(1, gates.iterations + 1):
+        variables = {
+            **common,
+            "explanation": explained.explanation,
+            "feedback": feedback,
+            **working.summary(),
+        }
+        tool_calls: list[dict[str, Any]] = []
+        edits = await ask(
+            models["graph_builder"],
+            "graph_builder",
+            GraphEditsOutput,
+            card,
+            variables,
+            log,
+            seed=seed,
+            index=rounds,
+            tools=GRAPH_TOOLS,
+            tool_handler=tool_handler(working, tool_calls),
         )
-        working = WorkingGraph(
-            outcome=HindsightEvent(
-                id=OUTCOME_ID,
-                title=f"Resolved: {outcome_title}",
-                date=label.resolved_at,
-                type="outcome",
-                is_outcome=True,
-            ),
-            sources=frozenset(d["id"] for d in documents),
+        refused = [
+            f"tool {c['tool']}: {c['refused']}" for c in tool_calls if "refused" in c
+        ] + working.apply_all(edits.edits)
+        draft, weak = working.graph(gates, card_id=card.id, question=card.question)
+        failed = gate_failures(draft, gates)
+        log.add(
+            "round",
+            index=rounds,
+            tool_calls=tool_calls,
+            edits=len(edits.edits),
+            refused=refused,
+            weak_edges_left_out=weak,
+            failed_gates=failed,
+            note=edits.note,
         )
-        feedback: list[str] = []
-        failed: list[str] = []
-        rounds = 0
-        for rounds in range(1, gates.iterations + 1):
-            variables = {
-                **common,
-                "explanation": explained.explanation,
-                "feedback": feedback,
-                **working.summary(),
-            }
-            tool_calls: list[dict[str, Any]] = []
-            edits = await ask(
-                models["graph_builder"],
-                "graph_builder",
-                GraphEditsOutput,
-                card,
-                variables,
-                log,
-                seed=seed,
-                index=rounds,
-                tools=GRAPH_TOOLS,
-                tool_handler=tool_handler(working, tool_calls),
-            )
-            refused = [
-                f"tool {c['tool']}: {c['refused']}" for c in tool_calls if "refused" in c
-            ] + working.apply_all(edits.edits)
-            draft, weak = working.graph(gates, card_id=card.id, question=card.question)
-            failed = gate_failures(draft, gates)
-            log.add(
-                "round",
-                index=rounds,
-                tool_calls=tool_calls,
-                edits=len(edits.edits),
-                refused=refused,
-                weak_edges_left_out=weak,
-                failed_gates=failed,
-                note=edits.note,
-            )
-            if not failed:
-                break
-            feedback = [*failed, *refused]
-    except ModelError as exc:
-        if exc.call:
-            log.add("llm_call", **{**exc.call, "failed": True})
-        log.add("build_failed", error=str(exc)[:2000])
-        raise
+        if not failed:
+            break
+        feedback = [*failed, *refused]
     construction = {
         "roles": versions,
         "routes": routes,

@@ -8,22 +8,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.files import load_model
 from worldsim.domain.resources import data_dirs
+from worldsim.domain.values import FrozenModel
 
 __all__ = ["GraphGates", "QualityPolicy", "QuestionGates", "load_quality_policy"]
 
 POLICY_FILE = Path("build") / "quality.yaml"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class GraphGates(_Model):
+class GraphGates(FrozenModel):
     min_hops_to_outcome: int = Field(3, ge=0)
     min_events: int = Field(10, ge=0)
     min_sources: int = Field(20, ge=0)
@@ -33,14 +30,14 @@ class GraphGates(_Model):
     iterations: int = Field(3, ge=1, le=20)
 
 
-class QuestionGates(_Model):
+class QuestionGates(FrozenModel):
     min_clarity: float = Field(0.6, ge=0.0, le=1.0)
     min_measurability: float = Field(0.6, ge=0.0, le=1.0)
     min_answerability: float = Field(0.6, ge=0.0, le=1.0)
     duplicate_similarity: float = Field(0.8, gt=0.0, le=1.0)
 
 
-class QualityPolicy(_Model):
+class QualityPolicy(FrozenModel):
     graph: GraphGates = GraphGates()
     questions: QuestionGates = QuestionGates()
 

@@ -42,7 +42,7 @@ from worldsim.build.policy import QualityPolicy
 from worldsim.build.text import content_words, jaccard
 from worldsim.domain.cards import Card, EvidenceDoc, parse_utc
 from worldsim.domain.contracts import Model
-from worldsim.domain.errors import CardError, ModelError
+from worldsim.domain.errors import CardError
 from worldsim.domain.files import first_error, read_jsonl
 from worldsim.domain.outputs import QuestionProposal, QuestionReviewOutput, QuestionsOutput
 from worldsim.gateway.documents import StoredDocument
@@ -308,106 +308,100 @@ async def build_questions(
     )
     by_id = {a.id: a for a in articles}
     candidates: list[tuple[QuestionProposal, str, Market | None]] = []
-    try:
-        windows = [
-            (c, cluster[start : start + MAX_CLUSTER_ARTICLES])
-            for c, cluster in enumerate(cluster_articles(articles))
-            for start in range(0, len(cluster), MAX_CLUSTER_ARTICLES)
-        ]
-        for n, (c, cluster) in enumerate(windows):
-            variables = {
-                "cluster": c,
-                "domain": "",
-                "documents": [a.as_variable() for a in cluster],
-            }
-            out = await ask(
-                models["question_generator"],
-                "question_generator",
-                QuestionsOutput,
-                None,
-                variables,
-                log,
-                seed=seed,
-                index=n,
-            )
-            log.add(
-                "cluster",
-                index=n,
-                cluster=c,
-                articles=[a.id for a in cluster],
-                proposed=len(out.questions),
-            )
-            generator = "offline rules" if offline else f"model {routes['question_generator']}"
-            candidates.extend(
-                (q, f"worldsim build questions · {generator}", None) for q in out.questions
-            )
-        candidates.extend((m.proposal, m.source or "market", m) for m in markets)
-        built = Built()
-        kept: list[tuple[QuestionProposal, str, Market | None, frozenset[str]]] = []
-        for i, (proposal, source, market) in enumerate(candidates):
-            docs = [by_id[a].as_variable() for a in proposal.provenance if a in by_id]
-            review = await ask(
-                models["question_qa"],
-                "question_qa",
-                QuestionReviewOutput,
-                None,
+    windows = [
+        (c, cluster[start : start + MAX_CLUSTER_ARTICLES])
+        for c, cluster in enumerate(cluster_articles(articles))
+        for start in range(0, len(cluster), MAX_CLUSTER_ARTICLES)
+    ]
+    for n, (c, cluster) in enumerate(windows):
+        variables = {
+            "cluster": c,
+            "domain": "",
+            "documents": [a.as_variable() for a in cluster],
+        }
+        out = await ask(
+            models["question_generator"],
+            "question_generator",
+            QuestionsOutput,
+            None,
+            variables,
+            log,
+            seed=seed,
+            index=n,
+        )
+        log.add(
+            "cluster",
+            index=n,
+            cluster=c,
+            articles=[a.id for a in cluster],
+            proposed=len(out.questions),
+        )
+        generator = "offline rules" if offline else f"model {routes['question_generator']}"
+        candidates.extend(
+            (q, f"worldsim build questions · {generator}", None) for q in out.questions
+        )
+    candidates.extend((m.proposal, m.source or "market", m) for m in markets)
+    built = Built()
+    kept: list[tuple[QuestionProposal, str, Market | None, frozenset[str]]] = []
+    for i, (proposal, source, market) in enumerate(candidates):
+        docs = [by_id[a].as_variable() for a in proposal.provenance if a in by_id]
+        review = await ask(
+            models["question_qa"],
+            "question_qa",
+            QuestionReviewOutput,
+            None,
+            {
+                "proposal": proposal.model_dump(mode="json"),
+                "documents": docs,
+                "market": market is not None,
+            },
+            log,
+            seed=seed,
+            index=i,
+        )
+        problems = _problems(proposal, review, by_id, policy)
+        scores = review.model_dump(include={"clarity", "measurability", "answerability"})
+        if problems:
+            built.rejects.append(
                 {
-                    "proposal": proposal.model_dump(mode="json"),
-                    "documents": docs,
-                    "market": market is not None,
-                },
-                log,
-                seed=seed,
-                index=i,
+                    "question": proposal.question,
+                    "source": source,
+                    "reasons": problems,
+                    "scores": scores,
+                }
             )
-            problems = _problems(proposal, review, by_id, policy)
-            scores = review.model_dump(include={"clarity", "measurability", "answerability"})
-            if problems:
-                built.rejects.append(
-                    {
-                        "question": proposal.question,
-                        "source": source,
-                        "reasons": problems,
-                        "scores": scores,
-                    }
-                )
-                log.add("rejected", index=i, question=proposal.question, reasons=problems)
-                continue
-            words = content_words(proposal.question) | frozenset(
-                re.findall(r"\d{4}-\d{2}-\d{2}", proposal.question)
-            )
-            twin_at = next(
-                (
-                    j
-                    for j, k in enumerate(kept)
-                    if jaccard(words, k[3]) >= policy.questions.duplicate_similarity
-                ),
-                None,
-            )
-            if twin_at is not None:
-                old, new = kept[twin_at], (proposal, source, market, words)
-                if (_date(new[0].opens) or _FAR) < (_date(old[0].opens) or _FAR):
-                    first, later = new, old
-                else:
-                    first, later = old, new
-                opens = _date(first[0].opens) or _FAR
-                # the later one's articles join only if they were out when the kept one opens
-                extra = [
-                    a for a in later[0].provenance if a in by_id and by_id[a].published_at <= opens
-                ]
-                merged = list(dict.fromkeys([*first[0].provenance, *extra]))
-                kept[twin_at] = (first[0].model_copy(update={"provenance": merged}), *first[1:])
-                entry = {"question": later[0].question, "into": first[0].question}
-                built.merged.append(entry)
-                log.add("merged", index=i, **entry)
-                continue
-            kept.append((proposal, source, market, words))
-            log.add("kept", index=i, question=proposal.question, scores=scores)
-    except ModelError as exc:
-        if exc.call:
-            log.add("llm_call", **{**exc.call, "failed": True})
-        log.add("build_failed", error=str(exc)[:2000])
-        raise
+            log.add("rejected", index=i, question=proposal.question, reasons=problems)
+            continue
+        words = content_words(proposal.question) | frozenset(
+            re.findall(r"\d{4}-\d{2}-\d{2}", proposal.question)
+        )
+        twin_at = next(
+            (
+                j
+                for j, k in enumerate(kept)
+                if jaccard(words, k[3]) >= policy.questions.duplicate_similarity
+            ),
+            None,
+        )
+        if twin_at is not None:
+            old, new = kept[twin_at], (proposal, source, market, words)
+            if (_date(new[0].opens) or _FAR) < (_date(old[0].opens) or _FAR):
+                first, later = new, old
+            else:
+                first, later = old, new
+            opens = _date(first[0].opens) or _FAR
+            # the later one's articles join only if they were out when the kept one opens
+            extra = [
+                a for a in later[0].provenance if a in by_id and by_id[a].published_at <= opens
+            ]
+            merged = list(dict.fromkeys([*first[0].provenance, *extra]))
+            kept[twin_at] = (first[0].model_copy(update={"provenance": merged}), *first[1:])
+            entry = {"question": later[0].question, "into": first[0].question}
+            built.merged.append(entry)
+            log.add("merged", index=i, **entry)
+            continue
+        kept.append((proposal, source, market, words))
+        log.add("kept", index=i, question=proposal.question, scores=scores)
     ids: set[str] = set()
     for proposal, source, market, _ in kept:
         try:

@@ -27,7 +27,6 @@ __all__ = [
     "ModelResponse",
     "ModelWrapper",
     "Phase",
-    "Settlement",
     "TimelineId",
     "TimelineStatus",
     "ToolHandler",
@@ -42,6 +41,7 @@ TimelineId: TypeAlias = str
 JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
 
 Phase = Literal["init", "tick", "review", "report"]
+"""When a role runs: world initialization, each tick (actors, cohorts), review, final report."""
 
 PHASE_METHODS: dict[Phase, str] = {
     "init": "initialize",
@@ -50,11 +50,8 @@ PHASE_METHODS: dict[Phase, str] = {
     "report": "report",
 }
 """The method a Python role of each phase implements."""
-"""When a role runs: world initialization, each tick (actors, cohorts), review, final report."""
 
 TimelineStatus = Literal["running", "settled", "terminated", "deadline"]
-Settlement = Literal["yes", "no", "expected", "unresolved"]
-"""A binary timeline's settlement (a multiple-choice one settles on an endpoint id)."""
 
 EXPECTED = "expected"
 """The settlement of a timeline whose question resolved at a value rather than an outcome: the

@@ -41,9 +41,7 @@ __all__ = [
     "floats_in",
     "msgspec_bytes",
     "odd_positions",
-    "raw_json",
     "raw_rows",
-    "standard_float",
 ]
 
 _COMPACT = msgspec.json.Encoder()
@@ -147,26 +145,11 @@ def odd_positions(values: Any) -> list[int]:
     return odd
 
 
-def raw_json(encoded: bytes) -> msgspec.Raw:
-    """JSON bytes made already (the standard library's), to be written as they are where they
-    stand in a value."""
-    return msgspec.Raw(encoded)
-
-
 def raw_rows(rows: Iterable[bytes]) -> list[msgspec.Raw]:
     """JSON made already (each row one or more values, comma-separated), as the items of a
     list that stands in a value: written as they are, with no join of them all before the
     record's own encoding."""
     return list(map(msgspec.Raw, rows))
-
-
-def standard_float(value: float) -> msgspec.Raw:
-    """A finite float as the standard library writes it, to stand in a value in its place: the
-    value's bytes then need no look for it (a large record holding a few such floats is not
-    scanned once for each)."""
-    if not math.isfinite(value):
-        raise ValueError(f"{value!r} is not a finite number")
-    return msgspec.Raw(float.__repr__(value).encode())
 
 
 def floats_in(value: Any) -> Iterator[float]:

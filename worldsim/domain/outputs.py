@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter
 
 from worldsim.domain import bounds
+from worldsim.domain.values import FrozenModel
 
 __all__ = [
     "INIT_ACTORS",
@@ -36,6 +37,7 @@ __all__ = [
     "ChoiceForecastOutput",
     "CohortAction",
     "CohortOutput",
+    "Direction",
     "EndpointProbability",
     "ForecastOutput",
     "GovernanceOutput",
@@ -55,6 +57,7 @@ __all__ = [
     "QuestionReviewOutput",
     "QuestionsOutput",
     "RejectedMove",
+    "Relation",
     "ReportClaim",
     "ReportOutput",
     "ReportRef",
@@ -62,11 +65,7 @@ __all__ = [
 ]
 
 
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ActorMove(_Out):
+class ActorMove(FrozenModel):
     kind: Literal["statement", "action", "signal"] = "action"
     endpoint: str = Field(max_length=80, description="id of the endpoint this move pushes")
     direction: float = Field(ge=-1.0, le=1.0, description="+1 toward the endpoint, -1 against")
@@ -79,11 +78,11 @@ class ActorMove(_Out):
     )
 
 
-class ActorOutput(_Out):
+class ActorOutput(FrozenModel):
     proposals: list[ActorMove] = Field(max_length=3)
 
 
-class CohortAction(_Out):
+class CohortAction(FrozenModel):
     label: str = Field(max_length=60, description="short name of the archetypal action")
     endpoint: str = Field(max_length=80)
     direction: float = Field(ge=-1.0, le=1.0)
@@ -91,28 +90,28 @@ class CohortAction(_Out):
     probability: float = Field(ge=0.0, le=1.0, description="share of members taking it")
 
 
-class CohortOutput(_Out):
+class CohortOutput(FrozenModel):
     actions: list[CohortAction] = Field(min_length=1, max_length=5)
     attention: float = Field(ge=0.0, le=1.0)
     trust: float = Field(ge=0.0, le=1.0)
 
 
-class RejectedMove(_Out):
+class RejectedMove(FrozenModel):
     proposal: str = Field(max_length=100, description="'agent#index'")
     reason: str = Field(max_length=200)
 
 
-class PressureShift(_Out):
+class PressureShift(FrozenModel):
     endpoint: str = Field(max_length=80)
     by: float = Field(ge=-50.0, le=50.0, description="change of the endpoint's pressure (logit)")
 
 
-class EndpointProbability(_Out):
+class EndpointProbability(FrozenModel):
     endpoint: str = Field(max_length=80)
     p: float = Field(ge=0.0, le=1.0)
 
 
-class LedgerMove(_Out):
+class LedgerMove(FrozenModel):
     endpoint: str = Field(max_length=80)
     status: Literal["realized", "eliminated"] | None = None
     evidence: Literal["supports", "contradicts"] | None = None
@@ -120,7 +119,7 @@ class LedgerMove(_Out):
     note: str = Field("", max_length=200)
 
 
-class BranchIdea(_Out):
+class BranchIdea(FrozenModel):
     hypothesis: str = Field(max_length=200)
     hypothesis_id: str | None = Field(None, max_length=80, description="id of a world hypothesis")
     endpoint_id: str = Field(max_length=80)
@@ -133,7 +132,7 @@ class BranchIdea(_Out):
     )
 
 
-class GovernanceOutput(_Out):
+class GovernanceOutput(FrozenModel):
     accepted: list[str] = Field(
         default_factory=list, max_length=50_000, description="'agent#index' of accepted proposals"
     )
@@ -151,7 +150,7 @@ class GovernanceOutput(_Out):
     )
 
 
-class InitActor(_Out):
+class InitActor(FrozenModel):
     id: str = Field(max_length=80)
     name: str = Field(max_length=80)
     kind: Literal["individual", "institution"] = "institution"
@@ -166,7 +165,7 @@ INIT_ACTORS: TypeAdapter[list[InitActor]] = TypeAdapter(list[InitActor])
 """Many ``InitActor`` validated, or dumped, in one call (a world of 10⁴ actors)."""
 
 
-class InitCohort(_Out):
+class InitCohort(FrozenModel):
     id: str = Field(max_length=80)
     name: str = Field(max_length=80)
     role: str = Field("cohort", max_length=80, description="the tick role that drives it")
@@ -176,13 +175,13 @@ class InitCohort(_Out):
     sentiment: float = Field(ge=-1.0, le=1.0)
 
 
-class InitRelation(_Out):
+class InitRelation(FrozenModel):
     source: str = Field(max_length=80)
     target: str = Field(max_length=80)
     weight: float = Field(ge=0.0, le=1.0)
 
 
-class InitEvent(_Out):
+class InitEvent(FrozenModel):
     id: str = Field(max_length=80)
     title: str = Field(max_length=200)
     date: str = Field(max_length=30, description="ISO date within [as_of, deadline)")
@@ -193,7 +192,7 @@ class InitEvent(_Out):
     )
 
 
-class InitHypothesis(_Out):
+class InitHypothesis(FrozenModel):
     id: str = Field(max_length=80)
     title: str = Field(max_length=200)
     endpoint: str = Field(max_length=80)
@@ -203,12 +202,12 @@ class InitHypothesis(_Out):
     impact: float = Field(ge=-bounds.MAX_PRESSURE, le=bounds.MAX_PRESSURE)
 
 
-class InitVariable(_Out):
+class InitVariable(FrozenModel):
     name: str = Field(max_length=80)
     value: bool | float | str
 
 
-class WorldOutput(_Out):
+class WorldOutput(FrozenModel):
     base_rate: float = Field(gt=0.0, lt=1.0, description="prior probability of yes")
     base_rates: list[EndpointProbability] | None = Field(
         None, max_length=100, description="multiple choice: prior per scored endpoint"
@@ -223,7 +222,7 @@ class WorldOutput(_Out):
     constraints: list[str] = Field(default_factory=list, max_length=100)
 
 
-class ReportRef(_Out):
+class ReportRef(FrozenModel):
     timeline: str | None = Field(None, max_length=40)
     tick: int | None = Field(None, ge=0)
     agent: str | None = Field(None, max_length=80)
@@ -231,12 +230,12 @@ class ReportRef(_Out):
     ledger: str | None = Field(None, max_length=80)
 
 
-class ReportClaim(_Out):
+class ReportClaim(FrozenModel):
     text: str = Field(max_length=500)
     refs: list[ReportRef] = Field(max_length=6)
 
 
-class ReportOutput(_Out):
+class ReportOutput(FrozenModel):
     summary: str = Field(max_length=1500)
     claims: list[ReportClaim] = Field(max_length=12)
 
@@ -249,7 +248,7 @@ _LeakageWarning = Annotated[
 ]
 
 
-class ForecastOutput(_Out):
+class ForecastOutput(FrozenModel):
     p_yes: float = Field(ge=0.0, le=1.0)
     rationale: _Rationale
     drivers: _Points
@@ -257,7 +256,7 @@ class ForecastOutput(_Out):
     leakage_warning: _LeakageWarning
 
 
-class ChoiceForecastOutput(_Out):
+class ChoiceForecastOutput(FrozenModel):
     probabilities: list[EndpointProbability] = Field(
         min_length=2, max_length=40, description="one probability per outcome id, summing to 1"
     )
@@ -267,7 +266,7 @@ class ChoiceForecastOutput(_Out):
     leakage_warning: _LeakageWarning
 
 
-class HindsightOutput(_Out):
+class HindsightOutput(FrozenModel):
     """The hindsight role's causal explanation of how the question resolved."""
 
     explanation: str = Field(max_length=4000)
@@ -276,7 +275,13 @@ class HindsightOutput(_Out):
     )
 
 
-class GraphEdit(_Out):
+Relation = Literal[
+    "causes", "enables", "prevents", "inhibits", "amplifies", "triggers", "correlates"
+]
+Direction = Literal["positive", "negative", "neutral", "mixed"]
+
+
+class GraphEdit(FrozenModel):
     """One edit of a hindsight graph: ``propose_event`` (id, title, date, description,
     source_ids), ``add_edge`` (source, target, relation, strength, confidence),
     ``record_impact`` (event, direction, magnitude, confidence), ``delete_event`` (id) or
@@ -290,24 +295,22 @@ class GraphEdit(_Out):
     source_ids: list[str] = Field(default_factory=list, max_length=20)
     source: str = Field("", max_length=80)
     target: str = Field("", max_length=80)
-    relation: Literal[
-        "causes", "enables", "prevents", "inhibits", "amplifies", "triggers", "correlates"
-    ] = "causes"
+    relation: Relation = "causes"
     strength: float = Field(0.5, ge=0.0, le=1.0)
     confidence: float = Field(0.5, ge=0.0, le=1.0)
     event: str = Field("", max_length=80)
-    direction: Literal["positive", "negative", "neutral", "mixed"] = "neutral"
+    direction: Direction = "neutral"
     magnitude: float = Field(0.0, ge=0.0, le=1.0)
 
 
-class GraphEditsOutput(_Out):
+class GraphEditsOutput(FrozenModel):
     """The graph builder's edits of the working graph, applied in order."""
 
     edits: list[GraphEdit] = Field(default_factory=list, max_length=120)
     note: str = Field("", max_length=1000)
 
 
-class QuestionProposal(_Out):
+class QuestionProposal(FrozenModel):
     """A forecasting question the question generator proposes from a cluster of articles."""
 
     question: str = Field(max_length=400)
@@ -324,13 +327,13 @@ class QuestionProposal(_Out):
     )
 
 
-class QuestionsOutput(_Out):
+class QuestionsOutput(FrozenModel):
     """The question generator's proposals for one cluster of articles."""
 
     questions: list[QuestionProposal] = Field(default_factory=list, max_length=10)
 
 
-class QuestionReviewOutput(_Out):
+class QuestionReviewOutput(FrozenModel):
     """The quality role's scores of one proposed question, each in [0, 1], and its flags."""
 
     clarity: float = Field(ge=0.0, le=1.0)
@@ -343,7 +346,7 @@ class QuestionReviewOutput(_Out):
     notes: str = Field("", max_length=600)
 
 
-class NewsLikelihood(_Out):
+class NewsLikelihood(FrozenModel):
     doc_id: str = Field(max_length=bounds.MAX_NAME_CHARS)
     likelihood: float = Field(
         ge=0.0, le=1.0, description="how likely this document is, were this timeline the true one"
@@ -357,7 +360,7 @@ class NewsLikelihood(_Out):
     )
 
 
-class AssessmentOutput(_Out):
+class AssessmentOutput(FrozenModel):
     likelihoods: list[NewsLikelihood] = Field(
         max_length=bounds.MAX_NEWS, description="one entry per document of news, by its id"
     )

@@ -8,13 +8,15 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, field_serializer
+from pydantic import AwareDatetime, field_serializer
 
 from worldsim.domain.cards import utc_iso
 from worldsim.domain.jsonbytes import msgspec_bytes
+from worldsim.domain.values import FrozenModel
 
 __all__ = [
     "ACCESS_DEFAULTS",
@@ -32,13 +34,11 @@ __all__ = [
 ToolName = Literal["search_evidence", "open_document"]
 
 
-class Access(BaseModel):
+class Access(FrozenModel):
     """One gateway access as an agent made it: who called, which tool with what, and what came
     back. ``doc_ids`` are the documents the caller actually received: the hits of a search, or
     the one document opened. A refused open has ``refused=True``, a ``reason`` and no
     ``doc_ids``. A trace's ``retrievals`` record holds a tick's accesses in this form."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     agent: str
     tool: ToolName
@@ -120,19 +120,17 @@ class Logged(NamedTuple):
         return [RetrievalRecord(**access, **where) for access in self.accesses]
 
 
+@dataclass(eq=False, slots=True)
 class _Batch:
     """One batch call's accesses as columns, one row per agent: what a ``retrievals`` record
     holds of them is made when asked (:attr:`accesses`), and each agent's receipts are looked
     up by row."""
 
-    __slots__ = ("_rows", "agents", "cutoff", "tick", "timeline")
-
-    def __init__(
-        self, timeline: str | None, tick: int | None, cutoff: datetime, agents: Sequence[str]
-    ) -> None:
-        self.timeline, self.tick, self.cutoff = timeline, tick, cutoff
-        self.agents = agents
-        self._rows: dict[str, int] | None = None
+    timeline: str | None
+    tick: int | None
+    cutoff: datetime
+    agents: Sequence[str]
+    _rows: dict[str, int] | None = field(default=None, init=False, repr=False)
 
     def rows(self) -> dict[str, int]:
         """Each agent's row (an agent has one row in a batch)."""
@@ -164,24 +162,14 @@ class _Batch:
         return Logged(self.timeline, self.tick, self.cutoff, self.accesses).records()
 
 
+@dataclass(eq=False, slots=True)
 class SearchBatch(_Batch):
     """A ``search_evidence`` per agent, with ``k``: its query and the ids of its hits (the
     same tuple for agents whose searches the store answered alike)."""
 
-    __slots__ = ("hits", "k", "queries")
-
-    def __init__(
-        self,
-        timeline: str | None,
-        tick: int | None,
-        cutoff: datetime,
-        agents: Sequence[str],
-        queries: Sequence[str],
-        k: int,
-        hits: Sequence[tuple[str, ...]],
-    ) -> None:
-        super().__init__(timeline, tick, cutoff, agents)
-        self.queries, self.k, self.hits = queries, k, hits
+    queries: Sequence[str]
+    k: int
+    hits: Sequence[tuple[str, ...]]
 
     def receipt(self, i: int) -> tuple[str, ...]:
         return self.hits[i]
@@ -198,23 +186,13 @@ class SearchBatch(_Batch):
         ]
 
 
+@dataclass(eq=False, slots=True)
 class ReadBatch(_Batch):
     """The ``open_document`` calls of several agents: each agent's ids in call order (the
     same tuple for agents that read the same list) and, for the ids refused, the reason."""
 
-    __slots__ = ("reads", "refused")
-
-    def __init__(
-        self,
-        timeline: str | None,
-        tick: int | None,
-        cutoff: datetime,
-        agents: Sequence[str],
-        reads: Sequence[tuple[str, ...]],
-        refused: dict[str, Literal["unknown", "after_cutoff"]],
-    ) -> None:
-        super().__init__(timeline, tick, cutoff, agents)
-        self.reads, self.refused = reads, refused
+    reads: Sequence[tuple[str, ...]]
+    refused: dict[str, Literal["unknown", "after_cutoff"]]
 
     def receipt(self, i: int) -> tuple[str, ...]:
         ids = self.reads[i]

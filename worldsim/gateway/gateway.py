@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from worldsim.domain.cards import Card, EvidenceDatabase, utc_iso
 from worldsim.domain.errors import ConfigError, GatewayRefusal
 from worldsim.domain.memo import IdentityMemo
+from worldsim.domain.values import FrozenModel
 from worldsim.gateway.access import (
     Calls,
     ReadBatch,
@@ -45,11 +46,7 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SearchResult(_Frozen):
+class SearchResult(FrozenModel):
     """What ``search_evidence`` hands an agent for one hit."""
 
     id: str
@@ -61,7 +58,7 @@ class SearchResult(_Frozen):
     score: float = Field(description="BM25 score from SQLite; lower is a better match")
 
 
-class DocumentView(_Frozen):
+class DocumentView(FrozenModel):
     """What ``open_document`` hands an agent."""
 
     id: str

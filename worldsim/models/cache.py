@@ -56,7 +56,6 @@ from worldsim.models.schema import extract_json
 __all__ = [
     "CACHE_FILE",
     "CacheMode",
-    "CacheStats",
     "CacheSummary",
     "CachedModel",
     "CachedReply",
@@ -103,13 +102,6 @@ CREATE TABLE IF NOT EXISTS responses (
     PRIMARY KEY (request_key, timeline, tick, role, agent, idx)
 )
 """
-
-
-@dataclass(slots=True)
-class CacheStats:
-    hits: int = 0
-    misses: int = 0
-    writes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +165,6 @@ class ResponseCache(Closing):
     mode: CacheMode
     strict: bool
     _db: aiosqlite.Connection = field(repr=False)
-    stats: CacheStats = field(default_factory=CacheStats)
 
     @classmethod
     async def open(
@@ -242,7 +233,6 @@ class ResponseCache(Closing):
             await self._db.commit()
         except aiosqlite.Error as exc:
             raise self._failed("write", exc) from None
-        self.stats.writes += 1
 
     def _failed(self, action: str, exc: aiosqlite.Error) -> WorldsimRuntimeError:
         return WorldsimRuntimeError(f"cannot {action} the response cache: {exc}", file=self.path)
@@ -273,7 +263,6 @@ class CachedModel(ModelWrapper):
             hit = await self._lookup(request)
             if hit is not None:
                 return hit
-            self.cache.stats.misses += 1
             if self.cache.strict:
                 site = request.site
                 raise ReplayMissError(
@@ -297,10 +286,7 @@ class CachedModel(ModelWrapper):
         entry = await self.cache.get(self.route, request, self.variant)
         if entry is None:
             return None
-        hit = await answer_again(request, entry.reply, entry.call)
-        if hit is not None:
-            self.cache.stats.hits += 1
-        return hit
+        return await answer_again(request, entry.reply, entry.call)
 
 
 async def answer_again(

@@ -20,6 +20,7 @@ from worldsim.domain.contracts import ModelRequest
 from worldsim.domain.jsonbytes import canonical_bytes
 
 __all__ = [
+    "AttemptFailed",
     "CacheStatus",
     "CallErrorEntry",
     "LlmCallData",
@@ -73,6 +74,14 @@ class CallErrorEntry(BaseModel):
     wait_s: float | None = None
     timeout_s: float | None = None
     """The no-progress limit a timed-out attempt ran under (the next may run under more)."""
+
+
+class AttemptFailed(Exception):
+    """How one attempt failed, with its ``entry`` for the call's ``errors``."""
+
+    def __init__(self, entry: CallErrorEntry) -> None:
+        super().__init__(entry.message)
+        self.entry = entry
 
 
 class ProviderAnomalyEntry(BaseModel):

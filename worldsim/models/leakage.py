@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from worldsim.domain.contracts import CallSite, ModelRequest, ModelResponse, ModelWrapper
 from worldsim.domain.errors import ConfigError, LeakageError, ModelError
+from worldsim.domain.values import FrozenModel
 
 __all__ = ["LeakageFinding", "LeakageGuard", "LeakageGuardModel", "LeakageMode", "fingerprint"]
 
@@ -31,10 +30,8 @@ def fingerprint(text: str) -> str:
     return hashlib.sha256(text.casefold().encode("utf-8")).hexdigest()
 
 
-class LeakageFinding(BaseModel):
+class LeakageFinding(FrozenModel):
     """One forbidden string found in one prompt or reply."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     where: Literal["prompt", "reply"]
     sha256: str

@@ -91,10 +91,6 @@ class AdaptiveLimiter:
         self._born = anyio.current_time() if _in_loop() else None
         self._record("start", None)
 
-    @property
-    def borrowed(self) -> int:
-        return 0 if self._limiter is None else int(self._limiter.borrowed_tokens)
-
     def _tokens(self) -> anyio.CapacityLimiter:
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(self.limit)

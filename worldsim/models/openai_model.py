@@ -27,12 +27,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import anyio
 import structlog
 from openai import AsyncOpenAI
 
+from worldsim.domain.config import OUTPUT_MODES
 from worldsim.domain.contracts import ModelRequest, ModelResponse
 from worldsim.domain.errors import BudgetExhausted, ModelError, ProviderAnomaly, RouteFailed
 from worldsim.models.call import (
@@ -67,7 +68,7 @@ __all__ = ["OpenAIModel"]
 
 logger = structlog.get_logger(__name__)
 
-_MODE_ORDER: Final[tuple[OutputMode, ...]] = ("json_schema", "json_object", "text")
+_MODE_ORDER: Final = cast("tuple[OutputMode, ...]", OUTPUT_MODES)
 _MODES: Final[tuple[OutputMode, ...]] = (*_MODE_ORDER, "tools")
 
 

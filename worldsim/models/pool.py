@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from worldsim.domain.config import RouteOptions
+from worldsim.domain.config import OUTPUT_MODES, RouteOptions
 from worldsim.domain.contracts import Model
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.jsonbytes import canonical_bytes
@@ -264,9 +264,7 @@ class ModelPool:
             price = Price(**ro.price.model_dump())
             table = dict(prices.prices) if prices is not None else {}
             prices = PriceTable({**table, settings.route.name: price})
-        modes = cast(
-            "tuple[OutputMode, ...]", ro.output_modes or ("json_schema", "json_object", "text")
-        )
+        modes = cast("tuple[OutputMode, ...]", ro.output_modes or OUTPUT_MODES)
         return OpenAIModel(
             settings,
             retry=retry,

@@ -69,10 +69,6 @@ class Measurement:
     modes: list[ModeCheck] = field(default_factory=list)
     error: str | None = None
 
-    @property
-    def working_modes(self) -> list[str]:
-        return [m.mode for m in self.modes if m.ok]
-
 
 @dataclass(frozen=True, slots=True)
 class _Timed:

@@ -11,7 +11,7 @@ from typing import Final
 import openai
 
 from worldsim.domain.errors import ProviderAnomaly
-from worldsim.models.call import CallErrorEntry, OutputMode
+from worldsim.models.call import AttemptFailed, CallErrorEntry, OutputMode
 from worldsim.models.retry import TransientError, classify
 from worldsim.models.stream import Reply
 
@@ -49,28 +49,19 @@ class OverReported(ProviderAnomaly):
         self.reserved_usd = reserved_usd
 
 
-class ToolsRejected(Exception):
+class ToolsRejected(AttemptFailed):
     """The server refused the request's function tools."""
 
-    def __init__(self, entry: CallErrorEntry) -> None:
-        super().__init__(entry.message)
-        self.entry = entry
 
-
-class FormatRejected(Exception):
+class FormatRejected(AttemptFailed):
     """The server refused the request's response format (or, in ``tools`` mode, its tools)."""
 
-    def __init__(self, entry: CallErrorEntry) -> None:
-        super().__init__(entry.message)
-        self.entry = entry
 
-
-class ParamRejected(Exception):
+class ParamRejected(AttemptFailed):
     """The server refused a parameter the route can drop or rename (``param``)."""
 
     def __init__(self, entry: CallErrorEntry, param: str) -> None:
-        super().__init__(entry.message)
-        self.entry = entry
+        super().__init__(entry)
         self.param = param
 
 

@@ -32,7 +32,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from worldsim.models.call import CallErrorEntry
+from worldsim.models.call import AttemptFailed, CallErrorEntry
 from worldsim.models.limits import AdaptiveLimiter
 
 __all__ = [
@@ -114,20 +114,15 @@ class Attempt:
             self._scope.deadline = wanted
 
 
-class DeadlineReached(Exception):
+class DeadlineReached(AttemptFailed):
     """The run's deadline left no time for another attempt."""
 
-    def __init__(self, entry: CallErrorEntry) -> None:
-        super().__init__(entry.message)
-        self.entry = entry
 
-
-class TransientError(Exception):
+class TransientError(AttemptFailed):
     """A failed attempt worth retrying."""
 
     def __init__(self, entry: CallErrorEntry, retry_after: float | None = None) -> None:
-        super().__init__(entry.message)
-        self.entry = entry
+        super().__init__(entry)
         self.retry_after = retry_after
 
 

@@ -128,13 +128,6 @@ class RouteTable:
         """Every distinct route in the table (one limiter and one client each)."""
         return frozenset({self.default, *self.by_role.values()})
 
-    def as_dict(self) -> dict[str, str]:
-        """The table as plain strings, for the ``run_started`` trace record."""
-        return {
-            "default": self.default.name,
-            **{r: v.name for r, v in sorted(self.by_role.items())},
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class RouteSettings:

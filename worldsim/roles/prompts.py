@@ -16,8 +16,6 @@ from typing import Any, Literal
 import jinja2
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
@@ -28,6 +26,7 @@ from worldsim.domain.errors import RoleError
 from worldsim.domain.files import first_error
 from worldsim.domain.outputs import OUTPUTS, PHASE_OUTPUTS
 from worldsim.domain.resources import data_dirs
+from worldsim.domain.values import FrozenModel
 from worldsim.gateway.tools import GATEWAY_TOOLS
 
 __all__ = [
@@ -51,9 +50,7 @@ _ENV = jinja2.Environment(
 )
 
 
-class PromptFrontMatter(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class PromptFrontMatter(FrozenModel):
     name: str = Field(pattern=ROLE_NAME)
     phase: Literal["init", "tick", "review", "report", "direct", "build", "news"]
     output: str = Field(description="one of the documented output schemas")

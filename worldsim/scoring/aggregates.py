@@ -11,23 +11,15 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import Literal, Protocol
+from typing import Literal, Protocol, get_args
 
 __all__ = ["AGGREGATES", "CLIP", "Aggregate", "aggregate", "aggregates_csv", "seed_aggregates"]
 
 AGGREGATES = "aggregates.csv"
 CLIP = 0.001
 Aggregate = Literal["mean", "median", "logit_mean"]
-_COLUMNS = (
-    "card_id",
-    "method",
-    "condition",
-    "forecast_date",
-    "seeds",
-    "mean",
-    "median",
-    "logit_mean",
-)
+_AGGREGATES: tuple[Aggregate, ...] = get_args(Aggregate)
+_COLUMNS = ("card_id", "method", "condition", "forecast_date", "seeds", *_AGGREGATES)
 
 
 class _Row(Protocol):
@@ -72,7 +64,7 @@ def seed_aggregates(rows: Iterable[_Row]) -> list[dict[str, object]]:
             "condition": condition,
             "forecast_date": date,
             "seeds": len(values),
-            **{how: round(aggregate(values, how), 6) for how in ("mean", "median", "logit_mean")},
+            **{how: round(aggregate(values, how), 6) for how in _AGGREGATES},
         }
         for (card, method, condition, date), values in sorted(groups.items())
     ]

@@ -102,16 +102,11 @@ class ScoreResult:
 
     loaded: LoadedPredictions
     labels: LabelSet
-    forecasts: tuple[Forecast, ...]
     analysis: Analysis
     filtered: Analysis | None
     exclusions: tuple[Exclusion, ...]
     tie_eps: tuple[float, ...]
-    n_resamples: int
-    seed: int
-    level: float
     metric: Metric
-    pairs: tuple[tuple[str, str], ...]
     blends: tuple[Blend, ...]
     lock: Lock | None = None
     lock_path: Path | None = None
@@ -240,16 +235,11 @@ def score(options: ScoreOptions) -> ScoreResult:
     return ScoreResult(
         loaded=loaded,
         labels=labels,
-        forecasts=tuple(forecasts),
         analysis=analysis,
         filtered=filtered,
         exclusions=tuple(exclusions),
         tie_eps=tie_eps,
-        n_resamples=n_resamples,
-        seed=seed,
-        level=level,
         metric=metric,
-        pairs=tuple(pairs),
         blends=tuple(blends),
         lock=lock,
         lock_path=options.prereg_lock,

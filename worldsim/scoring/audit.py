@@ -20,7 +20,6 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
@@ -31,7 +30,6 @@ from worldsim.scoring.inputs import PredictionRow
 from worldsim.scoring.labels import LabelSet
 from worldsim.scoring.table import Forecast, MatchedTable
 from worldsim.trace.reader import TraceLine
-from worldsim.trace.verify import verified_lines
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -48,7 +46,6 @@ __all__ = [
     "guards_by_card",
     "print_audit",
     "record_strings",
-    "scan_trace",
 ]
 
 #: The value of a ledger status in an auxiliary endpoint's probability.
@@ -177,15 +174,6 @@ class TraceScan:
             leakage=dict(self._counts),
             auxiliary=_auxiliary(self._leaves, self._ledgers, auxiliary) if auxiliary else {},
         )
-
-
-def scan_trace(path: Path, guard: LeakageGuard | None, auxiliary: Sequence[str]) -> TraceAudit:
-    """Read a trace's effective records once and audit them (see :class:`TraceScan`) with
-    ``guard``, whatever its card."""
-    scan = TraceScan(lambda _card: guard)
-    for line in verified_lines(path):
-        scan.see(line)
-    return scan.audit(str(path), auxiliary)
 
 
 def _auxiliary(

@@ -236,9 +236,7 @@ def print_round(scores: RoundScores, console: Any) -> None:
     baselines, the resolved-only figures, accuracy and the share imputed."""
     from rich.table import Table
 
-    def fmt(x: float | None, n: int | None = None, digits: int = 4) -> str:
-        text = "—" if x is None else f"{x:.{digits}f}"
-        return text if n is None else f"{text} ({n})"
+    from worldsim.scoring.report import figure
 
     table = Table(
         title=f"ForecastBench · {scores.question_set} (due {scores.due}) · Brier, before the "
@@ -261,13 +259,13 @@ def print_round(scores: RoundScores, console: Any) -> None:
     for s in scores.scores:
         table.add_row(
             f"{s.method} (unverified)" if s.method in scores.unverified else s.method,
-            fmt(s.dataset, s.n_dataset),
-            fmt(s.market, s.n_market),
-            fmt(s.overall),
-            fmt(s.market_resolved, s.n_market_resolved),
-            fmt(s.market_open),
-            fmt(s.overall_resolved),
-            fmt(s.accuracy, s.n_decided, 3),
+            figure(s.dataset, s.n_dataset),
+            figure(s.market, s.n_market),
+            figure(s.overall),
+            figure(s.market_resolved, s.n_market_resolved),
+            figure(s.market_open),
+            figure(s.overall_resolved),
+            figure(s.accuracy, s.n_decided, 3),
             "—" if s.baseline else f"{s.imputed} ({s.imputed_pct:.1f}%)",
         )
     console.print(table)

@@ -19,10 +19,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.domain.files import first_error, load_mapping, load_model, sha256_file
+from worldsim.domain.values import FrozenModel
 from worldsim.scoring.inputs import rows_from_table
 from worldsim.scoring.recalibrate import SUFFIX as RECALIBRATED
 from worldsim.scoring.table import Blend
@@ -48,17 +49,13 @@ LOCK_SCHEMA = "worldsim.prereg-lock/2"
 _READABLE_SCHEMAS = frozenset({"worldsim.prereg-lock/1", LOCK_SCHEMA})
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class BootstrapSettings(_Model):
+class BootstrapSettings(FrozenModel):
     n_resamples: int = Field(10_000, ge=100)
     seed: int = 0
     level: float = Field(0.95, gt=0.0, lt=1.0)
 
 
-class Prereg(_Model):
+class Prereg(FrozenModel):
     """The pre-registered analysis (see ``docs/prereg-template.yaml``)."""
 
     primary_metric: Literal["brier", "log"] = "brier"
@@ -118,13 +115,13 @@ class Prereg(_Model):
         return [(p.split(":")[0], p.split(":")[1]) for p in self.comparisons]
 
 
-class LockedFile(_Model):
+class LockedFile(FrozenModel):
     path: str
     sha256: str
     head: str | None = Field(None, description="a trace's head when it was locked")
 
 
-class Lock(_Model):
+class Lock(FrozenModel):
     """What ``prereg lock`` records; paths are relative to the lock file's folder."""
 
     schema_: str = Field(LOCK_SCHEMA, alias="schema")

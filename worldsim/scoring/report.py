@@ -28,6 +28,7 @@ __all__ = [
     "SCHEMA",
     "axes_json",
     "coverage",
+    "figure",
     "print_summary",
     "statistic_names",
     "to_json",
@@ -319,8 +320,10 @@ def to_json(result: ScoreResult) -> dict[str, Any]:
 # printed summary
 
 
-def _fmt(x: float | None, digits: int = 4) -> str:
-    return "—" if x is None else f"{x:.{digits}f}"
+def figure(x: float | None, n: int | None = None, digits: int = 4) -> str:
+    """A figure as the printed tables show it: ``—`` for none, then how many it is over."""
+    text = "—" if x is None else f"{x:.{digits}f}"
+    return text if n is None else f"{text} ({n})"
 
 
 def print_summary(result: ScoreResult, doc: Mapping[str, Any], console: Console) -> None:
@@ -390,11 +393,11 @@ def _print_analysis(
             _named(name, unverified),
             str(m["n"]),
             str(m["n_runs"]),
-            _fmt(m["brier"]),
-            _fmt(m["log"]),
-            _fmt(m["accuracy"], 3),
-            _fmt(m["ece"]),
-            _fmt(m["mean_unresolved_mass"], 3),
+            figure(m["brier"]),
+            figure(m["log"]),
+            figure(m["accuracy"], digits=3),
+            figure(m["ece"]),
+            figure(m["mean_unresolved_mass"], digits=3),
         )
     console.print(table)
     print_provisional(doc, console)
@@ -415,17 +418,13 @@ def _print_analysis(
             comp_table.add_row(
                 pair if first else "",
                 str(c["n"]) if first else "",
-                _fmt(c["mean_delta"]) if first else "",
+                figure(c["mean_delta"]) if first else "",
                 f"[{lo:.4f}, {hi:.4f}]" if first else "",
                 f"{s['eps']:g}",
                 f"{s['wins']}/{s['losses']}/{s['ties']}",
                 f"{s['p_value']:.4g}",
             )
     console.print(comp_table)
-
-
-def _fmt_n(x: float | None, n: int, digits: int = 3) -> str:
-    return f"{_fmt(x, digits)} ({n})"
 
 
 def _print_axes(axes: Mapping[str, Any], console: Console, unverified: AbstractSet[str]) -> None:
@@ -475,19 +474,19 @@ def _print_axes(axes: Mapping[str, Any], console: Console, unverified: AbstractS
         table.add_row(
             _named(name, unverified),
             f"{m['n_hindsight']}/{m['n']}",
-            _fmt(m["outcome"]["accuracy"], 3),
-            _fmt_n(m["evidence"]["srcp_mean"], m["evidence"]["n"]),
-            _fmt_n(m["reasoning"]["ker_mean"], m["reasoning"]["n"]),
-            _fmt(m["reasoning"]["mass_weighted_recall_mean"], 3),
+            figure(m["outcome"]["accuracy"], digits=3),
+            figure(m["evidence"]["srcp_mean"], m["evidence"]["n"], 3),
+            figure(m["reasoning"]["ker_mean"], m["reasoning"]["n"], 3),
+            figure(m["reasoning"]["mass_weighted_recall_mean"], digits=3),
         )
         ok, bad = m["by_correctness"]["correct"], m["by_correctness"]["incorrect"]
         split.add_row(
             _named(name, unverified),
             f"{ok['n']}/{bad['n']}",
-            _fmt_n(ok["srcp_mean"], ok["srcp_n"]),
-            _fmt_n(bad["srcp_mean"], bad["srcp_n"]),
-            _fmt_n(ok["ker_mean"], ok["ker_n"]),
-            _fmt_n(bad["ker_mean"], bad["ker_n"]),
+            figure(ok["srcp_mean"], ok["srcp_n"], 3),
+            figure(bad["srcp_mean"], bad["srcp_n"], 3),
+            figure(ok["ker_mean"], ok["ker_n"], 3),
+            figure(bad["ker_mean"], bad["ker_n"], 3),
         )
     console.print(table)
     console.print(split)

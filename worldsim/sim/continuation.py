@@ -27,7 +27,7 @@ from worldsim.models import LeakageGuard
 from worldsim.models.tracing import traced
 from worldsim.roles.prompts import PromptRole
 from worldsim.roles.registry import RoleSpec, get_role
-from worldsim.sim.news import assess, news_items, news_record
+from worldsim.sim.news import assess, iso_text, news_items, news_record
 from worldsim.sim.particles import Particle, parent_particles, parent_values, verified_parent
 from worldsim.sim.plan import ModelSource, route_table
 from worldsim.sim.resume import resume_config
@@ -35,7 +35,6 @@ from worldsim.sim.scheduler import Engine, Observer
 from worldsim.sim.session import EngineOptions, check_trace_target, prepare, run_engine
 from worldsim.sim.settlement import RunResult
 from worldsim.trace.lineage import LikelihoodData, ParentRef, ReweightingData, ReweightRow
-from worldsim.trace.records import TimelineEndedData
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.build import WorldSource, tick_dates, tick_of
 from worldsim.world.particles import NoSurvivors, reweigh, reweighted_value
@@ -46,10 +45,6 @@ __all__ = ["ASSESSOR", "Continuation", "continue_run", "continued_name"]
 
 ASSESSOR = "assessor"
 """The role slot that judges the news (``roles: {assessor: NAME}`` puts another in it)."""
-
-
-def _iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
 
 
 def continued_name(name: str, as_of: datetime) -> str:
@@ -78,8 +73,8 @@ class Continuation:
         card = config.card
         if not since < as_of < card.deadline:
             raise ConfigError(
-                f"{_iso(as_of)} is not after the parent's date {_iso(since)} and before the "
-                f"deadline {_iso(card.deadline)}",
+                f"{iso_text(as_of)} is not after the parent's date {iso_text(since)} and before "
+                f"the deadline {iso_text(card.deadline)}",
                 field="as_of",
             )
         calendar = card.model_copy(update={"as_of": origin})
@@ -97,9 +92,9 @@ class Continuation:
             head=str(result.head),
             canonical=str(result.canonical),
             tick=self.tick,
-            as_of=_iso(as_of),
-            origin=_iso(origin),
-            since=_iso(since),
+            as_of=iso_text(as_of),
+            origin=iso_text(origin),
+            since=iso_text(since),
         )
         self.assessor = get_role(config.roles.get(ASSESSOR, ASSESSOR), "news")
         audit = trace.first("audit")
@@ -192,7 +187,7 @@ class ContinuingEngine(Engine):
             )
         except NoSurvivors as exc:
             raise NewsLeavesNoPath(
-                f"the news up to {_iso(cont.as_of)} leaves no timeline: {exc}"
+                f"the news up to {iso_text(cont.as_of)} leaves no timeline: {exc}"
             ) from None
         await writer.emit(
             "reweighting",
@@ -226,7 +221,7 @@ class ContinuingEngine(Engine):
                 continue
             if made.pruned[i]:
                 reason = (
-                    f"pruned by the news up to {_iso(cont.as_of)}: its mass fell below "
+                    f"pruned by the news up to {iso_text(cont.as_of)}: its mass fell below "
                     f"{prune_below}"
                 )
                 tl.reason = f"{tl.reason}; {reason}" if not p.running and tl.reason else reason
@@ -234,26 +229,9 @@ class ContinuingEngine(Engine):
                     tl.status, tl.end_tick = "terminated", j
                     tl.settlement = tl.state.outcome() or "unresolved"
                     tl.forced_p_yes = tl.forced_probs = None
-            await self._end(tl)
+            self.timelines[tl.id] = tl
+            await self._ended(tl)
         return starts
-
-    async def _end(self, tl: Timeline) -> None:
-        self.timelines[tl.id] = tl
-        forced = tl.settlement in ("unresolved", "expected")
-        await self.writer.emit(
-            "timeline_ended",
-            TimelineEndedData(
-                status=tl.status,
-                settlement=tl.settlement,
-                forced_p_yes=tl.forced_p_yes if forced else None,
-                forced_probs=tl.forced_probs if forced else None,
-                mass=tl.mass,
-                end_tick=tl.end_tick,
-                reason=tl.reason,
-            ),
-            tl=tl.id,
-            durable=True,
-        )
 
 
 def _timeline(p: Particle, mass: float) -> Timeline:

@@ -9,6 +9,7 @@ with its probability so the path mass stays unbiased.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from worldsim.domain.errors import StateError
@@ -25,20 +26,18 @@ __all__ = ["ForkBook", "support_margin"]
 Notify = Callable[..., None]
 
 
+@dataclass(eq=False)
 class ForkBook:
     """Resolves each tick's branch candidates and keeps the run's forks and refusals."""
 
-    def __init__(
-        self, policy: BranchPolicy, seed: int, ticks: int, writer: TraceWriter, notify: Notify
-    ) -> None:
-        self.policy = policy
-        self.seed = seed
-        self.ticks = ticks
-        self.writer = writer
-        self.notify = notify
-        self.forks: list[dict[str, Any]] = []
-        """One entry per fork: parent, child, tick, hypothesis, probability (for the report)."""
-        self.rejected = 0
+    policy: BranchPolicy
+    seed: int
+    ticks: int
+    writer: TraceWriter
+    notify: Notify
+    forks: list[dict[str, Any]] = field(default_factory=list, init=False)
+    """One entry per fork: parent, child, tick, hypothesis, probability (for the report)."""
+    rejected: int = field(default=0, init=False)
 
     def admission(
         self, tl: Timeline, cand: BranchCandidate, k: int, made: int, state: WorldState

@@ -25,14 +25,15 @@ from worldsim.trace.lineage import DocumentLikelihood, LikelihoodData, NewsData
 from worldsim.world.particles import likelihood_product
 from worldsim.world.views import NewsContext, NewsItem, RoleView
 
-__all__ = ["EPSILON", "assess", "news_items", "news_record"]
+__all__ = ["EPSILON", "assess", "iso_text", "news_items", "news_record"]
 
 EPSILON = 1e-6
 """The least likelihood a document may have under a particle: no single document, however
 unlikely an assessor finds it, sets a particle's mass to exactly zero (pruning does that)."""
 
 
-def _iso(moment: datetime) -> str:
+def iso_text(moment: datetime) -> str:
+    """A date as the news records write it: ISO, UTC written ``Z``."""
     return moment.isoformat().replace("+00:00", "Z")
 
 
@@ -54,7 +55,7 @@ def news_record(item: NewsItem) -> NewsData:
     """A document of news as the trace records it: its text by hash (the card holds it)."""
     return NewsData(
         id=item.id,
-        published_at=_iso(item.published_at),
+        published_at=iso_text(item.published_at),
         title=item.title,
         stance=item.stance,
         source=item.source,
@@ -73,7 +74,7 @@ def _variables(context: NewsContext, particle: Particle) -> dict[str, object]:
     )
     return {
         "card": context.card,
-        "date": _iso(context.date),
+        "date": iso_text(context.date),
         "tick": context.tick - 1,
         "timeline": context.timeline,
         "endpoints": [
@@ -90,7 +91,7 @@ def _variables(context: NewsContext, particle: Particle) -> dict[str, object]:
         "news": [
             {
                 "id": n.id,
-                "published_at": _iso(n.published_at),
+                "published_at": iso_text(n.published_at),
                 "title": n.title,
                 "text": n.text[:4000],
             }

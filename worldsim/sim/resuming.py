@@ -48,80 +48,63 @@ async def resume_run(
     The settings come from the trace's header; ``models`` may change cache, budget or limits
     (the routes always come from the trace). The budget continues from what the trace records
     as spent, unless ``shared`` holds a budget (whose spend its owner keeps) to replace it.
-    ``signer`` signs the
-    new sealed last record. The trace is locked before it is read, so no other writer can add to
-    it between the read and the resume.
+    ``signer`` signs the new sealed last record. The trace is locked before it is read, so no
+    other writer can add to it between the read and the resume.
     """
     with await anyio.to_thread.run_sync(TraceLock.take, path, "existing") as lock:
-        return await _resume_locked(
-            lock, models, fsync, observer, model_source, environ, shared, signer
-        )
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-async def _resume_locked(
-    lock: TraceLock,
-    models: ModelConfig | None,
-    fsync: bool,
-    observer: Observer | None,
-    model_source: ModelSource | None,
-    environ: Mapping[str, str] | None,
-    shared: Shared | None,
-    signer: Signer | None,
-) -> RunResult:
-    trace = read_trace(lock.path)
-    _check_signer(trace, signer)
-    if trace.started.parent is not None:
-        raise ConfigError(
-            "a continued run cannot be resumed: continue its parent again "
-            "(run --continue PARENT --as-of DATE --force)",
-            file=trace.path,
-        )
-    cut = Cut(trace)
-    prepared = prepare(resume_config(trace, models), max_trace_mb=None)
-    config, plan = prepared.config, prepared.plan
-    point = restore_point(cut, config)
-    await check_evidence(config.card, card_path=config.card_path)
-    shared = shared or Shared()
-    if shared.budget is None:
-        budget = run_budget(config.models, recorded_spend(trace))
-        shared = Shared(budget, shared.limiters, shared.clients)
-    # every call the trace holds an answer to is answered from it, not paid again
-    recorded = RecordedReplies(line.data for line in trace.lines if line.type == "llm_call")
-    async with open_session(
-        config,
-        lock.path.parent,
-        model_source=model_source,
-        environ=environ,
-        shared=shared,
-        recorded=recorded,
-    ) as session:
-        writer = await TraceWriter.append_to(
-            trace.path,
-            trace.run_id,
-            seq=len(trace.lines),
-            prev=trace.head,
-            keep_bytes=trace.end_offset,
-            fsync=fsync,
-            lock=lock,
-        )
-        writer.signer = signer
-        made = [session.engine(writer, plan, observer)]
-
-        async def body() -> RunResult:  # the engine lives only while it runs (see guarded)
-            engine = made.pop()
-            await writer.emit(
-                "run_resumed",
-                RunResumedData(
-                    after_seq=trace.lines[-1].record.seq,
-                    reason=f"resumed after {cut.cause}",
-                    voided=cut.voided,
-                ),
-                durable=True,
+        trace = read_trace(lock.path)
+        _check_signer(trace, signer)
+        if trace.started.parent is not None:
+            raise ConfigError(
+                "a continued run cannot be resumed: continue its parent again "
+                "(run --continue PARENT --as-of DATE --force)",
+                file=trace.path,
             )
-            return await engine.resume(point)
+        cut = Cut(trace)
+        prepared = prepare(resume_config(trace, models), max_trace_mb=None)
+        config, plan = prepared.config, prepared.plan
+        point = restore_point(cut, config)
+        await check_evidence(config.card, card_path=config.card_path)
+        shared = shared or Shared()
+        if shared.budget is None:
+            budget = run_budget(config.models, recorded_spend(trace))
+            shared = Shared(budget, shared.limiters, shared.clients)
+        # every call the trace holds an answer to is answered from it, not paid again
+        recorded = RecordedReplies(line.data for line in trace.lines if line.type == "llm_call")
+        async with open_session(
+            config,
+            lock.path.parent,
+            model_source=model_source,
+            environ=environ,
+            shared=shared,
+            recorded=recorded,
+        ) as session:
+            writer = await TraceWriter.append_to(
+                trace.path,
+                trace.run_id,
+                seq=len(trace.lines),
+                prev=trace.head,
+                keep_bytes=trace.end_offset,
+                fsync=fsync,
+                lock=lock,
+            )
+            writer.signer = signer
+            made = [session.engine(writer, plan, observer)]
 
-        return await guarded(writer, body)
+            async def body() -> RunResult:  # the engine lives only while it runs (see guarded)
+                engine = made.pop()
+                await writer.emit(
+                    "run_resumed",
+                    RunResumedData(
+                        after_seq=trace.lines[-1].record.seq,
+                        reason=f"resumed after {cut.cause}",
+                        voided=cut.voided,
+                    ),
+                    durable=True,
+                )
+                return await engine.resume(point)
+
+            return await guarded(writer, body)
     raise AssertionError("unreachable")  # pragma: no cover
 
 

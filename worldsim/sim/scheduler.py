@@ -131,7 +131,6 @@ class Engine:
         self.ticks = config.effective_ticks
         self.dates = tick_dates(self.card, self.ticks)
         self.writer = writer
-        self.observer = observer
         self.timelines: dict[str, Timeline] = {}
         self.fork_book = ForkBook(self.policy, config.seed, self.ticks, writer, self._notify)
         self.proposals_seen = Proposers()
@@ -349,13 +348,20 @@ class Engine:
             if outcome is not None:
                 tl.settlement = outcome
                 tl.forced_p_yes = tl.forced_probs = None
+        await self._ended(tl)
+        self._notify("timeline_ended", timeline=tl.id, status=tl.status, settlement=tl.settlement)
+
+    async def _ended(self, tl: Timeline) -> None:
+        """Write ``tl``'s ``timeline_ended`` record: a forced value only where the settlement
+        takes one (unresolved or expected)."""
+        forced = tl.settlement in _AT_VALUES
         await self.writer.emit(
             "timeline_ended",
             TimelineEndedData(
                 status=tl.status,
                 settlement=tl.settlement,
-                forced_p_yes=tl.forced_p_yes if tl.settlement in _AT_VALUES else None,
-                forced_probs=tl.forced_probs if tl.settlement in _AT_VALUES else None,
+                forced_p_yes=tl.forced_p_yes if forced else None,
+                forced_probs=tl.forced_probs if forced else None,
                 mass=tl.mass,
                 end_tick=tl.end_tick,
                 reason=tl.reason,
@@ -363,4 +369,3 @@ class Engine:
             tl=tl.id,
             durable=True,
         )
-        self._notify("timeline_ended", timeline=tl.id, status=tl.status, settlement=tl.settlement)

@@ -75,8 +75,6 @@ __all__ = [
     "unwrap_error",
 ]
 
-OfflineFactory = Callable[[], Model]
-
 
 def check_trace_target(path: Path, overwrite: bool) -> None:
     """Refuse, before anything is written, a trace path that cannot take a new trace: one that
@@ -175,7 +173,6 @@ def build_pool(
     cache: ResponseCache | None,
     guard: LeakageGuard | None = None,
     environ: Mapping[str, str] | None = None,
-    offline: OfflineFactory = OfflineModel,
     shared: Shared | None = None,
     recorded: RecordedReplies | None = None,
 ) -> ModelPool:
@@ -201,7 +198,7 @@ def build_pool(
         clients=shared.clients,
         guard=guard,
         environ=environ,
-        offline=offline,
+        offline=OfflineModel,
         recorded=recorded,
     )
 
@@ -227,14 +224,13 @@ async def open_models(
     guard: LeakageGuard | None = None,
     model_source: ModelSource | None = None,
     environ: Mapping[str, str] | None = None,
-    offline: OfflineFactory = OfflineModel,
     shared: Shared | None = None,
     recorded: RecordedReplies | None = None,
 ) -> AsyncIterator[ModelSource]:
     """Open the response cache and the model pool of ``models``, and close them on the way out.
 
     With ``model_source`` (a test's doubles), its models replace the routes' and no pool is
-    built; when every route is offline, ``offline()`` answers them all and no cache is opened.
+    built; when every route is offline, the offline model answers them all and no cache is opened.
     ``shared`` is what the models share with other runs, ``recorded`` a resumed run's answered
     calls (see `build_pool`).
     """
@@ -246,7 +242,7 @@ async def open_models(
             return
         remote = [route for route in route_table(models).routes() if not route.is_offline]
         if not remote:
-            yield GuardedSource(OfflineSource(offline()), guard)
+            yield GuardedSource(OfflineSource(OfflineModel()), guard)
             return
         for route in remote:  # a missing base URL or key fails before any file is made
             resolve_settings(route, environ=environ)
@@ -260,7 +256,7 @@ async def open_models(
             )
             stack.push_async_callback(cache.aclose)
         pool = await anyio.to_thread.run_sync(
-            build_pool, models, cache, guard, environ, offline, shared, recorded
+            build_pool, models, cache, guard, environ, shared, recorded
         )
         stack.push_async_callback(pool.aclose)
         yield pool
@@ -273,7 +269,6 @@ async def open_session(
     *,
     model_source: ModelSource | None = None,
     environ: Mapping[str, str] | None = None,
-    offline: OfflineFactory = OfflineModel,
     shared: Shared | None = None,
     recorded: RecordedReplies | None = None,
 ) -> AsyncIterator[Session]:
@@ -284,7 +279,6 @@ async def open_session(
         guard=guard,
         model_source=model_source,
         environ=environ,
-        offline=offline,
         shared=shared,
         recorded=recorded,
     ) as source:

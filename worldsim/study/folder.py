@@ -19,7 +19,7 @@ from worldsim.domain.errors import ConfigError, TraceError
 from worldsim.domain.files import read_jsonl
 from worldsim.scoring.inputs import PredictionRow as ScoredRow
 from worldsim.study.journal import Finished, read_journal
-from worldsim.study.outputs import PREDICTIONS, PredictionRow, read_lock, row_for
+from worldsim.study.outputs import PLAN_KEYS, PREDICTIONS, PredictionRow, read_lock, row_for
 from worldsim.trace.reader import read_trace
 from worldsim.trace.verify import verify_trace
 
@@ -80,12 +80,9 @@ def open_study(folder: Path) -> StudyFolder | None:
     return StudyFolder(folder, lock, plans, read_journal(folder))
 
 
-_PLAN_KEYS = ("card_id", "method", "condition", "forecast_date", "as_of", "seed", "kind", "trace")
-
-
 def _plan(job: object, folder: Path, i: int) -> dict[str, Any]:
     lock = folder / "experiment.lock.json"
-    if not isinstance(job, dict) or any(key not in job for key in _PLAN_KEYS):
+    if not isinstance(job, dict) or any(key not in job for key in PLAN_KEYS):
         raise ConfigError("a job without its plan", file=lock, field=f"jobs.{i}")
     parts = PurePosixPath(str(job["trace"])).parts
     if len(parts) < 2 or parts[0] != "traces" or any(p in ("", ".", "..") for p in parts):
@@ -94,7 +91,7 @@ def _plan(job: object, folder: Path, i: int) -> dict[str, Any]:
             file=lock,
             field=f"jobs.{i}.trace",
         )
-    return {key: job[key] for key in _PLAN_KEYS}
+    return {key: job[key] for key in PLAN_KEYS}
 
 
 def expand_study_inputs(inputs: Iterable[Path]) -> tuple[list[Path], list[Path], dict[Path, str]]:

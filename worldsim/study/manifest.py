@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from worldsim.domain import bounds
 from worldsim.domain.cards import Card, card_hash, load_card
@@ -26,6 +26,7 @@ from worldsim.domain.config import ModelConfig, RunConfig, resolve_paths
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.files import first_error, load_mapping
 from worldsim.domain.jsonbytes import canonical_ascii_bytes
+from worldsim.domain.values import FrozenModel
 from worldsim.models.routes import resolve_settings
 from worldsim.sim.direct import direct_request
 from worldsim.sim.plan import role_plan, route_table, with_role_routes
@@ -39,11 +40,7 @@ _SET_BY_STUDY = ("card", "card_path", "seed", "forecast_date", "resolves_at", "k
 _MODEL_KEYS = frozenset(ModelConfig.model_fields)
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class MethodSpec(_Frozen):
+class MethodSpec(FrozenModel):
     """One method as the manifest gives it: a label and either ``run`` or ``forecast``."""
 
     label: str = Field(pattern=SAFE_NAME, max_length=80)
@@ -54,7 +51,7 @@ class MethodSpec(_Frozen):
     continues the one before it (``run --continue``) instead of starting again."""
 
 
-class Manifest(_Frozen):
+class Manifest(FrozenModel):
     """The manifest file's content."""
 
     name: str = Field(pattern=SAFE_NAME, max_length=120)

@@ -28,6 +28,7 @@ from worldsim.trace.reader import Trace
 
 __all__ = [
     "LOCK",
+    "PLAN_KEYS",
     "PREDICTIONS",
     "PredictionRow",
     "Status",
@@ -93,7 +94,7 @@ class PredictionRow:
         return asdict(self)
 
 
-_PLANNED = ("card_id", "method", "condition", "forecast_date", "as_of", "seed", "kind", "trace")
+PLAN_KEYS = ("card_id", "method", "condition", "forecast_date", "as_of", "seed", "kind", "trace")
 """What the lock records of each job (:func:`job_plan`)."""
 
 
@@ -123,7 +124,7 @@ def row_for(
     """The row of the job ``plan`` names (:func:`job_plan`) from its trace (None: the job has
     not run); ``canonical`` is the trace's canonical hash, where it was taken."""
     base: dict[str, Any] = {
-        **{key: plan[key] for key in _PLANNED},
+        **{key: plan[key] for key in PLAN_KEYS},
         "wall_s": None if wall_s is None else round(wall_s, 4),
     }
     if trace is None:

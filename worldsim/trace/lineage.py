@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from worldsim.domain.values import FrozenModel
 
 __all__ = [
     "DocumentLikelihood",
@@ -28,11 +30,7 @@ __all__ = [
 ]
 
 
-class _Data(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ParentRef(_Data):
+class ParentRef(FrozenModel):
     """The run a continued run continues, and where it was cut."""
 
     run: str = Field(description="the parent's run id")
@@ -48,7 +46,7 @@ class ParentRef(_Data):
     since: str = Field(description="the parent's cut-off: news is published in [since, as_of)")
 
 
-class ParticleData(_Data):
+class ParticleData(FrozenModel):
     """One timeline of the parent as it stood at the end of tick j−1, with the mass it held."""
 
     parent: str | None
@@ -67,7 +65,7 @@ class ParticleData(_Data):
     state: dict[str, Any]
 
 
-class NewsData(_Data):
+class NewsData(FrozenModel):
     """One document published in [the parent's cut-off, as_of), in date-then-id order."""
 
     id: str
@@ -78,7 +76,7 @@ class NewsData(_Data):
     text_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
-class DocumentLikelihood(_Data):
+class DocumentLikelihood(FrozenModel):
     doc_id: str
     raw: float = Field(description="the assessor's likelihood, as it gave it")
     used: float = Field(description="the likelihood used: raw, raised to at least epsilon")
@@ -86,7 +84,7 @@ class DocumentLikelihood(_Data):
     cites: list[str] = Field(default_factory=list)
 
 
-class LikelihoodData(_Data):
+class LikelihoodData(FrozenModel):
     """How likely the news is under one particle: per document, and their product."""
 
     documents: list[DocumentLikelihood]
@@ -94,7 +92,7 @@ class LikelihoodData(_Data):
     epsilon: float
 
 
-class ReweightRow(_Data):
+class ReweightRow(FrozenModel):
     timeline: str
     prior: float
     likelihood: float
@@ -106,7 +104,7 @@ class ReweightRow(_Data):
     )
 
 
-class ReweightingData(_Data):
+class ReweightingData(FrozenModel):
     """New mass w = m·L / Σ m·L; a particle whose w falls below ``prune_below`` keeps mass 0
     (pruned) and the others share its mass in proportion; ``effective_paths`` is 1/Σw²."""
 

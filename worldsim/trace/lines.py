@@ -128,6 +128,13 @@ class TraceLine:
             self._obj, self._plain = parsed
         self._record: Any = None
 
+    def error(self, message: str) -> TraceError:
+        """A TraceError about this line: its file, number, timeline and tick."""
+        record = self.record
+        return TraceError(
+            message, file=self.path, line=self.number, timeline=record.tl, tick=record.tick
+        )
+
     def release(self, *, record: bool = False) -> TraceLine:
         """Let the parsed JSON go (and with ``record``, the validated record): what a held line
         keeps is its bytes, and what is let go is made again on use."""

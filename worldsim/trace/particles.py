@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from worldsim.domain.errors import StateError, TraceError
+from worldsim.domain.errors import StateError
 from worldsim.trace.reader import TraceLine
 from worldsim.world.particles import (
     NoSurvivors,
@@ -17,12 +17,6 @@ from worldsim.world.particles import (
 from worldsim.world.state import WorldState, state_digest
 
 __all__ = ["ParticleCheck"]
-
-
-def _fail(line: TraceLine, message: str) -> TraceError:
-    return TraceError(
-        message, file=line.path, line=line.number, timeline=line.record.tl, tick=line.record.tick
-    )
 
 
 class ParticleCheck:
@@ -50,13 +44,13 @@ class ParticleCheck:
             self.news.append(data.id)
         elif line.type == "particle":
             if tl is None or tl in cursors:
-                raise _fail(line, f"particle {tl} given twice or without a timeline")
+                raise line.error(f"particle {tl} given twice or without a timeline")
             try:
                 state = WorldState.from_json(data.state)
             except (StateError, KeyError, IndexError, TypeError, ValueError) as exc:
-                raise _fail(line, f"particle state cannot be read: {exc}") from None
+                raise line.error(f"particle state cannot be read: {exc}") from None
             if state_digest(state) != data.digest:
-                raise _fail(line, "particle state does not match its digest")
+                raise line.error("particle state does not match its digest")
             cursors[tl] = self.cursor(state, data.mass)
             self.order.append(tl)
             self.world = self.world or state
@@ -68,42 +62,42 @@ class ParticleCheck:
     def _check_likelihood(self, line: TraceLine, cursors: dict[str, Any]) -> None:
         data, tl = line.data, line.tl
         if tl not in cursors or tl in self.likelihood:
-            raise _fail(line, f"likelihood for unknown or already judged particle {tl}")
+            raise line.error(f"likelihood for unknown or already judged particle {tl}")
         if [d.doc_id for d in data.documents] != self.news:
-            raise _fail(line, "likelihood documents differ from the news, in order")
+            raise line.error("likelihood documents differ from the news, in order")
         for d in data.documents:
             if not 0.0 <= d.raw <= 1.0 or d.used != max(data.epsilon, d.raw):
-                raise _fail(line, f"likelihood of {d.doc_id}: used is not max(epsilon, raw)")
+                raise line.error(f"likelihood of {d.doc_id}: used is not max(epsilon, raw)")
         if data.likelihood != likelihood_product([d.used for d in data.documents]):
-            raise _fail(line, "particle likelihood is not the product of its documents'")
+            raise line.error("particle likelihood is not the product of its documents'")
         self.likelihood[tl] = data.likelihood
 
     def _check_reweighting(self, line: TraceLine, cursors: dict[str, Any]) -> None:
         data = line.data
         rows = data.rows
         if [r.timeline for r in rows] != self.order or set(self.likelihood) != set(self.order):
-            raise _fail(line, "re-weighting rows differ from the particles and their likelihoods")
+            raise line.error("re-weighting rows differ from the particles and their likelihoods")
         for r in rows:
             if r.prior != cursors[r.timeline].mass or r.likelihood != self.likelihood[r.timeline]:
-                raise _fail(line, f"re-weighting of {r.timeline}: prior or likelihood differs")
+                raise line.error(f"re-weighting of {r.timeline}: prior or likelihood differs")
         try:
             made = reweigh([r.prior for r in rows], [r.likelihood for r in rows], data.prune_below)
         except NoSurvivors as exc:
-            raise _fail(line, f"re-weighting recorded where none survives: {exc}") from None
+            raise line.error(f"re-weighting recorded where none survives: {exc}") from None
         if (
             made.posterior != tuple(r.posterior for r in rows)
             or made.pruned != tuple(r.pruned for r in rows)
             or made.evidence != data.evidence
             or made.effective_paths != data.effective_paths
         ):
-            raise _fail(line, "re-weighting differs from m·L / Σ m·L with its pruning")
+            raise line.error("re-weighting differs from m·L / Σ m·L with its pruning")
         values = [r.value for r in rows]
         if data.p_yes_reweighted is not None and (
             None in values
             or data.p_yes_reweighted
             != reweighted_value(made.posterior, [v for v in values if v is not None])
         ):
-            raise _fail(line, "p_yes re-weighted is not Σ w·v over the particles")
+            raise line.error("p_yes re-weighted is not Σ w·v over the particles")
         for r in rows:
             cursor = cursors[r.timeline]
             cursor.mass = r.posterior

@@ -11,11 +11,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     TypeAdapter,
 )
 
+from worldsim.domain.values import FrozenModel
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.models.call import LlmCallData
 from worldsim.trace.data import (
@@ -113,9 +113,7 @@ LAST_READER_OF = {1: "0.2.0"}
 """For each earlier trace format, the last worldsim release that reads it."""
 
 
-class _Envelope(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class _Envelope(FrozenModel):
     v: Literal[2]  # FORMAT_VERSION
     seq: int = Field(ge=0)
     ts: str

@@ -140,12 +140,6 @@ class ReplayResult:
         return self.recorded is not None and self.recorded == self.recomputed
 
 
-def _fail(line: TraceLine, message: str) -> TraceError:
-    return TraceError(
-        message, file=line.path, line=line.number, timeline=line.record.tl, tick=line.record.tick
-    )
-
-
 def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
     """Yield each rebuilt tick in trace order, then ``("extraction", (recorded, leaves,
     line))``, ``line`` the number of the recorded extraction's line.
@@ -200,16 +194,16 @@ def replay_lines(
                 try:
                     world = WorldState.from_json(line.data.state)
                 except StateError as exc:
-                    raise _fail(line, f"initial state cannot be read: {exc.message}") from None
+                    raise line.error(f"initial state cannot be read: {exc.message}") from None
                 except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
                     reason = f"{type(exc).__name__}: {exc}"
-                    raise _fail(line, f"initial state cannot be read: {reason}") from None
+                    raise line.error(f"initial state cannot be read: {reason}") from None
                 if state_digest(world) != line.data.digest:
-                    raise _fail(line, "initial state does not match its digest")
+                    raise line.error("initial state does not match its digest")
             continue
         if world is None:
             if line.tl is not None:
-                raise _fail(line, f"record for timeline {line.tl} before the world was built")
+                raise line.error(f"record for timeline {line.tl} before the world was built")
             continue  # the run's start, and an initializer's calls
         if t not in REPLAYED_TYPES:
             continue  # retrievals, model calls, reports: nothing to rebuild from
@@ -221,20 +215,20 @@ def replay_lines(
                     cursor = _Cursor(world, 1.0)
                 else:
                     if tl not in pending_children:
-                        raise _fail(line, f"timeline {tl} starts without a fork record")
+                        raise line.error(f"timeline {tl} starts without a fork record")
                     state, mass = pending_children.pop(tl)
                     cursor = _Cursor(state, mass)
                 if rec.data.mass != cursor.mass:
-                    raise _fail(line, "timeline mass differs from its fork")
+                    raise line.error("timeline mass differs from its fork")
                 if state_digest(cursor.state) != rec.data.digest:
-                    raise _fail(line, "timeline's starting state does not match its digest")
+                    raise line.error("timeline's starting state does not match its digest")
                 cursors[tl] = cursor
                 if on_start is not None:
                     on_start(tl, cursor.state, cursor.mass)
             elif t in _ON_A_TIMELINE:
                 found = cursors.get(tl) if tl is not None else None
                 if found is None:
-                    raise _fail(line, f"record for unknown timeline {tl}")
+                    raise line.error(f"record for unknown timeline {tl}")
                 cursor = found
                 if t == "tick_started":
                     cursor.date = rec.data.date
@@ -257,10 +251,10 @@ def replay_lines(
                 elif t == "fork":
                     d = rec.data
                     if d.mass_before != cursor.mass:
-                        raise _fail(line, "fork's mass_before differs from the timeline's")
+                        raise line.error("fork's mass_before differs from the timeline's")
                     p = d.candidate.probability
                     if d.mass_child != cursor.mass * p or d.mass_parent != cursor.mass * (1.0 - p):
-                        raise _fail(line, "fork masses are not m·p and m·(1−p)")
+                        raise line.error("fork masses are not m·p and m·(1−p)")
                     pending_children[d.child] = (
                         apply_deltas(cursor.state, d.child_deltas),
                         d.mass_child,
@@ -274,9 +268,9 @@ def replay_lines(
                 elif t == "tick_committed":
                     digest = state_digest(cursor.state)
                     if digest != rec.data.digest:
-                        raise _fail(line, "rebuilt state does not match the committed digest")
+                        raise line.error("rebuilt state does not match the committed digest")
                     if rec.data.mass != cursor.mass:
-                        raise _fail(line, "committed mass differs from the rebuilt mass")
+                        raise line.error("committed mass differs from the rebuilt mass")
                     before = cursor.before or cursor.state
                     changes = tuple(
                         (key, before.ledger[key].status, row.status)
@@ -303,21 +297,21 @@ def replay_lines(
                 else:  # timeline_ended
                     d = rec.data
                     if d.mass != cursor.mass:
-                        raise _fail(line, "final mass differs from the rebuilt mass")
+                        raise line.error("final mass differs from the rebuilt mass")
                     outcome = settlement_of(cursor.state, d.status, d.forced_p_yes, d.forced_probs)
                     if d.settlement != outcome and (
                         d.settlement != "unresolved" or d.status == "settled"
                     ):
-                        raise _fail(line, f"settlement '{d.settlement}' contradicts the ledger")
+                        raise line.error(f"settlement '{d.settlement}' contradicts the ledger")
                     if d.status == "settled" and outcome == "unresolved":
-                        raise _fail(line, "settled timeline with open scored endpoints")
+                        raise line.error("settled timeline with open scored endpoints")
                     ended[tl] = Leaf(tl, d.mass, d.settlement, d.forced_p_yes, d.forced_probs)
             elif t == "extraction":
                 recorded, recorded_at = rec.data, line.number
         except TraceError:
             raise
         except StateError as exc:
-            raise _fail(line, f"cannot apply: {exc.message}") from None
+            raise line.error(f"cannot apply: {exc.message}") from None
     if world is None:
         if complete():
             raise TraceError("trace has no world_initialized record", file=path)
@@ -399,22 +393,21 @@ def replay_direct(trace: Trace) -> ReplayResult:
         return ReplayResult(trace, (), None, None, None)
     recorded: ExtractionData = line.data
     if recorded.rule != DIRECT_RULE:
-        raise _fail(line, f"direct trace with extraction rule '{recorded.rule}'")
+        raise line.error(f"direct trace with extraction rule '{recorded.rule}'")
     calls = [c for c in trace.of_type("llm_call") if c.data.error is None]
     if len(calls) != 1:
-        raise _fail(line, f"direct trace with {len(calls)} successful model calls, not 1")
+        raise line.error(f"direct trace with {len(calls)} successful model calls, not 1")
     call = calls[0]
     reply = call.data.reply
     if reply is None:
-        raise _fail(call, "the model call recorded no reply")
+        raise call.error("the model call recorded no reply")
     card = trace.started.card
     binary = card.get("kind", "binary") == "binary"
     output_type = ForecastOutput if binary else ChoiceForecastOutput
     try:
         output = output_type.model_validate_json(extract_json(reply))
     except ValidationError as exc:
-        raise _fail(
-            call,
+        raise call.error(
             f"the recorded reply is not a valid {output_type.__name__}: {exc.errors()[0]['msg']}",
         ) from None
     if isinstance(output, ForecastOutput):
@@ -424,18 +417,17 @@ def replay_direct(trace: Trace) -> ReplayResult:
         try:
             options = direct_options(scored, [(p.endpoint, p.p) for p in output.probabilities])
         except ValueError as exc:
-            raise _fail(call, f"the recorded reply does not fit the card: {exc}") from None
+            raise call.error(f"the recorded reply does not fit the card: {exc}") from None
         recomputed = direct_extraction(None, options)
     if abs(recorded.mass_sum - 1.0) > MASS_TOLERANCE:
-        raise _fail(line, f"path mass sums to {recorded.mass_sum!r}, not 1")
+        raise line.error(f"path mass sums to {recorded.mass_sum!r}, not 1")
     if recomputed != recorded:
-        raise _fail(
-            line,
+        raise line.error(
             f"recorded extraction (p_yes {recorded.p_yes!r}, p_options {recorded.p_options!r}) "
             f"differs from the reply's (p_yes {recomputed.p_yes!r}, p_options "
             f"{recomputed.p_options!r})",
         )
     done = trace.first("run_completed")
     if done is not None and done.data.p_yes != recomputed.p_yes:
-        raise _fail(done, f"run_completed p_yes {done.data.p_yes!r} differs from the reply's")
+        raise done.error(f"run_completed p_yes {done.data.p_yes!r} differs from the reply's")
     return ReplayResult(trace, (), recorded, recomputed, recomputed.mass_sum)

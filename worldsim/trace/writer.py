@@ -80,26 +80,17 @@ def seal_line(line: bytes, signer: Signer | None = None) -> bytes:
     return line.replace(_SIGNATURE_EMPTY, b'"signature":"' + signer.sign(digest).encode() + b'"')
 
 
-def encode_record(
-    header: dict[str, Any], data: Any, floats: Iterable[float] | None = None
-) -> bytes:
-    """A record as the trace holds it: exactly ``json.dumps({**header, "data": data},
-    separators=(",", ":"), ensure_ascii=False, allow_nan=False)`` in UTF-8 (so NaN and
-    infinities raise). The ``header`` is the writer's (at least one field; ints, strings and
-    ``None``, which msgspec writes as the standard library does), so only ``data`` is looked
-    at for what msgspec could write otherwise (the ``prev`` digest would send most lines to
-    the standard library for nothing; see :mod:`worldsim.domain.jsonbytes`); ``floats``, when
-    given, are every float ``data`` holds."""
-    line = record_line(header, data, floats)
-    del line[-1]
-    return bytes(line)
-
-
 def record_line(
     header: dict[str, Any], data: Any, floats: Iterable[float] | None = None
 ) -> bytearray:
-    """:func:`encode_record`'s bytes and the newline that ends the line, made in one buffer (a
-    tick's record may be tens of MB: it is not copied once more to be joined or ended)."""
+    """A record as the trace holds it, and the newline that ends the line: exactly
+    ``json.dumps({**header, "data": data}, separators=(",", ":"), ensure_ascii=False,
+    allow_nan=False)`` in UTF-8 (so NaN and infinities raise), made in one buffer (a tick's
+    record may be tens of MB: it is not copied once more to be joined or ended). The ``header``
+    is the writer's (at least one field; ints, strings and ``None``, which msgspec writes as the
+    standard library does), so only ``data`` is looked at for what msgspec could write otherwise
+    (see :mod:`worldsim.domain.jsonbytes`); ``floats``, when given, are every float ``data``
+    holds."""
     line = bytearray(msgspec_bytes(header)[:-1])
     line += b',"data":'
     compact_into(line, data, floats)
@@ -222,7 +213,6 @@ class TraceWriter:
         self._offset = offset
         self._closed = False
         self.failure: TraceError | None = None
-        self.records_written = 0
         # signs the terminal record's seal when set (``run --sign-key``); never written out
         self.signer: Signer | None = None
         # handed (type, tl, tick, data) of every record once written, when set: the data
@@ -313,7 +303,6 @@ class TraceWriter:
         self._write(written)
         self._seq += 1
         self._prev = hashlib.sha256(written[:-1]).hexdigest()
-        self.records_written += 1
         if self.tap is not None:
             self.tap(type_, tl, tick, payload)
         if durable and self._fsync:

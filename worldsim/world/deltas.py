@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from worldsim.domain.values import FrozenModel
 
 
-class _Delta(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SetPressure(_Delta):
+class SetPressure(FrozenModel):
     """Set a scored endpoint's pressure (a logit; probabilities are its softmax)."""
 
     op: Literal["set_pressure"] = "set_pressure"
@@ -24,7 +22,7 @@ class SetPressure(_Delta):
     value: float = Field(ge=-50.0, le=50.0)
 
 
-class ShiftPressure(_Delta):
+class ShiftPressure(FrozenModel):
     """Add to a scored endpoint's pressure."""
 
     op: Literal["shift_pressure"] = "shift_pressure"
@@ -32,14 +30,14 @@ class ShiftPressure(_Delta):
     by: float = Field(ge=-50.0, le=50.0)
 
 
-class SetActor(_Delta):
+class SetActor(FrozenModel):
     op: Literal["set_actor"] = "set_actor"
     id: str = Field(max_length=80)
     field: Literal["stance", "influence", "activity"]
     value: float
 
 
-class SetCohort(_Delta):
+class SetCohort(FrozenModel):
     op: Literal["set_cohort"] = "set_cohort"
     id: str = Field(max_length=80)
     attention: float = Field(ge=0.0, le=1.0)
@@ -47,7 +45,7 @@ class SetCohort(_Delta):
     sentiment: float = Field(ge=-1.0, le=1.0)
 
 
-class MemberAction(_Delta):
+class MemberAction(FrozenModel):
     """One action of a cohort's archetype: where it pulls a member, how hard, how likely."""
 
     direction: float = Field(ge=-1.0, le=1.0)
@@ -55,7 +53,7 @@ class MemberAction(_Delta):
     probability: float = Field(ge=0.0, le=1.0)
 
 
-class UpdateMembers(_Delta):
+class UpdateMembers(FrozenModel):
     """A cohort archetype's decision, applied to every member of the cohort
     (:func:`worldsim.world.members.update`); the cohort's row becomes the members' means."""
 
@@ -67,13 +65,13 @@ class UpdateMembers(_Delta):
     draw: int = Field(ge=0, lt=2**63, description="seed of the members' picks")
 
 
-class SetVariable(_Delta):
+class SetVariable(FrozenModel):
     op: Literal["set_variable"] = "set_variable"
     name: str = Field(min_length=1, max_length=120)
     value: float | int | str | bool
 
 
-class SetHypothesis(_Delta):
+class SetHypothesis(FrozenModel):
     op: Literal["set_hypothesis"] = "set_hypothesis"
     id: str = Field(max_length=80)
     status: Literal["open", "fired"]
@@ -91,13 +89,13 @@ Delta = Annotated[
 ]
 
 
-class EvidenceIn(_Delta):
+class EvidenceIn(FrozenModel):
     kind: Literal["supports", "contradicts"]
     ref: str = Field(max_length=200)
     note: str = Field("", max_length=500)
 
 
-class LedgerUpdate(_Delta):
+class LedgerUpdate(FrozenModel):
     """A reviewer's change to one endpoint: a status move, an evidence entry, or both."""
 
     endpoint: str = Field(max_length=80)

@@ -8,16 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from pydantic import BaseModel, ConfigDict
+from worldsim.domain.values import FrozenModel
 
 __all__ = ["DIRECT_RULE", "ExtractionData", "LeafData", "direct_extraction", "direct_options"]
 
 
-class _Data(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LeafData(_Data):
+class LeafData(FrozenModel):
     """One leaf timeline as the extraction saw it (the ``extraction`` record's ``leaves``)."""
 
     timeline: str
@@ -26,7 +22,7 @@ class LeafData(_Data):
     value: float | None
 
 
-class ExtractionData(_Data):
+class ExtractionData(FrozenModel):
     """An extraction's result: the ``extraction`` record of a trace."""
 
     rule: str

@@ -14,13 +14,15 @@ import json
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from worldsim.domain.cards import UtcDatetime
 from worldsim.domain.errors import CardError
 from worldsim.domain.files import load_document, validated
+from worldsim.domain.outputs import Direction, Relation
+from worldsim.domain.values import FrozenModel
 
 __all__ = [
     "Annotation",
@@ -39,17 +41,8 @@ __all__ = [
     "validate_graph",
 ]
 
-Relation = Literal[
-    "causes", "enables", "prevents", "inhibits", "amplifies", "triggers", "correlates"
-]
-Direction = Literal["positive", "negative", "neutral", "mixed"]
 
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class HindsightEvent(_Model):
+class HindsightEvent(FrozenModel):
     """A real event; ``is_outcome`` marks the resolution itself (never a key event)."""
 
     id: str = Field(min_length=1)
@@ -61,7 +54,7 @@ class HindsightEvent(_Model):
     source_ids: tuple[str, ...] = ()
 
 
-class HindsightEdge(_Model):
+class HindsightEdge(FrozenModel):
     source: str
     target: str
     relation: Relation
@@ -69,7 +62,7 @@ class HindsightEdge(_Model):
     confidence: float = Field(ge=0.0, le=1.0)
 
 
-class HindsightImpact(_Model):
+class HindsightImpact(FrozenModel):
     """How an event moved the question: a direction toward yes, with magnitude and confidence."""
 
     event: str
@@ -78,7 +71,7 @@ class HindsightImpact(_Model):
     confidence: float = Field(ge=0.0, le=1.0)
 
 
-class RejectedEvent(_Model):
+class RejectedEvent(FrozenModel):
     """An event people rejected on the annotation sheet, and which checks it failed."""
 
     event: str
@@ -87,7 +80,7 @@ class RejectedEvent(_Model):
     notes: str = ""
 
 
-class Annotation(_Model):
+class Annotation(FrozenModel):
     """The annotation sheet applied to a graph: its hash, how many events it listed and how
     many were checked on all five points, and the events dropped."""
 
@@ -97,7 +90,7 @@ class Annotation(_Model):
     rejected: tuple[RejectedEvent, ...] = ()
 
 
-class HindsightGraph(_Model):
+class HindsightGraph(FrozenModel):
     card_id: str | None = None
     question: str | None = None
     events: tuple[HindsightEvent, ...]

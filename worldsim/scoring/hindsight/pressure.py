@@ -20,11 +20,11 @@ import io
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from worldsim.domain.cards import parse_utc
+from worldsim.domain.cards import parse_utc, utc_iso
 from worldsim.domain.errors import CardError, ConfigError
 from worldsim.domain.files import write_files
 from worldsim.scoring.hindsight.forecast import RecordView
@@ -149,17 +149,13 @@ def require_matplotlib() -> None:
         ) from None
 
 
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 def _csv_text(series: dict[str, list[PressurePoint]]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["series", "date", "value"])
     for name, points in series.items():
         for pt in points:
-            writer.writerow([name, _iso(pt.date), repr(pt.value)])
+            writer.writerow([name, utc_iso(pt.date), repr(pt.value)])
     return buffer.getvalue()
 
 
