@@ -23,7 +23,13 @@ from pydantic import (
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 from worldsim.domain.cards import UtcDatetime, utc_iso
-from worldsim.domain.jsonbytes import canonical_bytes, compact_bytes, floats_in, raw_rows
+from worldsim.domain.jsonbytes import (
+    canonical_bytes,
+    compact_bytes,
+    floats_in,
+    raw_json,
+    raw_rows,
+)
 from worldsim.gateway.access import ACCESS_DEFAULTS, Access, Calls, merged_accesses
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.trace.lineage import (
@@ -190,12 +196,12 @@ class ProposalsData(_Data):
         proposals: TickProposals, roles: Sequence[str], unretrieved: Sequence[list[str]]
     ) -> Payload:
         """:meth:`payload` for a tick's proposals held as columns (and objects): the same
-        record, each column row's JSON made as bytes (:func:`proposal_rows`), with the columns
-        the forecast graph keeps."""
+        record, each column row a struct msgspec writes as the standard library would
+        (:func:`proposal_rows`), with the columns the forecast graph keeps."""
         cols = proposals.columns
         if cols is None:
             return ProposalsData.payload(proposals.objects(), roles, unretrieved)
-        rows: list[bytes] = []
+        rows: list[Any] = []
         at = 0
         for part in proposals.segments():
             if isinstance(part, tuple):
@@ -214,12 +220,12 @@ class ProposalsData(_Data):
             else:
                 n = 1
                 made = ProposalsData.payload([part], roles[at : at + 1], unretrieved[at : at + 1])
-                rows.append(compact_bytes(made.data["proposals"][0], made.floats))
+                rows.append(raw_json(compact_bytes(made.data["proposals"][0], made.floats)))
             at += n
         kept = KeptProposals.from_columns(
             *(proposals.column(name) for name in ("agent", "index", "summary", "cites"))
         )
-        return Payload(Kept.of({"proposals": raw_rows(rows)}, kept), [])
+        return Payload(Kept.of({"proposals": rows}, kept), [])
 
 
 def proposals_of(type_: str, data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
