@@ -234,10 +234,8 @@ _SAFE = re.compile(r"[A-Za-z0-9.:-](?:[A-Za-z0-9_.:-]{0,78}[A-Za-z0-9.:-])?")
 
 def _slug(text: str, fallback: str, taken: set[str]) -> str:
     """A valid, unused id from whatever the model wrote."""
-    if _SAFE.fullmatch(text):
-        base = text
-    else:
-        base = _UNSAFE.sub("_", text).strip("_")[:80] or fallback
+    safe = _SAFE.fullmatch(text) is not None
+    base = text if safe else _UNSAFE.sub("_", text).strip("_")[:80] or fallback
     slug, n = base, 1
     while slug in taken:
         n += 1
