@@ -28,14 +28,13 @@ from worldsim.domain.jsonbytes import (
     compact_bytes,
     floats_in,
     raw_json,
-    raw_rows,
 )
-from worldsim.gateway.access import ACCESS_DEFAULTS, Access, Calls, merged_accesses
+from worldsim.gateway.access import ACCESS_DEFAULTS, Access, Calls
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.trace.lineage import (
     ParentRef,
 )
-from worldsim.trace.tickbytes import Kept, KeptProposals, proposal_rows
+from worldsim.trace.tickbytes import Kept, KeptProposals, access_rows, proposal_rows
 from worldsim.world.build import WorldSource
 from worldsim.world.columns import MoveColumns, TickProposals
 from worldsim.world.moves import PROPOSALS, BranchCandidate, Claim, Proposal, Review
@@ -389,9 +388,9 @@ class RetrievalsData(_Data):
         """The record's ``data`` for the accesses ``logged`` (made at one timeline, tick and
         cut-off, each in its JSON form already, in call order): by agent, each agent's in call
         order. An access holds no float."""
-        merged = merged_accesses(logged)
-        if merged is not None:  # an offline tick's: its JSON made from the batches' columns
-            return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": raw_rows(merged)}, [])
+        merged = access_rows(logged)
+        if merged is not None:  # an offline tick's: made from the batches' columns
+            return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": merged}, [])
         accesses = [access for calls in logged for access in calls.accesses]
         accesses.sort(key=itemgetter("agent"))  # stable: call order
         return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": accesses}, [])

@@ -13,7 +13,7 @@ Python cost twice what a struct made by ``map`` and written by msgspec costs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import repeat
+from itertools import chain, islice, pairwise, repeat
 from typing import Any
 
 import msgspec
@@ -21,12 +21,14 @@ import numpy as np
 import numpy.typing as npt
 
 from worldsim.domain.jsonbytes import compact_bytes, odd_positions, raw_json
+from worldsim.gateway.access import Calls, ReadBatch, SearchBatch
 from worldsim.world.columns import MoveColumns, TickReview
 
 __all__ = [
     "Kept",
     "KeptAccepted",
     "KeptProposals",
+    "access_rows",
     "as_index",
     "as_text",
     "proposal_rows",
@@ -206,3 +208,83 @@ def review_payload(verdict: TickReview) -> tuple[dict[str, Any], list[float]]:
     found = map(_Evidence, evidence.kinds, evidence.refs, evidence.notes)
     data["ledger"] = [*moved, *map(_LedgerEntry, evidence.endpoints, repeat(None, n), found)]
     return Kept.of(data, {"accepted": KeptAccepted(taken, numbers)}), floats
+
+
+class _Search(msgspec.Struct, gc=False, omit_defaults=True):
+    """A ``search_evidence`` access of a ``retrievals`` record (no ``doc_ids`` without hits)."""
+
+    agent: Any
+    tool: Any
+    query: Any
+    k: Any
+    doc_ids: Any = ()
+
+
+class _Read(msgspec.Struct, gc=False):
+    """An ``open_document`` access that received its document."""
+
+    agent: Any
+    tool: Any
+    doc_id: Any
+    doc_ids: Any
+
+
+class _Refused(msgspec.Struct, gc=False):
+    """An ``open_document`` access refused, with the reason."""
+
+    agent: Any
+    tool: Any
+    doc_id: Any
+    refused: Any
+    reason: Any
+
+
+def access_rows(logged: Sequence[Calls]) -> list[Any] | None:
+    """The items of a ``retrievals`` record's ``accesses`` for a tick's calls that are a batch
+    of searches and then a batch of reads by the same agents in id order (an offline tick's):
+    by agent, each agent's search and then its reads, each a struct written exactly as
+    ``json.dumps`` writes the access's JSON form (``access_json``), made by ``map`` over the
+    batches' columns. ``None`` for any other calls (sort their accesses instead)."""
+    if len(logged) != 2:
+        return None
+    search, read = logged
+    if not (
+        isinstance(search, SearchBatch)
+        and isinstance(read, ReadBatch)
+        and search.agents == read.agents
+        and all(a < b for a, b in pairwise(search.agents))
+    ):
+        return None
+    agents, n = search.agents, len(search.agents)
+    tool, k, hits = repeat("search_evidence", n), repeat(search.k, n), search.hits
+    found = list(map(_Search, agents, tool, search.queries, k, hits))
+    docs = list(chain.from_iterable(read.reads))
+    counts = set(map(len, read.reads))
+    if read.refused or len(counts) > 1:  # some agents read fewer, or were refused some
+        reads = iter(_reads(read, docs))
+        out: list[Any] = []
+        for row, ids in zip(found, read.reads, strict=True):
+            out.append(row)
+            out += islice(reads, len(ids))
+        return out
+    each = counts.pop() if counts else 0
+    readers = chain.from_iterable(zip(*[agents] * each, strict=True)) if each else iter(())
+    single = {doc: (doc,) for doc in set(docs)}
+    opened = list(map(_Read, readers, repeat("open_document"), docs, map(single.__getitem__, docs)))
+    out = [None] * (n * (each + 1))
+    out[:: each + 1] = found
+    for j in range(each):
+        out[j + 1 :: each + 1] = opened[j::each]
+    return out
+
+
+def _reads(read: ReadBatch, docs: Sequence[str]) -> list[Any]:
+    """Each read of a batch, as its access, in order (agent by agent)."""
+    readers = chain.from_iterable(map(repeat, read.agents, map(len, read.reads)))
+    refused = read.refused
+    return [
+        _Read(agent, "open_document", doc, (doc,))
+        if doc not in refused
+        else _Refused(agent, "open_document", doc, True, refused[doc])
+        for agent, doc in zip(readers, docs, strict=True)
+    ]
