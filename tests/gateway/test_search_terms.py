@@ -127,10 +127,12 @@ _SPACES = " \t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2028\u3000"
 def test_a_querys_terms_from_its_remembered_pieces_are_the_whole_querys(
     texts: list[str], size: int
 ) -> None:
-    """Whatever whitespace separates the pieces, and however few pieces are remembered."""
+    """Whatever whitespace separates the pieces, however few pieces are remembered, and
+    whether a query's end was asked before (after other names)."""
     terms = QueryTerms(size)
     for text in texts:
-        assert terms(text) == query_terms(text)
+        for name in ("", "Actor 1 ", "Actor 2\t", "  İx 3 actor ", "actor\n1 1 "):
+            assert terms(name + text) == query_terms(name + text)
 
 
 #: words a stemmer leaves as they are (ending in a digit), some made to look like suffixes
