@@ -132,6 +132,13 @@ def test_a_batch_of_searches_and_reads_is_the_calls_one_by_one_logged_as_one_ent
                 assert batch.unretrieved_each([(agent, cited)], timeline="t0.1.3") == (
                     one.unretrieved_each([(agent, cited)], timeline="t0.1.3")
                 )
+            # a tick's citations checked together: some of each agent's hits (every one
+            # covered by the search batch), then some documents besides
+            for extra in ((), ("a",), ("late", "b")):
+                pairs = zip(agents, found, strict=True)
+                ticks = [(a, (*ids[: k // 2], *extra)) for a, ids in pairs]
+                singly = [one.unretrieved_citations(c, a, timeline="t0.1") for a, c in ticks]
+                assert batch.unretrieved_each(ticks, timeline="t0.1") == singly
             held = batch.take("t0.1")
             assert len(held) == (2 if agents else 0)  # one entry per batch call
             if agents:  # the tick's retrievals record: the same bytes
