@@ -1,8 +1,9 @@
-"""A tick's proposals and review written from their columns: each row a msgspec struct (its
-fields in the record's order, made by ``map`` over the columns, untracked by the collector) that
-the record's encoding writes exactly as ``json.dumps`` writes the row's JSON form, without a dict
-per row; and what the run's forecast graph keeps of those records (:class:`KeptProposals`,
-:class:`KeptAccepted`), handed to it beside the data (:class:`Kept`) rather than read back.
+"""A tick's proposals, review and accesses written from their columns: each row a struct (its
+fields in the record's order, made by ``map`` over the columns, untracked by the collector:
+:func:`~worldsim.domain.jsonbytes.json_row`) that the record's encoding writes exactly as
+``json.dumps`` writes the row's JSON form, without a dict per row; and what the run's forecast
+graph keeps of those records (:class:`KeptProposals`, :class:`KeptAccepted`), handed to it
+beside the data (:class:`Kept`) rather than read back.
 
 A tick of 10⁵ agents would otherwise make a few hundred thousand dicts and lists per record,
 only to encode them once: their making cost about as much as their encoding, and their number
@@ -16,11 +17,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain, islice, pairwise, repeat
 from typing import Any
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from worldsim.domain.jsonbytes import compact_bytes, odd_positions, raw_json
+from worldsim.domain.jsonbytes import compact_bytes, json_row, odd_positions, raw_json
 from worldsim.gateway.access import Calls, ReadBatch, SearchBatch
 from worldsim.world.columns import MoveColumns, TickReview
 
@@ -120,45 +120,21 @@ def _standard(value: float) -> str:
     return float.__repr__(value)
 
 
-class _Row(msgspec.Struct, gc=False):
-    """A ``proposals`` record's row made from columns: its fields in the record's order, each
-    written by msgspec as the standard library writes it (strings, ints, ``None``, lists of
-    strings; floats as :func:`_floats` leaves them)."""
+_Row = json_row(
+    "ProposalRow",
+    (
+        *("agent", "index", "kind", "endpoint", "direction", "magnitude", "summary"),
+        *("deltas", "cites", "role", "unretrieved_citations"),
+    ),
+)
+"""A ``proposals`` record's row made from columns (floats as :func:`_floats` leaves them)."""
 
-    agent: Any
-    index: Any
-    kind: Any
-    endpoint: Any
-    direction: Any
-    magnitude: Any
-    summary: Any
-    deltas: Any
-    cites: Any
-    role: Any
-    unretrieved_citations: Any
-
-
-class _Accepted(msgspec.Struct, gc=False):
-    """An accepted reference of a ``review`` record made from columns."""
-
-    agent: Any
-    index: Any
-
-
-class _Evidence(msgspec.Struct, gc=False):
-    """A ledger entry's evidence (its kind, the proposal's reference, the note)."""
-
-    kind: Any
-    ref: Any
-    note: Any
-
-
-class _LedgerEntry(msgspec.Struct, gc=False):
-    """A ``review`` record's ledger entry that adds evidence (no status move)."""
-
-    endpoint: Any
-    status: Any
-    evidence: Any
+_Accepted = json_row("AcceptedRow", ("agent", "index"))
+"""An accepted reference of a ``review`` record made from columns."""
+_Evidence = json_row("EvidenceRow", ("kind", "ref", "note"))
+"""A ledger entry's evidence: its kind, the proposal's reference, the note."""
+_LedgerEntry = json_row("LedgerRow", ("endpoint", "status", "evidence"))
+"""A ``review`` record's ledger entry that adds evidence (no status move)."""
 
 
 def proposal_rows(
@@ -210,33 +186,14 @@ def review_payload(verdict: TickReview) -> tuple[dict[str, Any], list[float]]:
     return Kept.of(data, {"accepted": KeptAccepted(taken, numbers)}), floats
 
 
-class _Search(msgspec.Struct, gc=False, omit_defaults=True):
-    """A ``search_evidence`` access of a ``retrievals`` record (no ``doc_ids`` without hits)."""
-
-    agent: Any
-    tool: Any
-    query: Any
-    k: Any
-    doc_ids: Any = ()
-
-
-class _Read(msgspec.Struct, gc=False):
-    """An ``open_document`` access that received its document."""
-
-    agent: Any
-    tool: Any
-    doc_id: Any
-    doc_ids: Any
-
-
-class _Refused(msgspec.Struct, gc=False):
-    """An ``open_document`` access refused, with the reason."""
-
-    agent: Any
-    tool: Any
-    doc_id: Any
-    refused: Any
-    reason: Any
+_Search = json_row(
+    "SearchRow", ("agent", "tool", "query", "k", "doc_ids"), optional={"doc_ids": ()}
+)
+"""A ``search_evidence`` access of a ``retrievals`` record (no ``doc_ids`` without hits)."""
+_Read = json_row("ReadRow", ("agent", "tool", "doc_id", "doc_ids"))
+"""An ``open_document`` access that received its document."""
+_Refused = json_row("RefusedRow", ("agent", "tool", "doc_id", "refused", "reason"))
+"""An ``open_document`` access refused, with the reason."""
 
 
 def access_rows(logged: Sequence[Calls]) -> list[Any] | None:
