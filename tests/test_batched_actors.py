@@ -8,10 +8,12 @@ same accesses; the prompt actor on the offline route hands the engine the moves 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,6 +29,7 @@ from worldsim.domain.outputs import ActorOutput
 from worldsim.domain.policy import load_policy
 from worldsim.domain.rng import AgentSeeds
 from worldsim.gateway import Gateway, gateway_for_card, memory_store
+from worldsim.gateway.access import ReadBatch, SearchBatch
 from worldsim.offline import OfflineModel
 from worldsim.offline.agents import offline_moves
 from worldsim.roles.acting import BatchRole, act_tick, agent_context
@@ -129,6 +132,13 @@ def test_a_batch_of_searches_and_reads_is_the_calls_one_by_one_logged_as_one_ent
                 assert batch.unretrieved_each([(agent, cited)], timeline="t0.1.3") == (
                     one.unretrieved_each([(agent, cited)], timeline="t0.1.3")
                 )
+            # a tick's citations checked together: some of each agent's hits (every one
+            # covered by the search batch), then some documents besides
+            for extra in ((), ("a",), ("late", "b")):
+                pairs = zip(agents, found, strict=True)
+                ticks = [(a, (*ids[: k // 2], *extra)) for a, ids in pairs]
+                singly = [one.unretrieved_citations(c, a, timeline="t0.1") for a, c in ticks]
+                assert batch.unretrieved_each(ticks, timeline="t0.1") == singly
             held = batch.take("t0.1")
             assert len(held) == (2 if agents else 0)  # one entry per batch call
             if agents:  # the tick's retrievals record: the same bytes
@@ -137,6 +147,38 @@ def test_a_batch_of_searches_and_reads_is_the_calls_one_by_one_logged_as_one_ent
             assert _by_agent(batch) == []  # taken: the log lets them go
 
     anyio.run(go)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    agents=st.lists(st.sampled_from([f"a{i}" for i in range(9)]), unique=True, max_size=9),
+    each=st.integers(0, 3),
+    k=st.integers(1, 5),
+    seed=st.integers(0, 2**16),
+    refuse=st.booleans(),
+)
+def test_a_ticks_retrievals_record_from_its_batches_is_its_accesses_sorted_by_agent(
+    agents: list[str], each: int, k: int, seed: int, refuse: bool
+) -> None:
+    """Every agent reading as many documents (or not), some refused (or none), hits or none,
+    queries with quotes, escapes and non-ASCII: the record's bytes are the accesses' JSON."""
+    rng = np.random.default_rng(seed)
+    agents.sort()
+    docs = ["d1", "d2", "é3"]
+    hits = [tuple(map(str, rng.choice(docs, int(rng.integers(0, 3))))) for _ in agents]
+    reads = [tuple(map(str, rng.choice(docs, each))) for _ in agents]
+    queries = [f'{a} «q» "{i}" \\ \n' for i, a in enumerate(agents)]
+    refused: dict[str, Any] = {"é3": "after_cutoff"} if refuse else {}
+    search = SearchBatch("t0", 1, CUTOFF, tuple(agents), queries, k, hits)
+    read = ReadBatch("t0", 1, CUTOFF, tuple(agents), reads, refused)
+    payload = RetrievalsData.payload([search, read])
+    made = payload.data
+    accesses = sorted([*search.accesses, *read.accesses], key=lambda a: a["agent"])
+    standard = {"cutoff": made["cutoff"], "accesses": accesses}
+    assert (
+        compact_bytes(made)
+        == json.dumps(standard, separators=(",", ":"), ensure_ascii=False).encode()
+    )
 
 
 def _demo() -> Card:

@@ -181,7 +181,7 @@ def _columns(agents: Sequence[str], rng: np.random.Generator) -> MoveColumns:
         endpoints=[str(rng.choice(["cleared", "blocked", "x"])) for _ in range(n)],
         direction=np.where(rng.random(n) < 0.3, odd[0], rng.uniform(-1, 1, n)),
         magnitude=np.where(rng.random(n) < 0.3, np.abs(odd[1]), rng.uniform(0, 1, n)),
-        summaries=[f"{a} moves" for a in agents],
+        summaries=[f'{a} moves «{i}» "q" \\ \n\t' for i, a in enumerate(agents)],
         cites=[
             tuple(str(d) for d in rng.choice(["d1", "d2", "d3"], size=int(rng.integers(0, 3))))
             for _ in agents
@@ -212,7 +212,7 @@ def test_tick_proposals_keep_the_canonical_order_of_their_objects(
     for pos, p in enumerate(everything):
         assert tick.position(p.agent, p.index) == pos
     roles = ["actor"] * len(tick)
-    unretrieved: list[list[str]] = [[] for _ in everything]
+    unretrieved = [[str(d) for d in rng.choice(["d1", "d9"], int(rng.integers(3)))] for _ in tick]
     made = ProposalsData.payload_of(tick, roles, unretrieved)
     expected = ProposalsData.payload(everything, roles, unretrieved)
     # the same record, its floats that msgspec spells otherwise given in the standard spelling

@@ -65,6 +65,7 @@ def test_a_config_survives_dict_json_and_yaml(
 ) -> None:
     data = config.to_dict()
     assert RunConfig.from_dict(data) == config
+    assert config.to_dict(config.card.public_dict()) == data  # the card dumped already
     assert RunConfig.from_dict(json.loads(json.dumps(data))) == config
     path = tmp_path_factory.mktemp("cfg") / "run.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")

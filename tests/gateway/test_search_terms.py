@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tests.gateway.strategies import EPOCH, WORDS, documents, documents_of
 from worldsim.domain.cards import EvidenceDoc
 from worldsim.gateway import memory_store
-from worldsim.gateway.search_terms import fts_query
+from worldsim.gateway.search_terms import QueryTerms, fts_query, query_terms
 
 #: words the documents are not made of: names, numbers, one whose stem they hold, and words
 #: the tokenizer reads otherwise than the query's word pattern (underscores)
@@ -105,6 +105,34 @@ def test_a_querys_terms_are_its_words_lower_cased_each_once_and_quoted(text: str
     """Whatever the text (ASCII, or letters whose lower case is longer or another word)."""
     words = list(dict.fromkeys(t.lower() for t in re.findall(r"\w+", text)))[:64]
     assert fts_query(text) == (" OR ".join(f'"{w}"' for w in words) if words else None)
+
+
+
+_SPACES = " \t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2028\u3000"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(
+        st.text(max_size=60)
+        | st.text(alphabet="AbC İıẞß_-:'\" 0é9" + _SPACES, max_size=60)
+        | st.lists(st.sampled_from(["Actor", "7", "ACTOR", "İx", "7.", "a_b"]), max_size=6).map(
+            " ".join
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    size=st.integers(1, 4),
+)
+def test_a_querys_terms_from_its_remembered_pieces_are_the_whole_querys(
+    texts: list[str], size: int
+) -> None:
+    """Whatever whitespace separates the pieces, however few pieces are remembered, and
+    whether a query's end was asked before (after other names)."""
+    terms = QueryTerms(size)
+    for text in texts:
+        for name in ("", "Actor 1 ", "Actor 2\t", "  İx 3 actor ", "actor\n1 1 "):
+            assert terms(name + text) == query_terms(name + text)
 
 
 #: words a stemmer leaves as they are (ending in a digit), some made to look like suffixes

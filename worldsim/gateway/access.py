@@ -6,7 +6,6 @@ written as. The log that indexes them for citation checks is :mod:`worldsim.gate
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,7 +14,6 @@ from typing import Any, Literal, NamedTuple
 from pydantic import AwareDatetime, field_serializer
 
 from worldsim.domain.cards import utc_iso
-from worldsim.domain.jsonbytes import msgspec_bytes
 from worldsim.domain.values import FrozenModel
 
 __all__ = [
@@ -28,7 +26,6 @@ __all__ = [
     "SearchBatch",
     "ToolName",
     "access_json",
-    "merged_accesses",
 ]
 
 ToolName = Literal["search_evidence", "open_document"]
@@ -214,66 +211,6 @@ class ReadBatch(_Batch):
             for agent, ids in zip(self.agents, self.reads, strict=True)
             for doc in ids
         ]
-
-
-def merged_accesses(logged: Sequence[Calls]) -> list[bytes] | None:
-    """The items of the JSON list of a tick's accesses by agent, each agent's in call order,
-    where the calls are a batch of searches and then a batch of reads by the same agents in id
-    order (an offline tick's): made from the columns as bytes, an agent's accesses (comma-
-    separated) an item, each access exactly as ``json.dumps`` writes its JSON form
-    (:func:`access_json`). ``None`` for any other calls (sort their accesses instead)."""
-    if len(logged) != 2:
-        return None
-    search, read = logged
-    if not (
-        isinstance(search, SearchBatch)
-        and isinstance(read, ReadBatch)
-        and search.agents == read.agents
-        and all(a < b for a, b in itertools.pairwise(search.agents))
-    ):
-        return None
-    k = b',"k":%d' % search.k
-    found: dict[int, bytes] = {}  # what follows a search's query, by the hits' tuple
-    opened: dict[str, bytes] = {}  # a read's part after its agent, by document
-    reading: dict[int, list[bytes]] = {}  # the reads' parts, by the reads' tuple
-    out: list[bytes] = []
-    for agent, query, hits, reads in zip(
-        search.agents, search.queries, search.hits, read.reads, strict=True
-    ):
-        tail = found.get(id(hits))
-        if tail is None:
-            tail = found[id(hits)] = (
-                k + (b',"doc_ids":' + _json(list(hits)) if hits else b"") + b"}"
-            )
-        parts = reading.get(id(reads))
-        if parts is None:
-            parts = reading[id(reads)] = [_read_part(read, doc, opened) for doc in reads]
-        # an agent's accesses, each after its ``{"agent":...``: the search, then its reads
-        who = b'{"agent":' + _json(agent)
-        out.append(who + (b"," + who).join([_SEARCH + _json(query) + tail, *parts]))
-    return out
-
-
-_SEARCH = b',"tool":"search_evidence","query":'
-
-
-def _read_part(read: ReadBatch, doc: str, opened: dict[str, bytes]) -> bytes:
-    """What follows ``{"agent":...`` in the JSON of a read of ``doc`` (made once a document)."""
-    part = opened.get(doc)
-    if part is None:
-        reason = read.refused.get(doc)
-        access = access_json("", "open_document", doc_id=doc, refused=bool(reason))
-        if reason is None:
-            access["doc_ids"] = [doc]
-        else:
-            access["reason"] = reason
-        del access["agent"]
-        part = opened[doc] = b"," + _json(access)[1:]
-    return part
-
-
-_json = msgspec_bytes
-"""JSON of strings, ints, booleans and lists of them: the standard library's bytes."""
 
 
 @functools.lru_cache(maxsize=4_096)

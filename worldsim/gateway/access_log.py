@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from worldsim.gateway.access import Calls, Logged, ReadBatch, RetrievalRecord, SearchBatch
 
@@ -147,6 +147,9 @@ class AccessLog:
         self, cited: Iterable[tuple[str, Sequence[str]]], timeline: str | None = None
     ) -> list[list[str]]:
         """:meth:`unreceived` for each ``(agent, ids)`` (a tick's proposals), in order."""
+        cited = list(cited)
+        if self._searched_all(cited, timeline):
+            return [[] for _ in cited]
         found: list[list[str]] = []
         index = self._received
         # a batch's agent citing what it received in its timeline's latest tick: its receipts
@@ -186,6 +189,33 @@ class AccessLog:
             else:
                 found.append([i for i in dict.fromkeys(ids) if not any(i in s for s in sets)])
         return found
+
+    def _searched_all(
+        self, cited: Sequence[tuple[str, Sequence[str]]], timeline: str | None
+    ) -> bool:
+        """Whether every agent that cites anything cites only what one search batch of the
+        timeline's latest gave it (an offline tick's: each reads, and cites, some of its
+        hits), worked out with one check per distinct pair of hits and citations."""
+        if not cited:
+            return False
+        every, all_ids = zip(*cited, strict=True)
+        agents = list(itertools.compress(every, all_ids))  # those that cite anything
+        ids = list(filter(None, all_ids))
+        for batch in self._recent.get(timeline, ()):
+            if not isinstance(batch, SearchBatch):
+                continue
+            rows = batch.rows()
+            found = list(map(rows.get, agents))
+            if None in found:
+                continue
+            at = cast(list[int], found)
+            try:
+                pairs = dict.fromkeys(zip(map(batch.receipt, at), ids, strict=True))
+            except TypeError:  # citations given as a list: checked one by one
+                return False
+            if all(set(hits).issuperset(cites) for hits, cites in pairs):
+                return True
+        return False
 
     def _received_sets(self, agent: str, timeline: str | None) -> list[set[str]]:
         by_timeline = self._received.get(agent) or {}

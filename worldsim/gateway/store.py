@@ -39,7 +39,7 @@ from worldsim.gateway.documents import (
     to_epoch_us,
 )
 from worldsim.gateway.loopdb import LoopConnection
-from worldsim.gateway.search_terms import query_terms
+from worldsim.gateway.search_terms import QueryTerms
 
 if TYPE_CHECKING:
     import aiosqlite
@@ -83,6 +83,7 @@ class EvidenceStore:
         )
         self._held: OrderedDict[tuple[str, int], bool] = OrderedDict()  # (term, cutoff) -> held
         self._asked: OrderedDict[tuple[str, int, int], tuple[SearchHit, ...]] = OrderedDict()
+        self._terms_of = QueryTerms(_MEMORY)  # a query's words, its pieces' remembered
         self._read: OrderedDict[str, StoredDocument | None] = OrderedDict()
         # cutoff -> the terms its visible documents hold, where they are few (a card's own)
         self._terms: dict[int, frozenset[str] | None] = {}
@@ -148,7 +149,7 @@ class EvidenceStore:
         answers = [asked.get((query, limit, k)) for query in queries]
         fresh = [query for query, found in zip(queries, answers, strict=True) if found is None]
         if fresh:  # the words of queries not asked before, looked up together
-            words = {query: query_terms(query) for query in fresh}
+            words = {query: self._terms_of(query) for query in fresh}
             held = await self._learn([t for terms in words.values() for t in terms], limit)
             for i, query in enumerate(queries):
                 if answers[i] is None:

@@ -58,8 +58,8 @@ async def offline_moves(
         endpoint = _target_endpoint(state, favours)
         info = state.endpoint(endpoint)
         aims[favours] = (endpoint, info.title if info is not None else None)
-    targets = [aims[columns.favours[r]] for r in rows]
-    names = [columns.names[r] for r in rows]
+    targets = list(map(aims.__getitem__, map(columns.favours.__getitem__, rows)))
+    names = list(map(columns.names.__getitem__, rows))
     pushes, cites = await _read_evidence(batch, names, targets, found)
     n = len(rows)
     noise, vigour = np.empty(n), np.empty(n)
@@ -76,12 +76,22 @@ async def offline_moves(
         endpoints=[endpoint for endpoint, _ in targets],
         direction=direction,
         magnitude=magnitude,
-        summaries=[
-            f"{name} {verb} '{title if title is not None else endpoint}'"[:300]
-            for name, verb, (endpoint, title) in zip(names, verbs, targets, strict=True)
-        ],
+        summaries=_summaries(names, verbs, targets),
         cites=[ids[:5] for ids in cites],
     ).checked()
+
+
+def _summaries(
+    names: list[str], verbs: list[str], targets: list[tuple[str, str | None]]
+) -> list[str]:
+    """Each actor's summary: its name, its verb and what it pushes, at most 300 characters
+    (made by ``map``; cut only where one may be longer)."""
+    shown = {aim: f"'{aim[1] if aim[1] is not None else aim[0]}'" for aim in set(targets)}
+    made = list(map("{} {} {}".format, names, verbs, map(shown.__getitem__, targets)))
+    longest = max(map(len, names), default=0) + max(map(len, shown.values()), default=0)
+    if longest + max(map(len, _VERBS)) + 2 > 300:
+        made = [summary[:300] for summary in made]
+    return made
 
 
 def _verbs(direction: npt.NDArray[np.float64]) -> list[str]:

@@ -11,6 +11,7 @@ review or the initialization problems carry into the trace.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -225,9 +226,16 @@ def _the_rest(
     }
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]+")
+_SAFE = re.compile(r"[A-Za-z0-9.:-](?:[A-Za-z0-9_.:-]{0,78}[A-Za-z0-9.:-])?")
+"""An id :func:`_slug` leaves as it is: safe characters only, no ``_`` at either end, at most
+80 of them (a world of 10⁵ actors is mostly such ids)."""
+
+
 def _slug(text: str, fallback: str, taken: set[str]) -> str:
     """A valid, unused id from whatever the model wrote."""
-    base = re.sub(r"[^A-Za-z0-9_.:-]+", "_", text).strip("_")[:80] or fallback
+    safe = _SAFE.fullmatch(text) is not None
+    base = text if safe else _UNSAFE.sub("_", text).strip("_")[:80] or fallback
     slug, n = base, 1
     while slug in taken:
         n += 1
@@ -256,10 +264,7 @@ def seeds_from_output(out: WorldOutput, ctx: InitContext) -> tuple[Seeds, list[s
         agent_row(row, f"actor{i}", "actor")
         for i, row in enumerate(INIT_ACTORS.dump_python(list(out.actors)))
     ]
-    try:
-        actors = ACTOR_SEEDS.validate_python(rows)
-    except ValidationError:  # the first that does not fit raises, as it would alone
-        actors = [ActorSeed(**row) for row in rows]
+    actors = _actor_seeds(rows, ctx.card.seeds.actors if ctx.card.seeds else ())
     for i, a in enumerate(out.actors):
         if a.favours is not None and a.favours not in endpoints:
             problems.append(f"actor '{a.id}' favours unknown endpoint '{a.favours}': ignored")
@@ -321,6 +326,26 @@ def seeds_from_output(out: WorldOutput, ctx: InitContext) -> tuple[Seeds, list[s
         constraints=tuple(out.constraints),
     )
     return seeds, problems
+
+
+def _actor_seeds(rows: list[dict[str, Any]], own: Sequence[ActorSeed]) -> list[ActorSeed]:
+    """The actor seeds of a world's rows: a row that is one of the card's own seeds as it
+    dumps (the offline model's world, a model that kept the card's actors) is that seed,
+    validated already; the others are validated together."""
+    dumped = dict(zip([a.id for a in own], ACTOR_SEEDS.dump_python(list(own)), strict=True))
+    seeds = {a.id: a for a in own}
+    actors: list[ActorSeed | None] = [
+        seeds[row["id"]] if dumped.get(row["id"]) == row else None for row in rows
+    ]
+    fresh = [i for i, actor in enumerate(actors) if actor is None]
+    if fresh:
+        try:
+            made = ACTOR_SEEDS.validate_python([rows[i] for i in fresh])
+        except ValidationError:  # the first that does not fit raises, as it would alone
+            made = [ActorSeed(**rows[i]) for i in fresh]
+        for i, actor in zip(fresh, made, strict=True):
+            actors[i] = actor
+    return [actor for actor in actors if actor is not None]
 
 
 def _tick_role(name: str, default: str, known: frozenset[str], problems: list[str]) -> str:

@@ -208,7 +208,7 @@ class Engine:
             signed_by=self.writer.signer.key_id if self.writer.signer is not None else "",
             **config.started_fields(),
         ).model_dump(mode="json")
-        header["card"], header["config"] = card_data, config.to_dict()
+        header["card"], header["config"] = card_data, config.to_dict(card_data)
         return header
 
     async def run(self) -> RunResult:

@@ -23,13 +23,18 @@ from pydantic import (
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 from worldsim.domain.cards import UtcDatetime, utc_iso
-from worldsim.domain.jsonbytes import canonical_bytes, compact_bytes, floats_in, raw_rows
-from worldsim.gateway.access import ACCESS_DEFAULTS, Access, Calls, merged_accesses
+from worldsim.domain.jsonbytes import (
+    canonical_bytes,
+    compact_bytes,
+    floats_in,
+    raw_json,
+)
+from worldsim.gateway.access import ACCESS_DEFAULTS, Access, Calls
 from worldsim.gateway.access import RetrievalRecord as RetrievalData
 from worldsim.trace.lineage import (
     ParentRef,
 )
-from worldsim.trace.tickbytes import Kept, KeptProposals, proposal_rows
+from worldsim.trace.tickbytes import Kept, KeptProposals, access_rows, proposal_rows
 from worldsim.world.build import WorldSource
 from worldsim.world.columns import MoveColumns, TickProposals
 from worldsim.world.moves import PROPOSALS, BranchCandidate, Claim, Proposal, Review
@@ -190,12 +195,12 @@ class ProposalsData(_Data):
         proposals: TickProposals, roles: Sequence[str], unretrieved: Sequence[list[str]]
     ) -> Payload:
         """:meth:`payload` for a tick's proposals held as columns (and objects): the same
-        record, each column row's JSON made as bytes (:func:`proposal_rows`), with the columns
-        the forecast graph keeps."""
+        record, each column row a struct msgspec writes as the standard library would
+        (:func:`proposal_rows`), with the columns the forecast graph keeps."""
         cols = proposals.columns
         if cols is None:
             return ProposalsData.payload(proposals.objects(), roles, unretrieved)
-        rows: list[bytes] = []
+        rows: list[Any] = []
         at = 0
         for part in proposals.segments():
             if isinstance(part, tuple):
@@ -214,12 +219,12 @@ class ProposalsData(_Data):
             else:
                 n = 1
                 made = ProposalsData.payload([part], roles[at : at + 1], unretrieved[at : at + 1])
-                rows.append(compact_bytes(made.data["proposals"][0], made.floats))
+                rows.append(raw_json(compact_bytes(made.data["proposals"][0], made.floats)))
             at += n
         kept = KeptProposals.from_columns(
             *(proposals.column(name) for name in ("agent", "index", "summary", "cites"))
         )
-        return Payload(Kept.of({"proposals": raw_rows(rows)}, kept), [])
+        return Payload(Kept.of({"proposals": rows}, kept), [])
 
 
 def proposals_of(type_: str, data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -383,9 +388,9 @@ class RetrievalsData(_Data):
         """The record's ``data`` for the accesses ``logged`` (made at one timeline, tick and
         cut-off, each in its JSON form already, in call order): by agent, each agent's in call
         order. An access holds no float."""
-        merged = merged_accesses(logged)
-        if merged is not None:  # an offline tick's: its JSON made from the batches' columns
-            return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": raw_rows(merged)}, [])
+        merged = access_rows(logged)
+        if merged is not None:  # an offline tick's: made from the batches' columns
+            return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": merged}, [])
         accesses = [access for calls in logged for access in calls.accesses]
         accesses.sort(key=itemgetter("agent"))  # stable: call order
         return Payload({"cutoff": utc_iso(logged[0].cutoff), "accesses": accesses}, [])

@@ -1,49 +1,45 @@
-"""A tick's proposals and review written from their columns: each row's JSON made as bytes,
-exactly as ``json.dumps`` writes the row's JSON form, without a dict per row; and what the run's
-forecast graph keeps of those records (:class:`KeptProposals`, :class:`KeptAccepted`), handed to
-it beside the data (:class:`Kept`) rather than read back from the bytes.
+"""A tick's proposals, review and accesses written from their columns: each row a struct (its
+fields in the record's order, made by ``map`` over the columns, untracked by the collector:
+:func:`~worldsim.domain.jsonbytes.json_row`) that the record's encoding writes exactly as
+``json.dumps`` writes the row's JSON form, without a dict per row; and what the run's forecast
+graph keeps of those records (:class:`KeptProposals`, :class:`KeptAccepted`), handed to it
+beside the data (:class:`Kept`) rather than read back.
 
 A tick of 10⁵ agents would otherwise make a few hundred thousand dicts and lists per record,
 only to encode them once: their making cost about as much as their encoding, and their number
-sent the collector over the whole of them several times a run.
+sent the collector over the whole of them several times a run. A row made as bytes by a line of
+Python cost twice what a struct made by ``map`` and written by msgspec costs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain, islice, pairwise, repeat
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from worldsim.domain.jsonbytes import compact_bytes, msgspec_bytes, odd_positions, raw_rows
+from worldsim.domain.jsonbytes import compact_bytes, json_row, odd_positions, raw_json
+from worldsim.gateway.access import Calls, ReadBatch, SearchBatch
 from worldsim.world.columns import MoveColumns, TickReview
 
 __all__ = [
     "Kept",
     "KeptAccepted",
     "KeptProposals",
+    "access_rows",
     "as_index",
     "as_text",
     "proposal_rows",
     "review_payload",
 ]
 
-_json = msgspec_bytes
-"""JSON of strings, ints, ``None`` and lists of them: the standard library's bytes."""
-
-_PROPOSAL = (
-    b'{"agent":%b,"index":0,"kind":%b,"endpoint":%b,"direction":%b,"magnitude":%b,'
-    b'"summary":%b,"deltas":[],"cites":%b,"role":%b,"unretrieved_citations":%b}'
-)
-_ACCEPTED = b'{"agent":%b,"index":%d}'
-_EVIDENCE = b'{"endpoint":%b,"status":null,"evidence":{"kind":%b,"ref":%b,"note":%b}}'
-
 
 class Kept(dict[str, Any]):
     """A record's JSON data as written, with ``kept``: what the forecast graph keeps of it,
-    made from the columns the data was written from (its rows are bytes the graph cannot
-    read back without parsing them)."""
+    made from the columns the data was written from (its rows are structs and bytes written
+    as they stand, which the graph does not read back)."""
 
     kept: Mapping[str, Any]
 
@@ -109,65 +105,65 @@ def as_index(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _floats_json(values: npt.NDArray[np.float64]) -> list[bytes]:
-    """Each finite float as the standard library writes it (``float.__repr__``): msgspec's
-    spelling of the whole column, split, with the few it spells otherwise respelled."""
-    if not len(values):
-        return []
-    spelled = _json(values.tolist())[1:-1].split(b",")  # a number holds no comma
+def _floats(values: npt.NDArray[np.float64]) -> list[Any]:
+    """The column's floats, each where msgspec writes it as the standard library does, else
+    its standard spelling as ``msgspec.Raw``."""
+    out: list[Any] = values.tolist()
     for i in odd_positions(values):
-        value = float(values[i])
-        if not np.isfinite(value):
-            raise ValueError(f"{value!r} is not a finite number")
-        spelled[i] = float.__repr__(value).encode()
-    return spelled
-
-
-def _each(values: Iterable[Any]) -> list[bytes]:
-    """The JSON of each value, made once per distinct value (a column of few values: roles,
-    endpoints, kinds)."""
-    made: dict[Any, bytes] = {}
-    out = []
-    for value in values:
-        spelled = made.get(value)
-        if spelled is None:
-            spelled = made[value] = _json(value)
-        out.append(spelled)
+        out[i] = raw_json(_standard(out[i]).encode())
     return out
+
+
+def _standard(value: float) -> str:
+    if not np.isfinite(value):
+        raise ValueError(f"{value!r} is not a finite number")
+    return float.__repr__(value)
+
+
+_Row = json_row(
+    "ProposalRow",
+    (
+        *("agent", "index", "kind", "endpoint", "direction", "magnitude", "summary"),
+        *("deltas", "cites", "role", "unretrieved_citations"),
+    ),
+)
+"""A ``proposals`` record's row made from columns (floats as :func:`_floats` leaves them)."""
+
+_Accepted = json_row("AcceptedRow", ("agent", "index"))
+"""An accepted reference of a ``review`` record made from columns."""
+_Evidence = json_row("EvidenceRow", ("kind", "ref", "note"))
+"""A ledger entry's evidence: its kind, the proposal's reference, the note."""
+_LedgerEntry = json_row("LedgerRow", ("endpoint", "status", "evidence"))
+"""A ``review`` record's ledger entry that adds evidence (no status move)."""
 
 
 def proposal_rows(
     rows: MoveColumns, roles: Sequence[str], unretrieved: Sequence[Sequence[str]]
-) -> list[bytes]:
-    """The rows of a ``proposals`` record for column moves, each exactly the bytes
-    ``json.dumps`` writes for its JSON form: the row's :class:`Proposal` dumped (index 0, no
-    deltas), then its agent's role and the documents it cited but never retrieved."""
-    kind = _json(rows.kind)
-    return [
-        _PROPOSAL
-        % (
-            _json(agent),
-            kind,
-            endpoint,
-            direction,
-            magnitude,
-            _json(summary),
-            _json(cites),
-            role,
-            _json(missing) if missing else b"[]",
-        )
-        for agent, endpoint, direction, magnitude, summary, cites, role, missing in zip(
+) -> list[Any]:
+    """The rows of a ``proposals`` record for column moves, each written exactly as
+    ``json.dumps`` writes its JSON form: the row's :class:`Proposal` dumped (index 0, no
+    deltas), then its agent's role and the documents it cited but never retrieved. Each row
+    is a struct msgspec writes where it stands (made by ``map``, not a line of Python a row)."""
+    n = len(rows)
+    columns = (roles, unretrieved, rows.endpoints, rows.direction, rows.magnitude, rows.cites)
+    if any(len(column) != n for column in (*columns, rows.summaries)):
+        raise ValueError("columns of different lengths")
+    return list(
+        map(
+            _Row,
             rows.agents,
-            _each(rows.endpoints),
-            _floats_json(rows.direction),
-            _floats_json(rows.magnitude),
+            repeat(0, n),
+            repeat(rows.kind, n),
+            rows.endpoints,
+            _floats(rows.direction),
+            _floats(rows.magnitude),
             rows.summaries,
+            repeat((), n),
             rows.cites,
-            _each(roles),
+            roles,
             unretrieved,
-            strict=True,
         )
-    ]
+    )
 
 
 def review_payload(verdict: TickReview) -> tuple[dict[str, Any], list[float]]:
@@ -179,20 +175,73 @@ def review_payload(verdict: TickReview) -> tuple[dict[str, Any], list[float]]:
     agents, indexes = verdict.proposals.column("agent"), verdict.proposals.column("index")
     taken = [agents[i] for i in verdict.accepted]
     numbers = [indexes[i] for i in verdict.accepted]
-    data["accepted"] = raw_rows(
-        [_ACCEPTED % (_json(agent), index) for agent, index in zip(taken, numbers, strict=True)]
-    )
+    data["accepted"] = list(map(_Accepted, taken, numbers))
     evidence = verdict.evidence
-    moved = [compact_bytes(update) for update in data["ledger"]]  # status moves: no float
-    entries = [
-        _EVIDENCE % (endpoint, kind, _json(ref), _json(note))
-        for endpoint, kind, ref, note in zip(
-            _each(evidence.endpoints),
-            _each(evidence.kinds),
-            evidence.refs,
-            evidence.notes,
-            strict=True,
-        )
-    ]
-    data["ledger"] = raw_rows([*moved, *entries])
+    n = len(evidence.refs)
+    if not len(evidence.endpoints) == len(evidence.kinds) == len(evidence.notes) == n:
+        raise ValueError("columns of different lengths")
+    moved = [raw_json(compact_bytes(update)) for update in data["ledger"]]  # no float
+    found = map(_Evidence, evidence.kinds, evidence.refs, evidence.notes)
+    data["ledger"] = [*moved, *map(_LedgerEntry, evidence.endpoints, repeat(None, n), found)]
     return Kept.of(data, {"accepted": KeptAccepted(taken, numbers)}), floats
+
+
+_Search = json_row(
+    "SearchRow", ("agent", "tool", "query", "k", "doc_ids"), optional={"doc_ids": ()}
+)
+"""A ``search_evidence`` access of a ``retrievals`` record (no ``doc_ids`` without hits)."""
+_Read = json_row("ReadRow", ("agent", "tool", "doc_id", "doc_ids"))
+"""An ``open_document`` access that received its document."""
+_Refused = json_row("RefusedRow", ("agent", "tool", "doc_id", "refused", "reason"))
+"""An ``open_document`` access refused, with the reason."""
+
+
+def access_rows(logged: Sequence[Calls]) -> list[Any] | None:
+    """The items of a ``retrievals`` record's ``accesses`` for a tick's calls that are a batch
+    of searches and then a batch of reads by the same agents in id order (an offline tick's):
+    by agent, each agent's search and then its reads, each a struct written exactly as
+    ``json.dumps`` writes the access's JSON form (``access_json``), made by ``map`` over the
+    batches' columns. ``None`` for any other calls (sort their accesses instead)."""
+    if len(logged) != 2:
+        return None
+    search, read = logged
+    if not (
+        isinstance(search, SearchBatch)
+        and isinstance(read, ReadBatch)
+        and search.agents == read.agents
+        and all(a < b for a, b in pairwise(search.agents))
+    ):
+        return None
+    agents, n = search.agents, len(search.agents)
+    tool, k, hits = repeat("search_evidence", n), repeat(search.k, n), search.hits
+    found = list(map(_Search, agents, tool, search.queries, k, hits))
+    docs = list(chain.from_iterable(read.reads))
+    counts = set(map(len, read.reads))
+    if read.refused or len(counts) > 1:  # some agents read fewer, or were refused some
+        reads = iter(_reads(read, docs))
+        out: list[Any] = []
+        for row, ids in zip(found, read.reads, strict=True):
+            out.append(row)
+            out += islice(reads, len(ids))
+        return out
+    each = counts.pop() if counts else 0
+    readers = chain.from_iterable(zip(*[agents] * each, strict=True)) if each else iter(())
+    single = {doc: (doc,) for doc in set(docs)}
+    opened = list(map(_Read, readers, repeat("open_document"), docs, map(single.__getitem__, docs)))
+    out = [None] * (n * (each + 1))
+    out[:: each + 1] = found
+    for j in range(each):
+        out[j + 1 :: each + 1] = opened[j::each]
+    return out
+
+
+def _reads(read: ReadBatch, docs: Sequence[str]) -> list[Any]:
+    """Each read of a batch, as its access, in order (agent by agent)."""
+    readers = chain.from_iterable(map(repeat, read.agents, map(len, read.reads)))
+    refused = read.refused
+    return [
+        _Read(agent, "open_document", doc, (doc,))
+        if doc not in refused
+        else _Refused(agent, "open_document", doc, True, refused[doc])
+        for agent, doc in zip(readers, docs, strict=True)
+    ]

@@ -69,7 +69,7 @@ class MoveColumns:
             problem = "a direction outside [-1, 1]"
         elif not (np.all(self.magnitude >= 0.0) and np.all(self.magnitude <= 1.0)):
             problem = "a magnitude outside [0, 1]"
-        elif any(len(a) > 80 for a in set(self.agents)) or any(
+        elif max(map(len, self.agents), default=0) > 80 or any(
             e is not None and len(e) > 80 for e in set(self.endpoints)
         ):
             problem = "an agent or endpoint id over 80 characters"

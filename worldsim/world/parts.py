@@ -64,7 +64,7 @@ class ActorColumns:
     def rows(self, agents: Sequence[str]) -> list[int]:
         """The rows of the given actors."""
         at = _ROWS.get("rows", self, lambda: dict(zip(self.ids, range(len(self.ids)), strict=True)))
-        return [at[a] for a in agents]
+        return list(map(at.__getitem__, agents))
 
 
 #: Columns per actor map: a timeline's ticks share one until a delta moves an actor.
