@@ -112,8 +112,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="NAME",
         help="run only this benchmark (fork, trace, engine, ...); may be repeated",
     )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the JSON goes")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, metavar="FILE", help="where the JSON goes"
+    )
     args = parser.parse_args(argv)
+    if args.out.is_dir():  # refused before anything runs, not after
+        parser.error(f"--out {args.out} is a folder: name a file, e.g. {args.out / 'bench.json'}")
 
     # Wide enough for every table when the output is a file or a pipe (rich's default is 80).
     console = Console(width=None if sys.stdout.isatty() else 160)
