@@ -33,9 +33,7 @@ def test_the_base_and_the_fork_contributions_add_up_to_p_yes(card: str, tmp_path
     parent = _parent(tmp_path, ROOT / "scenarios" / f"{card}.yaml")
     _adds_up(parent.trace)
     forks = [line for line in read_trace(parent.trace).lines if line.type == "fork"]
-    assert len([c for c in attribute(parent.trace).contributions if c.kind == "fork"]) == len(
-        forks
-    )
+    assert len([c for c in attribute(parent.trace).contributions if c.kind == "fork"]) == len(forks)
 
 
 def test_news_and_the_runs_after_the_cut_add_up_to_the_continued_p_yes(tmp_path: Path) -> None:

@@ -107,7 +107,6 @@ def test_a_querys_terms_are_its_words_lower_cased_each_once_and_quoted(text: str
     assert fts_query(text) == (" OR ".join(f'"{w}"' for w in words) if words else None)
 
 
-
 _SPACES = " \t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2028\u3000"
 
 

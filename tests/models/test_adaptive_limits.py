@@ -84,9 +84,7 @@ async def test_a_throttling_server_shrinks_the_limit_and_it_recovers(
 ) -> None:
     limiters = RouteLimiters(max_connections=16)
     faults = Faults(retry_after="0.05")
-    async with StubServer(
-        latency_s=0.1, faults=faults, capacity=3, capacity_requests=60
-    ) as server:
+    async with StubServer(latency_s=0.1, faults=faults, capacity=3, capacity_requests=60) as server:
         model = OpenAIModel(
             server.settings(),
             retry=fast_retry(max_attempts=30, retry_after_cap_s=0.05),

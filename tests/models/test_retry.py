@@ -235,9 +235,7 @@ async def test_a_hung_attempt_is_cut_at_its_timeout_and_retried_until_the_attemp
 
 
 @pytest.mark.asyncio
-async def test_progress_reported_as_the_timeout_lands_still_ends_the_attempt_as_a_timeout() -> (
-    None
-):
+async def test_progress_reported_as_the_timeout_lands_still_ends_the_attempt_as_a_timeout() -> None:
     """A chunk that arrives while the no-progress cancellation is on its way must not move the
     limit past it: the attempt is a timeout and is retried, never an attempt that "succeeded"
     with nothing (its cancel scope swallowing its own cancellation)."""

@@ -32,12 +32,8 @@ def study(tmp_path: Path) -> dict[str, Path]:
     traces = tmp_path / "traces"
     traces.mkdir()
     for card, pd, pb in [("A", 0.6, 0.9), ("B", 0.5, 0.2), ("C", 0.7, 0.6)]:
-        write_trace(
-            traces / f"{card}_d.jsonl", card_id=card, method="direct", p_yes=pd
-        )
-        write_trace(
-            traces / f"{card}_b.jsonl", card_id=card, method="branching", p_yes=pb
-        )
+        write_trace(traces / f"{card}_d.jsonl", card_id=card, method="direct", p_yes=pd)
+        write_trace(traces / f"{card}_b.jsonl", card_id=card, method="branching", p_yes=pb)
     prereg = tmp_path / "prereg.yaml"
     prereg.write_text(PREREG)
     labels = write_csv(
@@ -140,9 +136,7 @@ def test_changed_prediction_file_after_lock_is_refused(
 
 def test_added_prediction_file_after_lock_is_refused(run: Runner, study: dict[str, Path]) -> None:
     _lock(run, study)
-    extra = write_trace(
-        study["traces"] / "D_b.jsonl", card_id="D", method="branching", p_yes=0.5
-    )
+    extra = write_trace(study["traces"] / "D_b.jsonl", card_id="D", method="branching", p_yes=0.5)
     result = run("score", study["traces"], "--labels", study["labels"], "--prereg", study["lock"])
     assert result.code == 2
     assert str(extra) in result.err and "not covered by the lock" in result.err

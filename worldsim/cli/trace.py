@@ -25,7 +25,6 @@ from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import ConfigError, TraceError
 
 if TYPE_CHECKING:
-
     from worldsim.trace.reader import TraceLine
     from worldsim.trace.replay import TickStep
     from worldsim.trace.verify import Verification
@@ -81,9 +80,7 @@ def replay(
     else:
         if timeline is not None and timeline not in seen_timelines:
             known = ", ".join(sorted(seen_timelines, key=lineage)) or "none"
-            raise ConfigError(
-                f"no timeline {timeline} in this trace (it has: {known})", file=trace
-            )
+            raise ConfigError(f"no timeline {timeline} in this trace (it has: {known})", file=trace)
         if tick is not None and tick not in seen_ticks:
             span = f"{min(seen_ticks)}..{max(seen_ticks)}" if seen_ticks else "none"
             raise ConfigError(f"no tick {tick} in this trace (its ticks: {span})", file=trace)

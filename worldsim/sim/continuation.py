@@ -269,11 +269,7 @@ async def continue_run(
     config, plan = prepared.config, prepared.plan
     cont.config = config
     folder = Path(out) if out is not None else parent.parent
-    path = (
-        Path(trace_path)
-        if trace_path
-        else folder / continued_name(prepared.trace_name, as_of)
-    )
+    path = Path(trace_path) if trace_path else folder / continued_name(prepared.trace_name, as_of)
     if path.resolve() == parent.resolve():
         raise ConfigError("the continued trace would replace its parent", file=path)
     check_trace_target(path, options.get("overwrite", False))

@@ -224,5 +224,3 @@ def read_lock(out: Path) -> dict[str, Any] | None:
     if not isinstance(doc, dict) or not isinstance(doc.get("manifest_sha256"), str):
         raise ConfigError("not a study lock", file=path, field="manifest_sha256")
     return doc
-
-

@@ -102,9 +102,7 @@ class Ending:
         audit = self.results["audit"]
         for field, in_audit in _EXTRACTION_IN_AUDIT.items():
             if getattr(audit.data, in_audit) != getattr(extraction, field):
-                raise self._fail(
-                    audit, f"audit {in_audit} differs from the extraction's {field}"
-                )
+                raise self._fail(audit, f"audit {in_audit} differs from the extraction's {field}")
 
     def _check_graph(self, recorded: TraceLine) -> None:
         if self.graph is None:

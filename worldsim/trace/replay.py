@@ -155,12 +155,16 @@ _ON_A_TIMELINE = TICK_TYPES | {"timeline_ended"}
 _CONTINUATION = frozenset({"particle", "news", "likelihood", "reweighting"})
 """A continued run's records (:mod:`worldsim.trace.lineage`): its particles and their news."""
 
-REPLAYED_TYPES = _ON_A_TIMELINE | _CONTINUATION | {
-    "run_started",
-    "world_initialized",
-    "timeline_started",
-    "extraction",
-}
+REPLAYED_TYPES = (
+    _ON_A_TIMELINE
+    | _CONTINUATION
+    | {
+        "run_started",
+        "world_initialized",
+        "timeline_started",
+        "extraction",
+    }
+)
 """The record types whose data replay reads (of the others it reads only the envelope)."""
 
 

@@ -45,9 +45,7 @@ def likelihood_product(used: Sequence[float]) -> float:
     return product
 
 
-def reweigh(
-    prior: Sequence[float], likelihood: Sequence[float], prune_below: float
-) -> Reweighting:
+def reweigh(prior: Sequence[float], likelihood: Sequence[float], prune_below: float) -> Reweighting:
     """The particles' new masses (see the module's doc). Raises :class:`NoSurvivors` when the
     news leaves none."""
     weighted = [m * lik for m, lik in zip(prior, likelihood, strict=True)]
