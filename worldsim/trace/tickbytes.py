@@ -225,7 +225,7 @@ def access_rows(logged: Sequence[Calls]) -> list[Any] | None:
             out += islice(reads, len(ids))
         return out
     each = counts.pop() if counts else 0
-    readers = chain.from_iterable(zip(*[agents] * each, strict=True)) if each else iter(())
+    readers = chain.from_iterable(map(repeat, agents, repeat(each, n)))  # each agent `each` times
     single = {doc: (doc,) for doc in set(docs)}
     opened = list(map(_Read, readers, repeat("open_document"), docs, map(single.__getitem__, docs)))
     out = [None] * (n * (each + 1))
