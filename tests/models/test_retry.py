@@ -7,9 +7,18 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from worldsim.domain.config import RetrySettings
 from worldsim.domain.errors import ModelError
-from worldsim.models import LlmCallData, OpenAIModel, RouteLimiters, parse_retry_after
+from worldsim.models import (
+    LlmCallData,
+    OpenAIModel,
+    RetryPolicy,
+    RouteLimiters,
+    parse_retry_after,
+)
 from worldsim.testing import Faults, StubServer
 
 
@@ -21,6 +30,40 @@ def test_parse_retry_after_reads_seconds_dates_and_milliseconds() -> None:
     assert parse_retry_after({"Retry-After": date}, now=now) == pytest.approx(12.0)
     assert parse_retry_after({"Retry-After": "soon"}) is None
     assert parse_retry_after({}) is None
+
+
+_SECONDS = st.floats(min_value=0.001, max_value=3600.0, allow_nan=False)
+
+
+@given(
+    attempts=st.integers(min_value=1, max_value=100),
+    timeout=_SECONDS,
+    initial=_SECONDS,
+    cap=_SECONDS,
+    jitter=_SECONDS,
+    after=_SECONDS,
+)
+def test_a_run_configs_retry_block_becomes_the_policy_field_for_field(
+    attempts: int, timeout: float, initial: float, cap: float, jitter: float, after: float
+) -> None:
+    settings = RetrySettings(
+        max_attempts=attempts,
+        timeout_s=timeout,
+        backoff_initial_s=initial,
+        backoff_max_s=cap,
+        jitter_s=jitter,
+        retry_after_cap_s=after,
+    )
+    policy = RetryPolicy.from_settings(settings)
+    assert {name: getattr(policy, name) for name in RetrySettings.model_fields} == (
+        settings.model_dump()
+    )
+
+
+def test_without_a_retry_block_the_policy_has_the_run_configs_defaults() -> None:
+    defaults = RetrySettings().model_dump()
+    for policy in (RetryPolicy(), RetryPolicy.from_settings(None)):
+        assert {name: getattr(policy, name) for name in defaults} == defaults
 
 
 @pytest.mark.asyncio

@@ -32,6 +32,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from worldsim.domain.config import RetrySettings
 from worldsim.models.call import AttemptFailed, CallErrorEntry
 from worldsim.models.limits import AdaptiveLimiter
 
@@ -49,6 +50,9 @@ T = TypeVar("T")
 
 _MESSAGE_LIMIT = 300
 
+_SETTINGS = RetrySettings()
+"""A run config's defaults (``retry:``): the policy's own defaults are these, said once."""
+
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
@@ -58,12 +62,12 @@ class RetryPolicy:
     without spending them.
     """
 
-    max_attempts: int = 5
-    timeout_s: float = 60.0
-    backoff_initial_s: float = 0.5
-    backoff_max_s: float = 30.0
-    jitter_s: float = 1.0
-    retry_after_cap_s: float = 60.0
+    max_attempts: int = _SETTINGS.max_attempts
+    timeout_s: float = _SETTINGS.timeout_s
+    backoff_initial_s: float = _SETTINGS.backoff_initial_s
+    backoff_max_s: float = _SETTINGS.backoff_max_s
+    jitter_s: float = _SETTINGS.jitter_s
+    retry_after_cap_s: float = _SETTINGS.retry_after_cap_s
     escalate: float = 1.0
     """Factor a timed-out attempt's limit is multiplied by for the next one (1: unchanged)."""
     deadline: float | None = None
@@ -77,6 +81,11 @@ class RetryPolicy:
             raise ValueError("timeout_s must be positive")
         if self.escalate < 1:
             raise ValueError("escalate must be at least 1")
+
+    @classmethod
+    def from_settings(cls, settings: RetrySettings | None) -> RetryPolicy:
+        """The policy a run config's ``retry:`` block sets (the defaults without one)."""
+        return cls() if settings is None else cls(**settings.model_dump())
 
     def with_deadline(self, seconds: float | None) -> RetryPolicy:
         """This policy with a deadline ``seconds`` from now (unchanged for ``None``)."""

@@ -182,11 +182,10 @@ def build_pool(
     ``models`` sets, its limiters the run's own connection limits. ``recorded``: a resumed
     run's answered calls, never paid again."""
     shared = shared or Shared()
-    retry = RetryPolicy(**models.retry.model_dump()) if models.retry else RetryPolicy()
     return ModelPool(
         route_table(models),
         options=ModelOptions(
-            retry=retry,
+            retry=RetryPolicy.from_settings(models.retry),
             max_connections=models.max_connections,
             prices=PriceTable.load(models.prices),
             routes=models.routes,
