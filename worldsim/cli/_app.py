@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ExpectHeadOption",
+    "JsonOption",
     "PublicKeyOption",
     "SignKeyOption",
     "app",
@@ -28,6 +29,9 @@ __all__ = [
     "out_console",
     "trace_checks",
 ]
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object, nothing else.")]
+"""``--json`` of the commands whose whole report is one JSON object."""
 
 SignKeyOption = Annotated[
     Path | None,

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from worldsim.cli._app import command_group, escape, out_console
+from worldsim.cli._app import JsonOption, command_group, escape, out_console
 from worldsim.cli.settings import CacheDirOption
 
 __all__ = ["cache_app"]
@@ -32,7 +32,7 @@ def _mib(n: int) -> str:
 @cache_app.command("info")
 def info(
     cache_dir: CacheDirOption = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Where the cache is, its size, how many replies it holds, from when, and per route."""
     from worldsim.models.cache import summarize

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from worldsim.cli._app import command_group, err_console, escape, fail, out_console
+from worldsim.cli._app import JsonOption, command_group, err_console, escape, fail, out_console
 from worldsim.domain.errors import ConfigError, WorldsimError
 from worldsim.scoring.hindsight import DEFAULT_DATE_WINDOW_DAYS
 
@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from worldsim.scoring.hindsight.graph import HindsightGraph, ValidationReport
 
 __all__ = ["hindsight_app"]
+
+HindsightGraphOption = Annotated[
+    Path, typer.Option("--hindsight", metavar="FILE", help="Hindsight graph JSON.")
+]
 
 hindsight_app = command_group(
     "hindsight",
@@ -57,7 +61,7 @@ def validate(
     max_neutral_magnitude: Annotated[
         float, typer.Option(help="Largest magnitude of a neutral impact.")
     ] = 0.3,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Check a hindsight graph: structure always, quality thresholds as warnings or errors."""
     from worldsim.scoring.hindsight.graph import Thresholds, load_hindsight, validate_graph
@@ -142,16 +146,14 @@ def ker(
             metavar="FORECAST", help="Run trace (.jsonl), forecast graph or events JSON."
         ),
     ],
-    hindsight: Annotated[
-        Path, typer.Option("--hindsight", metavar="FILE", help="Hindsight graph JSON.")
-    ],
+    hindsight: HindsightGraphOption,
     date_window: Annotated[
         str,
         typer.Option(
             "--date-window", metavar="DAYS|none", help="Days between matched dates, or 'none'."
         ),
     ] = str(int(DEFAULT_DATE_WINDOW_DAYS)),
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Key-event recall of simulated events against a hindsight graph."""
     from worldsim.scoring.hindsight.forecast import load_forecast_events
@@ -184,10 +186,8 @@ def ker(
 @hindsight_app.command("sources")
 def sources(
     trace: Annotated[Path, typer.Argument(metavar="TRACE", help="Run trace (JSONL).")],
-    hindsight: Annotated[
-        Path, typer.Option("--hindsight", metavar="FILE", help="Hindsight graph JSON.")
-    ],
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    hindsight: HindsightGraphOption,
+    as_json: JsonOption = False,
 ) -> None:
     """Source precision of the documents the run's agents retrieved or cited."""
     from worldsim.scoring.hindsight.evidence import ACCESS_TYPES, source_precision
@@ -210,9 +210,7 @@ def sources(
 
 @hindsight_app.command("pressure")
 def pressure(
-    hindsight: Annotated[
-        Path, typer.Option("--hindsight", metavar="FILE", help="Hindsight graph JSON.")
-    ],
+    hindsight: HindsightGraphOption,
     output: Annotated[
         Path, typer.Option("-o", "--output", metavar="DIR", help="Folder for chart and CSV.")
     ],

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from worldsim.cli._app import command_group, err_console, escape, out_console
+from worldsim.cli._app import JsonOption, command_group, err_console, escape, out_console
 from worldsim.domain.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ def check(
         int, typer.Option(min=1, help="Calls the server answers at once (its parallel slots).")
     ] = 1,
     quick: Annotated[bool, typer.Option(help="Two short requests only.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Measure a route: time to the first token, tokens per second free and under a JSON
     schema, prompt speed, which output modes work and the context size; with --card, estimate
