@@ -8,11 +8,13 @@ from collections import Counter
 from pathlib import Path
 
 import anyio
+import pytest
 
 from tests.continuation.test_continue import CUT, NEWS_CARD
 from worldsim.domain.cards import load_card, parse_utc
 from worldsim.domain.config import ModelConfig, RetrySettings, RunConfig
 from worldsim.domain.policy import load_policy
+from worldsim.roles.prompts import known_prompt_roles
 from worldsim.sim.continuation import continue_run
 from worldsim.sim.session import run_card
 from worldsim.testing import StubServer
@@ -54,3 +56,37 @@ def test_a_continuation_pays_one_assessor_call_per_particle_and_its_own_ticks(
     ticked = [c for c in calls if c.role not in ("assessor", "reporter")]
     assert ticked and all(c.tick is not None and c.tick >= cut for c in ticked)
     assert {c.tick for c in calls if c.role == "assessor"} == {cut}
+
+
+def test_the_assessors_front_matter_route_is_the_one_it_runs_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project's assessor that names its own route is asked there; the ticks keep the
+    parent's (offline) route."""
+    text = known_prompt_roles()["assessor"][0].read_text(encoding="utf-8")
+    routed = text.replace("phase: news\n", "phase: news\nroute: stub/test-model\n", 1)
+    assert routed != text
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "assessor.md").write_text(routed, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    config = RunConfig(card=load_card(NEWS_CARD), policy=load_policy("branching"), seed=0)
+    parent = anyio.run(lambda: run_card(config, tmp_path / "runs", fsync=False))
+    models = ModelConfig(retry=FAST, cache="off")
+    with StubServer(seed=1) as server:
+        env = {"STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}
+        child = anyio.run(
+            lambda: continue_run(
+                parent.trace, parse_utc(CUT), models=models, fsync=False, environ=env
+            )
+        )
+        served = server.request_count
+    trace = read_trace(child.trace)
+    calls = [line.data for line in trace.lines if line.type == "llm_call"]
+    particles = [line for line in trace.lines if line.type == "particle"]
+    assert trace.started.routes["assessor"] == "stub/test-model"
+    assert trace.started.routes["actor"] == "offline"
+    assert {(c.role, c.provider, c.requested_model) for c in calls} == {
+        ("assessor", "stub", "test-model")
+    }
+    assert served == len(calls) == len(particles) >= 1
+    assert verify_trace(child.trace).complete

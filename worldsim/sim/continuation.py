@@ -29,7 +29,7 @@ from worldsim.roles.prompts import PromptRole
 from worldsim.roles.registry import RoleSpec, get_role
 from worldsim.sim.news import assess, iso_text, news_items, news_record
 from worldsim.sim.particles import Particle, parent_particles, parent_values, verified_parent
-from worldsim.sim.plan import ModelSource, route_table
+from worldsim.sim.plan import ModelSource, route_table, with_role_routes
 from worldsim.sim.resume import resume_config
 from worldsim.sim.scheduler import Engine, Observer
 from worldsim.sim.session import EngineOptions, check_trace_target, prepare, run_engine
@@ -260,13 +260,15 @@ async def continue_run(
 ) -> RunResult:
     """Continue the finished run whose trace is ``parent`` to ``as_of`` (see the module's doc)
     and write a new trace, by default beside the parent (``out``: another folder). ``models``
-    may change cache, budget or limits; the routes are the parent's. ``options``: how the trace
+    may change cache, budget or limits; the routes are the parent's (the assessor's own
+    front-matter route added where the parent names none for it). ``options``: how the trace
     is written and the models reached (`EngineOptions`), as for `run_card`."""
     parent = Path(parent)
     cont = await anyio.to_thread.run_sync(Continuation, parent, as_of, models)
     config: RunConfig = cont.config
     prepared = prepare(config, max_trace_mb=None)  # the parent's size was checked when it ran
-    config, plan = prepared.config, prepared.plan
+    plan = prepared.plan
+    config = with_role_routes(prepared.config, {ASSESSOR: cont.assessor})
     cont.config = config
     folder = Path(out) if out is not None else parent.parent
     path = Path(trace_path) if trace_path else folder / continued_name(prepared.trace_name, as_of)
