@@ -71,10 +71,10 @@ async def test_batch_completes_through_rate_limits_errors_timeouts_and_bad_repli
     make_request: Any, fast_retry: Any, forecast_type: Any
 ) -> None:
     faults = Faults(
-        rate_limit=0.20, server_error=0.05, timeout=0.05, malformed=0.05, timeout_sleep_s=2.0
+        rate_limit=0.20, server_error=0.05, timeout=0.05, malformed=0.05, timeout_sleep_s=6.0
     )
     calls = 40
-    policy = fast_retry(max_attempts=10, timeout_s=1.0)
+    policy = fast_retry(max_attempts=10, timeout_s=3.0)  # a slow machine stays under it
     results: list[dict[str, Any]] = []
     failures: list[ModelError] = []
     async with StubServer(faults=faults, seed=11) as server:
