@@ -246,16 +246,6 @@ def test_every_demo_card_continues_and_its_lineage_verifies(card: str, tmp_path:
     assert invoke("verify", child, "--parent", parent.trace).code == 0
 
 
-def test_a_cut_off_continuation_is_refused_by_resume_saying_what_to_do(tmp_path: Path) -> None:
-    from tests.support import cut_mid_run
-
-    parent = _parent(tmp_path)
-    child = _continue(parent.trace)
-    cut = cut_mid_run(child.trace, tmp_path / "cut.jsonl")
-    refused = invoke("run", "--resume", cut)
-    assert refused.code == 2 and "continue its parent again" in refused.err
-
-
 def test_the_parents_futures_reweighted_are_recorded_and_checked(tmp_path: Path) -> None:
     from worldsim.scoring.attribution import attribute
 

@@ -28,7 +28,13 @@ from worldsim.models.tracing import traced
 from worldsim.roles.prompts import PromptRole
 from worldsim.roles.registry import RoleSpec, get_role
 from worldsim.sim.news import assess, iso_text, news_items, news_record
-from worldsim.sim.particles import Particle, parent_particles, parent_values, verified_parent
+from worldsim.sim.particles import (
+    Particle,
+    parent_particles,
+    parent_values,
+    reweighted_timeline,
+    verified_parent,
+)
 from worldsim.sim.plan import ModelSource, route_table, with_role_routes
 from worldsim.sim.resume import resume_config
 from worldsim.sim.scheduler import Engine, Observer
@@ -38,7 +44,7 @@ from worldsim.trace.lineage import LikelihoodData, ParentRef, ReweightingData, R
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.build import WorldSource, tick_dates, tick_of
 from worldsim.world.particles import NoSurvivors, reweigh, reweighted_value
-from worldsim.world.timeline import Timeline, settlement_of
+from worldsim.world.timeline import Timeline
 from worldsim.world.views import NewsItem
 
 __all__ = ["ASSESSOR", "Continuation", "continue_run", "continued_name"]
@@ -215,37 +221,20 @@ class ContinuingEngine(Engine):
         )
         starts: list[tuple[Timeline, int, bool]] = []
         for i, p in enumerate(particles):
-            tl = _timeline(p, made.posterior[i])
-            if p.running and not made.pruned[i]:
+            tl = reweighted_timeline(
+                p,
+                made.posterior[i],
+                pruned=made.pruned[i],
+                cut=j,
+                as_of=iso_text(cont.as_of),
+                prune_below=prune_below,
+            )
+            if tl.status == "running":
                 starts.append((tl, j, False))
                 continue
-            if made.pruned[i]:
-                reason = (
-                    f"pruned by the news up to {iso_text(cont.as_of)}: its mass fell below "
-                    f"{prune_below}"
-                )
-                tl.reason = f"{tl.reason}; {reason}" if not p.running and tl.reason else reason
-                if p.running:
-                    tl.status, tl.end_tick = "terminated", j
-                    tl.settlement = tl.state.outcome() or "unresolved"
-                    tl.forced_p_yes = tl.forced_probs = None
             self.timelines[tl.id] = tl
             await self._ended(tl)
         return starts
-
-
-def _timeline(p: Particle, mass: float) -> Timeline:
-    d = p.data
-    tl = Timeline(p.id, d.parent, d.fork_tick, d.depth, mass, d.slots, p.state)
-    tl.children = d.children
-    tl.forced_p_yes, tl.forced_probs, tl.reason = d.forced_p_yes, d.forced_probs, d.reason
-    if d.status != "running":
-        tl.status = d.status
-        tl.end_tick = d.end_tick if d.end_tick is not None else -1
-        tl.settlement = d.settlement or settlement_of(
-            p.state, d.status, d.forced_p_yes, d.forced_probs
-        )
-    return tl
 
 
 async def continue_run(

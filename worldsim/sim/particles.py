@@ -24,8 +24,16 @@ from worldsim.trace.verify import Verification, verify_trace
 from worldsim.world.extraction import EXTRACTION_VALUES, Leaf
 from worldsim.world.particles import subtree_values
 from worldsim.world.state import WorldState, state_digest
+from worldsim.world.timeline import Timeline, settlement_of
 
-__all__ = ["Particle", "check_lineage", "parent_particles", "parent_values", "verified_parent"]
+__all__ = [
+    "Particle",
+    "check_lineage",
+    "parent_particles",
+    "parent_values",
+    "reweighted_timeline",
+    "verified_parent",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +48,32 @@ class Particle:
     @property
     def running(self) -> bool:
         return self.data.status == "running"
+
+
+def reweighted_timeline(
+    p: Particle, mass: float, *, pruned: bool, cut: int, as_of: str, prune_below: float
+) -> Timeline:
+    """The timeline particle ``p`` is once re-weighted to ``mass``: as the parent left it,
+    ended if it had ended there, and terminated at the cut tick when the news pruned it while
+    it was running (a pruned one that had ended keeps its ending, the reason added)."""
+    d = p.data
+    tl = Timeline(p.id, d.parent, d.fork_tick, d.depth, mass, d.slots, p.state)
+    tl.children = d.children
+    tl.forced_p_yes, tl.forced_probs, tl.reason = d.forced_p_yes, d.forced_probs, d.reason
+    if d.status != "running":
+        tl.status = d.status
+        tl.end_tick = d.end_tick if d.end_tick is not None else -1
+        tl.settlement = d.settlement or settlement_of(
+            p.state, d.status, d.forced_p_yes, d.forced_probs
+        )
+    if pruned:
+        reason = f"pruned by the news up to {as_of}: its mass fell below {prune_below}"
+        tl.reason = f"{tl.reason}; {reason}" if not p.running and tl.reason else reason
+        if p.running:
+            tl.status, tl.end_tick = "terminated", cut
+            tl.settlement = tl.state.outcome() or "unresolved"
+            tl.forced_p_yes = tl.forced_probs = None
+    return tl
 
 
 def verified_parent(path: Path) -> tuple[Trace, Verification]:

@@ -5,7 +5,8 @@ its last committed tick is rebuilt by replay. Ticks that never committed are voi
 :mod:`worldsim.trace.effective`) and run again; completed ticks are never run again, and every
 completed model call is answered from the trace's own records (`RecordedReplies`) or the
 response cache, so the resumed trace has the same canonical hash as an uninterrupted run with
-the same replies. This module only reads the trace;
+the same replies. A continued run's particles start at its cut tick with their re-weighted
+mass (see :mod:`worldsim.sim.continuation`). This module only reads the trace;
 :func:`worldsim.sim.resuming.resume_run` opens the models and hands the engine its
 :class:`RestorePoint`.
 """
@@ -18,6 +19,7 @@ from typing import Any
 
 from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.errors import ConfigError
+from worldsim.sim.particles import Particle, reweighted_timeline
 from worldsim.sim.scheduler import RestorePoint
 from worldsim.trace.effective import void_lines
 from worldsim.trace.forecast import FORECAST_TYPES, record_views
@@ -62,13 +64,21 @@ def recorded_spend(trace: Trace) -> float:
 class Cut:
     """Where a resumable trace was cut off: the effective lines kept and how many were voided.
 
-    A complete trace, or one cut before its world was built, is a ConfigError.
+    A complete trace, or one cut before its world was built (a continued run: before its
+    particles were re-weighted), is a ConfigError.
     """
 
     def __init__(self, trace: Trace) -> None:
         if trace.complete:
             raise ConfigError("the run is complete; there is nothing to resume", file=trace.path)
-        if trace.first("world_initialized") is None:
+        if trace.started.parent is not None:
+            if trace.first("reweighting") is None:
+                raise ConfigError(
+                    "the continued run stopped before its news was weighed: continue its "
+                    "parent again (run --continue PARENT --as-of DATE --force)",
+                    file=trace.path,
+                )
+        elif trace.first("world_initialized") is None:
             raise ConfigError(
                 "the run stopped before its world was initialized; start it again instead",
                 file=trace.path,
@@ -104,7 +114,7 @@ def restore_point(cut: Cut, config: RunConfig) -> RestorePoint:
     forks: dict[str, list[Any]] = {}
     for line in kept:
         tl, t = line.record.tl, line.type
-        if t == "timeline_started":
+        if t in ("timeline_started", "particle"):  # a continued run's particle starts at its cut
             started[tl] = line
         elif t == "tick_committed":
             last_commit[tl] = line
@@ -134,20 +144,39 @@ def restore_point(cut: Cut, config: RunConfig) -> RestorePoint:
 
     point.retrievals.extend(view.accesses())
     starts = point.starts
-    if "t0" not in started:
+    parent = trace.started.parent
+    if parent is None and "t0" not in started:
         init = next(line for line in kept if line.type == "world_initialized")
         world = WorldState.from_json(init.data.state)
         starts.append(
             (Timeline("t0", None, None, 0, 1.0, config.policy.max_active, world), 0, True)
         )
+    weights = next((line.data for line in kept if line.type == "reweighting"), None)
+    rows = {row.timeline: row for row in weights.rows} if weights is not None else {}
     for tl_id, line in started.items():
         d = line.data
         cursor = cursors[tl_id]
-        given = sum(f.data.slots_child for f in forks.get(tl_id, []))
-        tl = Timeline(
-            tl_id, d.parent, d.fork_tick, d.depth, cursor.mass, d.slots - given, cursor.state
-        )
-        tl.children = len(forks.get(tl_id, []))
+        made = forks.get(tl_id, [])
+        particle = line.type == "particle"
+        if particle:  # as the continuation made it (`worldsim.sim.continuation`)
+            assert parent is not None and weights is not None  # a Cut has both
+            tl = reweighted_timeline(
+                Particle(tl_id, d, cursor.state),
+                cursor.mass,
+                pruned=rows[tl_id].pruned,
+                cut=parent.tick,
+                as_of=parent.as_of,
+                prune_below=weights.prune_below,
+            )
+            if tl.status != "running" and tl_id not in ended:
+                point.unrecorded_ends.append(tl)
+                continue
+            first = parent.tick
+        else:
+            tl = Timeline(tl_id, d.parent, d.fork_tick, d.depth, cursor.mass, d.slots, cursor.state)
+            first = (d.fork_tick + 1) if d.fork_tick is not None else 0
+        tl.slots -= sum(f.data.slots_child for f in made)
+        tl.children += len(made)
         if tl_id in ended:
             e = ended[tl_id].data
             tl.status, tl.settlement, tl.end_tick, tl.reason = (
@@ -160,7 +189,6 @@ def restore_point(cut: Cut, config: RunConfig) -> RestorePoint:
             point.ended[tl_id] = tl
             continue
         commit = last_commit.get(tl_id)
-        first = (d.fork_tick + 1) if d.fork_tick is not None else 0
         if commit is None:
             starts.append((tl, first, False))
             continue

@@ -1,21 +1,26 @@
 """Resuming a run that was cut off: its trace read and replayed to the last committed tick,
 its models opened as a new run's are (:mod:`worldsim.sim.session`), and the engine handed the
 restore point (:mod:`worldsim.sim.resume`). A call the trace recorded is answered from it, never
-paid again.
+paid again. A continued run (``run --continue``) is resumed once its particles are re-weighted;
+its parent is read again for the calendar and where its world came from, and must be the run it
+continued.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import anyio
 
-from worldsim.domain.config import ModelConfig
+from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.errors import ConfigError
 from worldsim.gateway.gateway import check_evidence
 from worldsim.models.pool import Shared
 from worldsim.models.recorded import RecordedReplies
+from worldsim.sim.continuation import Continuation, ContinuingEngine
 from worldsim.sim.failure import guarded
 from worldsim.sim.plan import (
     ModelSource,
@@ -54,16 +59,13 @@ async def resume_run(
     with await anyio.to_thread.run_sync(TraceLock.take, path, "existing") as lock:
         trace = read_trace(lock.path)
         _check_signer(trace, signer)
-        if trace.started.parent is not None:
-            raise ConfigError(
-                "a continued run cannot be resumed: continue its parent again "
-                "(run --continue PARENT --as-of DATE --force)",
-                file=trace.path,
-            )
         cut = Cut(trace)
         prepared = prepare(resume_config(trace, models), max_trace_mb=None)
         config, plan = prepared.config, prepared.plan
         point = restore_point(cut, config)
+        continued = _continuation(trace, models, config)
+        if continued is not None:
+            point = replace(point, world_source=continued.world_source)
         await check_evidence(config.card, card_path=config.card_path)
         shared = shared or Shared()
         if shared.budget is None:
@@ -89,7 +91,13 @@ async def resume_run(
                 lock=lock,
             )
             writer.signer = signer
-            made = [session.engine(writer, plan, observer)]
+            made = [
+                session.engine(writer, plan, observer)
+                if continued is None
+                else ContinuingEngine(
+                    continued, writer, plan, session.source, observer, session.guard
+                )
+            ]
 
             async def body() -> RunResult:  # the engine lives only while it runs (see guarded)
                 engine = made.pop()
@@ -106,6 +114,32 @@ async def resume_run(
 
             return await guarded(writer, body)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _continuation(
+    trace: Trace, models: ModelConfig | None, config: RunConfig
+) -> Continuation | None:
+    """A continued run's parent, read and verified again: where the run found it, or beside
+    it, and the same run (head, canonical hash, cut). ``None`` for a run that continues none."""
+    ref = trace.started.parent
+    if ref is None:
+        return None
+    places = dict.fromkeys((Path(ref.path), trace.path.parent / Path(ref.path).name))
+    found = next((place for place in places if place.is_file()), None)
+    if found is None:
+        raise ConfigError(
+            "resuming a continued run reads its parent, which is at none of "
+            f"{', '.join(map(str, places))}: put the parent trace back",
+            file=trace.path,
+        )
+    continued = Continuation(found, datetime.fromisoformat(ref.as_of), models)
+    if continued.ref.model_dump(exclude={"path"}) != ref.model_dump(exclude={"path"}):
+        raise ConfigError(
+            f"{found} is not the run this one continued (its head, canonical hash or cut differs)",
+            file=trace.path,
+        )
+    continued.config = config
+    return continued
 
 
 def _check_signer(trace: Trace, signer: Signer | None) -> None:

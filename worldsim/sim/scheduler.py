@@ -81,6 +81,9 @@ class RestorePoint:
     retrievals: list[RetrievalRecord] = field(default_factory=list)
     forecast: list[RecordView] = field(default_factory=list)
     """What the forecast graph is made from among the kept records (a run that builds one)."""
+    unrecorded_ends: list[Timeline] = field(default_factory=list)
+    """Timelines that had ended before the cut without their ``timeline_ended`` record: a
+    continued run's particles its re-weighting ended, cut off before it wrote them all."""
 
 
 def _call_tracer(writer: TraceWriter) -> Callable[[LlmCallData], Awaitable[None]]:
@@ -261,6 +264,9 @@ class Engine:
         self._retrievals = list(point.retrievals)
         if self.forecast is not None:  # the records kept before, then what is written
             self._keep_forecast(ForecastRecords(point.forecast, run=self.writer.run_id))
+        for tl in point.unrecorded_ends:
+            self.timelines[tl.id] = tl
+            await self._ended(tl)
         await self._simulate(point.starts)
         return await self._settle(started)
 

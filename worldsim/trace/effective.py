@@ -5,8 +5,10 @@ Before it, each timeline's records after its last committed boundary (``timeline
 ``tick_committed`` or ``timeline_ended``) belong to a tick that never committed: they are void,
 and the resumed run writes that tick again. Run-level results written before the marker
 (forecast graph, extraction, report, audit, the reporter's calls) are void too, as is
-everything after ``run_started`` when the world was never initialized. Replay, the canonical
-hash, ``score`` and ``hindsight`` read only the effective lines.
+everything after ``run_started`` when the world was never initialized. A continued run's world
+is its re-weighted particles: its ``particle``, ``news`` and ``likelihood`` records count once
+its ``reweighting`` record is written, and are void with everything else when it is not.
+Replay, the canonical hash, ``score`` and ``hindsight`` read only the effective lines.
 
 The rule is applied as the lines stream past: a line is passed on as soon as it is known to
 count (a timeline's record once that timeline commits a boundary after it; a run-level result
@@ -25,6 +27,10 @@ __all__ = ["BOUNDARIES", "EnvelopeLine", "effective_lines", "stream_effective", 
 BOUNDARIES = frozenset({"timeline_started", "tick_committed", "timeline_ended"})
 _RUN_RESULTS = frozenset({"forecast_graph", "extraction", "report", "audit"})
 _KEPT_ALWAYS = frozenset({"run_started", "run_failed", "run_resumed"})
+_WORLD = frozenset({"world_initialized", "reweighting"})
+"""What makes a run's world: its initial state, or a continued run's re-weighted particles."""
+_BEFORE_WORLD = frozenset({"particle", "news", "likelihood"})
+"""A continued run's records that its re-weighting completes (each particle's on its timeline)."""
 
 
 class EnvelopeLine(Protocol):
@@ -63,7 +69,7 @@ class _Segment(Generic[L]):
 
     def __init__(self, *, first: bool) -> None:
         self.first = first  # only the trace's first segment can lack a world
-        self.world = False  # a world_initialized record seen in this segment
+        self.world = False  # a world_initialized (or reweighting) record seen in this segment
         self.by_timeline: dict[str, list[_Entry[L]]] = {}  # no boundary of theirs after them yet
         self.by_world: list[_Entry[L]] = []  # count once this segment initializes the world
         self.open: list[_Entry[L]] = []  # count only if the segment is the run's last
@@ -74,12 +80,14 @@ class _Segment(Generic[L]):
         if kind in _KEPT_ALWAYS:
             entry.counts = True
             return
-        if kind == "world_initialized" and not self.world:
+        if kind in _WORLD and not self.world:
             self.world = True
             for waiting in self.by_world:
                 waiting.counts = True
             self.by_world.clear()
-        if tl is not None:
+        if kind in _BEFORE_WORLD and not self.world:
+            self.by_world.append(entry)
+        elif tl is not None:
             if kind in BOUNDARIES:
                 settled = self.by_timeline.pop(tl, [])
                 settled.append(entry)
