@@ -264,3 +264,26 @@ def test_the_parents_futures_reweighted_are_recorded_and_checked(tmp_path: Path)
     forge(child.trace, forged, nudge)
     with pytest.raises(TraceError, match="re-weighted"):
         verify_trace(forged)
+
+
+@pytest.mark.parametrize(
+    ("mode", "typed", "named"),
+    [
+        ("--continue", ["--seed", "5", "--policy", "no_branch"], "--policy, --seed"),
+        ("--continue", ["--model", "openai/gpt-4o-mini"], "--model"),
+        ("--resume", ["--ticks", "3"], "--ticks"),
+        ("--resume", ["--out", "elsewhere"], "--out"),
+        ("--resume", ["--role", "market-maker", "--replicates", "2"], "--role, --replicates"),
+    ],
+)
+def test_an_option_the_trace_decides_is_refused_not_ignored(
+    tmp_path: Path, mode: str, typed: list[str], named: str
+) -> None:
+    parent = _parent(tmp_path)
+    before = sorted(tmp_path.iterdir())
+    extra = ["--as-of", "mid"] if mode == "--continue" else []
+    refused = invoke("run", mode, parent.trace, *extra, *typed)
+    assert refused.code == 2, refused.err
+    assert f"{mode} keeps what the trace recorded: {named} cannot" in refused.err
+    assert "Traceback" not in refused.err
+    assert sorted(tmp_path.iterdir()) == before

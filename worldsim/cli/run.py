@@ -52,6 +52,35 @@ def _one_card(card: Path | None, extra: list[str]) -> Path | None:
     return card
 
 
+_KEPT_BY_THE_TRACE = {
+    "--resume": (
+        "policy", "seed", "ticks", "extraction", "method_label", "model", "role_model", "role",
+        "replicates", "max_trace_mb", "out", "force",
+    ),
+    "--continue": (
+        "policy", "seed", "ticks", "extraction", "method_label", "model", "role_model", "role",
+        "replicates", "max_trace_mb",
+    ),
+}  # fmt: skip
+"""The options ``--resume`` and ``--continue`` cannot honour: the card, policy, seed, ticks,
+rule, method, routes and roles are the trace's (a resume also writes to the trace itself)."""
+
+
+def _refuse_what_the_trace_keeps(ctx: typer.Context, mode: str) -> None:
+    """Refuse, before anything is read or written, an option typed with ``mode`` that it would
+    otherwise ignore."""
+    typed = given_options(ctx)
+    kept = [name for name in _KEPT_BY_THE_TRACE[mode] if name in typed]
+    if not kept:
+        return
+    flags = {p.name: p.opts[0] for p in ctx.command.params if p.name is not None}
+    raise ConfigError(
+        f"{mode} keeps what the trace recorded: {', '.join(flags[n] for n in kept)} cannot "
+        "be given with it (the cache, limits, budget, prices and leakage options can)",
+        field=kept[0],
+    )
+
+
 def _resume(trace: Path, ctx: typer.Context, json_out: bool, signer: "Signer | None") -> None:
     """Continue the run in ``trace`` with the settings it recorded, and the options typed now
     on top (the routes always come from the trace)."""
@@ -242,8 +271,9 @@ def run(
     an option given here replaces one; completed ticks are not run again and a model call the
     trace (or the response cache) holds an answer to is not asked again. The budget counts what
     the trace records as spent: a run stopped by its budget continues with a higher
-    --max-cost-usd. A trace that another run is
-    writing is refused at once (exit 2).
+    --max-cost-usd. An option that would change what the trace decides (--policy, --seed,
+    --ticks, --model, --role and the like) is refused with --resume and --continue, not
+    ignored. A trace that another run is writing is refused at once (exit 2).
 
     With --config FILE, the settings come from FILE (card, policy, seed, ticks, roles, models;
     relative paths are read from FILE's folder) and any option given here overrides them.
@@ -268,6 +298,7 @@ def run(
                 "give a card, --config, --resume TRACE or --continue TRACE, not two",
                 field="continue" if continue_from is not None else "resume",
             )
+        _refuse_what_the_trace_keeps(ctx, "--continue" if continue_from else "--resume")
         if continue_from is not None:
             _continue(continue_from, as_of, ctx, json_out, signer)
         else:
