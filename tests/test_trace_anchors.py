@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from tests.support import DEMO_CARD, ROOT, Edit, Outcome, forge, invoke
-from worldsim.domain.cards import load_card
+from worldsim.domain.cards import load_card, public_card_hash
 from worldsim.domain.config import DEFAULT_POLICY, ModelConfig, RunConfig
 from worldsim.domain.policy import load_policy
 from worldsim.sim.session import forecast, run_card
@@ -50,9 +50,11 @@ def _method_label(records: list[dict[str, Any]]) -> None:
 
 
 def _card_id(records: list[dict[str, Any]]) -> None:
-    """Another card id, and the forecast graph's record made again to name it (a consistent
-    forgery: the graph the records give is the one recorded)."""
-    _first(records, "run_started")["data"]["card"]["id"] = "space-launch"
+    """Another card id, its card hash and the forecast graph's record made again to name it
+    (a consistent forgery: the hash and the graph the records give are the ones recorded)."""
+    started = _first(records, "run_started")["data"]
+    started["card"]["id"] = "space-launch"
+    started["card_hash"] = public_card_hash(started["card"])
     views = [
         RecordView(r["type"], r["tl"], r["tick"], r["data"], r["run"])
         for r in records
@@ -264,3 +266,21 @@ def test_a_damaged_trace_cannot_be_locked(traces: Path, tmp_path: Path) -> None:
     assert proc.code == cli("verify", folder / BRANCHING).code == 1
     assert f"{folder / BRANCHING}:5:" in proc.err
     assert not lock.exists()
+
+
+@pytest.mark.parametrize("source_name", [BRANCHING, DIRECT])
+def test_a_card_edited_without_its_hash_is_refused_by_verify(
+    traces: Path, tmp_path: Path, source_name: str
+) -> None:
+    """The card a run records and its card_hash (what score groups runs by) must agree."""
+
+    def edit(records: list[dict[str, Any]]) -> None:
+        _first(records, "run_started")["data"]["card"]["seeds"]["base_rate"] = 0.9
+
+    forged = tmp_path / source_name
+    forge(traces / source_name, forged, edit)
+    refused = cli("verify", forged)
+    assert refused.code == 1
+    assert "card_hash is not the SHA-256 of the card the record holds" in refused.err
+    scored = cli("score", forged, "--labels", LABELS)
+    assert scored.code != 0 and "card_hash" in scored.err

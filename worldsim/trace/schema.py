@@ -70,11 +70,14 @@ is an envelope:
   `audit`, each once and in that order, after every timeline record; `run_completed`'s
   `p_yes`, `timelines`, `forks` and `forks_rejected` are those of the records before it, and
   the audit's `mass_sum`, `unresolved_mass` and `extraction_rule` those of the extraction. A
-  `forecast_graph` record's digest is checked against the graph the run's records give.
+  `forecast_graph` record's digest is checked against the graph the run's records give, and
+  `run_started.card_hash` against the card the record holds.
 * The *effective* history leaves out the records a `run_resumed` marker voids (see "resume" in
   docs/concepts.md); every other line is passed on as soon as it is known to count (a
-  timeline's record once that timeline commits a boundary after it). Replay, the canonical
-  hash and every reader of a result read that view.
+  timeline's record once that timeline commits a boundary after it; a continued run's
+  `particle`, `news` and `likelihood` records once its `reweighting` record is written, as a
+  run's records wait for its `world_initialized`). Replay, the canonical hash and every reader
+  of a result read that view.
 * **One gate.** Every command that reads a trace for a result — `score` (and a study folder's
   traces), every `hindsight` subcommand, `replay`, `view`, `export`, `prereg lock` — reads it
   through `verify`'s own pass (`worldsim.trace.verify.Verifying`): a trace `verify` refuses

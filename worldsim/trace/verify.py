@@ -18,6 +18,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from worldsim.domain.cards import public_card_hash
 from worldsim.domain.errors import TraceError, TraceIncomplete
 from worldsim.trace.canonical import CanonicalHash
 from worldsim.trace.effective import stream_effective
@@ -184,6 +185,8 @@ class Verifying:
             return _no_sound_line(read, checks=checks)
         scan.ending = Ending(path, first.run, first.fields)
         card = first.data.card
+        if public_card_hash(card) != first.data.card_hash:
+            raise first.error("card_hash is not the SHA-256 of the card the record holds")
         stream = itertools.chain([first], lines)
         recorded: ExtractionData | None = None
         recomputed: ExtractionData | None = None
