@@ -135,6 +135,11 @@ def test_run_config_file_runs_and_typed_options_override_it(tmp_path: Path) -> N
         ("card: card.yaml\nseeds: 3\n", "field 'seeds'"),
         ("card: card.yaml\nmodels:\n  cache: sometimes\n", "field 'models.cache'"),
         ("card: card.yaml\nticks: [1\n", "run.yaml"),
+        ("card: card.yaml\nextra_roles: [nope]\n", "field 'extra_roles': unknown role 'nope'"),
+        (
+            "card: card.yaml\nmodels:\n  role_models: [bogus]\n",
+            "field 'models.role_models': invalid role route 'bogus'",
+        ),
     ],
 )
 def test_a_bad_config_file_is_one_line_exit_2_and_nothing_written(
@@ -147,6 +152,20 @@ def test_a_bad_config_file_is_one_line_exit_2_and_nothing_written(
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
     assert str(path) in proc.stderr and named in proc.stderr
+    assert not out.exists()
+
+
+def test_a_role_typed_beside_a_config_file_is_named_where_it_was_given(tmp_path: Path) -> None:
+    (tmp_path / "card.yaml").write_bytes(DEMO_CARD.read_bytes())
+    path = _write_config(tmp_path, "card: card.yaml\nextra_roles: [nope]\n")
+    out = tmp_path / "out"
+    typed = cli("run", "--config", str(path), "--role", "nope2", "--out", str(out))
+    assert typed.returncode == 2 and typed.stderr.count("\n") == 1
+    assert "field 'extra_roles': unknown role 'nope'" in typed.stderr and str(path) in typed.stderr
+    path.write_text("card: card.yaml\n", encoding="utf-8")
+    typed = cli("run", "--config", str(path), "--role", "nope2", "--out", str(out))
+    assert typed.returncode == 2 and str(path) not in typed.stderr
+    assert "field '--role': unknown role 'nope2'" in typed.stderr
     assert not out.exists()
 
 

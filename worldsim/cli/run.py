@@ -7,6 +7,7 @@
 import json
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -328,13 +329,35 @@ def _replicates(
     from worldsim.sim.session import prepare
 
     base = load_run_config(config_file) if config_file is not None else None
-    first = run_config(given_options(ctx), card=card, base=base, source=config_file)
-    prepare(first, max_trace_mb=max_trace_mb)
+    typed = given_options(ctx)
+    first = run_config(typed, card=card, base=base, source=config_file)
+    try:
+        prepare(first, max_trace_mb=max_trace_mb)
+    except ConfigError as exc:
+        raise _named_where_given(exc, typed, config_file) from None
     if first.seed + replicates - 1 > bounds.MAX_SEED:
         raise ConfigError(f"seeds run up to {bounds.MAX_SEED}", field="replicates")
     return [
         first.model_copy(update={"seed": s}) for s in range(first.seed, first.seed + replicates)
     ]
+
+
+_ROLE_FIELDS = {"extra_roles": ("role", "--role"), "--role-model": ("role_model", "--role-model")}
+"""A role setting `prepare` refuses: its option, and the field it is in a ``--config`` file."""
+_IN_THE_FILE = {"extra_roles": "extra_roles", "--role-model": "models.role_models"}
+
+
+def _named_where_given(
+    exc: ConfigError, typed: Mapping[str, Any], config_file: Path | None
+) -> ConfigError:
+    """``exc`` naming where the refused role setting came from: the option, when the value it
+    names was typed, else the ``--config`` file and its field."""
+    if exc.file is not None or exc.field not in _ROLE_FIELDS:
+        return exc
+    option, flag = _ROLE_FIELDS[exc.field]
+    if config_file is None or any(f"'{value}'" in exc.message for value in typed.get(option) or ()):
+        return ConfigError(exc.message, field=flag)
+    return ConfigError(exc.message, file=config_file, field=_IN_THE_FILE[exc.field])
 
 
 def _run_each(
