@@ -135,7 +135,7 @@ def test_missing_card_file(tmp_path: Path) -> None:
 
 def test_verify_exit_codes(tmp_path: Path) -> None:
     assert cli("run", str(DEMO_CARD), "--out", str(tmp_path), "--ticks", "4").returncode == 0
-    trace = tmp_path / "merger-review__branching__s0.jsonl"
+    trace = tmp_path / "merger-review__branching__ticks4__s0.jsonl"
     blob = trace.read_bytes()
     torn = tmp_path / "torn.jsonl"
     torn.write_bytes(blob[: len(blob) - 30])

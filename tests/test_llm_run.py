@@ -155,7 +155,7 @@ def test_the_budget_stops_the_run_cleanly(demo_card: Card, tmp_path: Path) -> No
     prices.write_text("models:\n  test-model: {input: 1000.0, output: 1000.0}\n")
     with StubServer(seed=5) as server, pytest.raises(BudgetExhausted):
         _run(demo_card, server, tmp_path, ticks=2, max_cost_usd=0.5, prices=prices)
-    trace = read_trace(tmp_path / "merger-review__branching__stub-test-model__s3.jsonl")
+    trace = read_trace(tmp_path / "merger-review__branching__stub-test-model__ticks2__s3.jsonl")
     assert trace.terminal is not None and trace.terminal.type == "run_failed"
     assert trace.terminal.data.resumable and trace.terminal.data.kind == "BudgetExhausted"
 
@@ -176,7 +176,7 @@ def test_a_run_stopped_by_its_budget_resumes_to_completion(demo_card: Card, tmp_
 
     prices = tmp_path / "prices.yaml"
     prices.write_text("models:\n  test-model: {input: 100.0, output: 100.0}\n")
-    trace = tmp_path / "merger-review__branching__stub-test-model__s3.jsonl"
+    trace = tmp_path / "merger-review__branching__stub-test-model__ticks3__s3.jsonl"
     # every call costs its worst case: the initializer's ($1.07) fits, the next one does not
     with StubServer(seed=6, usage=worst_case_usage) as server:
         with pytest.raises(BudgetExhausted):
@@ -202,7 +202,7 @@ def test_a_strict_replay_miss_ends_the_run(demo_card: Card, tmp_path: Path) -> N
     with StubServer(seed=8) as server, pytest.raises(ReplayMissError):
         _run(demo_card, server, tmp_path, ticks=2, replay_strict=True)
         assert server.request_count == 0
-    trace = read_trace(tmp_path / "merger-review__branching__stub-test-model__s3.jsonl")
+    trace = read_trace(tmp_path / "merger-review__branching__stub-test-model__ticks2__s3.jsonl")
     assert trace.terminal is not None and trace.terminal.type == "run_failed"
     assert trace.terminal.data.kind == "ReplayMissError"
 

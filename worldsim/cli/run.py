@@ -279,8 +279,9 @@ def run(
     With --config FILE, the settings come from FILE (card, policy, seed, ticks, roles, models;
     relative paths are read from FILE's folder) and any option given here overrides them.
 
-    A trace is named DIR/CARD__METHOD__sSEED.jsonl, with the model routes (when not offline) and
-    the added roles before the seed: runs that differ never take each other's place.
+    A trace is named DIR/CARD__METHOD__sSEED.jsonl, with the model routes (when not offline),
+    the added roles and the settings that differ from their defaults (ticks, extraction rule,
+    condition, ...) before the seed: runs that differ never take each other's place.
 
     With --continue TRACE --as-of DATE, carry a finished run forward to DATE: its timelines as
     they stood just before DATE are re-weighted by the news the card's evidence holds between

@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from worldsim.domain import bounds
-from worldsim.domain.config import ModelConfig, RunConfig
+from worldsim.domain.config import DEFAULT_CONDITION, DEFAULT_TICKS, ModelConfig, RunConfig
 from worldsim.domain.contracts import Model
 from worldsim.domain.errors import ConfigError, RoleError
+from worldsim.domain.jsonbytes import canonical_ascii_bytes
 from worldsim.models import RouteTable
 from worldsim.models.tracing import Emit, traced
 from worldsim.roles.registry import RoleSpec, get_role, registered_roles
@@ -200,18 +201,24 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _MAX_ROUTES_CHARS = 100
 
 
+_DEFAULT_RULE: str = RunConfig.model_fields["extraction_rule"].default
+"""The extraction rule of a run that names none."""
+
+
 def _slug(text: str) -> str:
     return _UNSAFE.sub("-", text.replace("/", "-").replace("=", "-"))
 
 
 def trace_name(config: RunConfig) -> str:
-    """The trace's file name: ``<card>__<method>[__<routes>][__<added roles>]__s<seed>.jsonl``.
+    """The trace's file name:
+    ``<card>__<method>[__<routes>][__<added roles>][__<settings>]__s<seed>.jsonl``.
 
     It names what tells two runs of one card, method and seed apart: the model routes when any
     is not ``offline`` (``openai-gpt-4o-mini``, then each ``--role-model`` as
-    ``+governance-openai-gpt-4o``; past 100 characters, ``+roles-`` and a digest of them) and
-    the roles added to the run (``extra_roles``, joined by ``+``). A run on the offline model
-    with no added role is ``<card>__<method>__s<seed>.jsonl``."""
+    ``+governance-openai-gpt-4o``; past 100 characters, ``+roles-`` and a digest of them), the
+    roles added to the run (``extra_roles``, joined by ``+``) and the settings that differ from
+    their defaults (`settings_part`). A run on the offline model with no added role and default
+    settings is ``<card>__<method>__s<seed>.jsonl``."""
     models = config.models
     parts = [config.card.id, config.method_label]
     if models.model != "offline" or models.role_models:
@@ -222,4 +229,34 @@ def trace_name(config: RunConfig) -> str:
         parts.append(routes)
     if config.extra_roles:
         parts.append("+".join(_slug(role) for role in config.extra_roles))
+    settings = settings_part(config)
+    if settings:
+        parts.append(settings)
     return "__".join(parts) + f"__s{config.seed}.jsonl"
+
+
+def settings_part(config: RunConfig) -> str:
+    """The settings of a run that differ from their defaults, as a trace name shows them,
+    joined by ``+`` (empty when none do): ``ticks3`` (ticks other than the policy's),
+    the extraction rule (``candidate-status-mass-1``), the condition (``vanilla``), the forecast
+    date (``at20270301``), and a digest of the slot overrides (``slots-…``) and of the
+    interventions (``iv-…``)."""
+    bits: list[str] = []
+    if config.kind != "direct":
+        if config.effective_ticks != (config.policy.ticks or DEFAULT_TICKS):
+            bits.append(f"ticks{config.effective_ticks}")
+        if config.extraction_rule != _DEFAULT_RULE:
+            bits.append(_slug(config.extraction_rule))
+    if config.condition != DEFAULT_CONDITION:
+        bits.append(config.condition)
+    if config.forecast_date is not None and config.forecast_date != config.card.as_of:
+        bits.append(config.forecast_date.strftime("at%Y%m%dT%H%M%S").removesuffix("T000000"))
+    if config.roles:
+        bits.append("slots-" + _digest(config.roles))
+    if config.interventions:
+        bits.append("iv-" + _digest([i.model_dump(mode="json") for i in config.interventions]))
+    return "+".join(bits)
+
+
+def _digest(data: Any) -> str:
+    return hashlib.sha256(canonical_ascii_bytes(data)).hexdigest()[:8]
