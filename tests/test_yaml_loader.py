@@ -1,9 +1,10 @@
 """The strict YAML loader reads inputs with libyaml's parser and PyYAML's safe rules: the same
-data as PyYAML's pure-Python safe loader under the same two rules (timestamps kept as text,
-a key given twice refused)."""
+data as PyYAML's pure-Python safe loader under the same three rules (timestamps kept as text,
+only true and false read as booleans, a key given twice refused)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from worldsim.domain.files import load_document
 
 
 class _PythonStrict(yaml.SafeLoader):
-    """The reference: PyYAML's pure-Python safe loader with the two rules of worldsim's."""
+    """The reference: PyYAML's pure-Python safe loader with the three rules of worldsim's."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         keys = [self.construct_object(k, deep=deep) for k, _ in node.value]
@@ -28,8 +29,16 @@ class _PythonStrict(yaml.SafeLoader):
         return mapping
 
 
+_TRUE_OR_FALSE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
 _PythonStrict.yaml_implicit_resolvers = {
-    key: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    key: [
+        (
+            tag,
+            re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$") if tag.endswith(":bool") else rx,
+        )
+        for tag, rx in resolvers
+        if tag != "tag:yaml.org,2002:timestamp"
+    ]
     for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 
@@ -64,6 +73,16 @@ def test_libyaml_reads_the_same_data_as_the_pure_python_safe_loader(
     path = tmp_path_factory.mktemp("yaml") / "input.yaml"
     path.write_text(text, encoding="utf-8")
     assert load_document(path) == yaml.load(text, Loader=_PythonStrict)
+
+
+@pytest.mark.parametrize(
+    "word", ["yes", "Yes", "YES", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF", "y", "n"]
+)
+def test_yaml_1_1_boolean_words_stay_words(tmp_path: Path, word: str) -> None:
+    """``cache: off`` and ``polarity: yes`` mean the words; only true and false are booleans."""
+    path = tmp_path / "input.yaml"
+    path.write_text(f"a: {word}\nb: [{word}]\nc: true\nd: False\n", encoding="utf-8")
+    assert load_document(path) == {"a": word, "b": [word], "c": True, "d": False}
 
 
 @pytest.mark.parametrize(

@@ -45,7 +45,8 @@ _SafeBase: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 class _StrictLoader(_SafeBase):  # type: ignore[valid-type,misc]
     """A YAML loader that keeps timestamps as strings, so worldsim parses every date itself,
-    and refuses a mapping that gives the same key twice (YAML would keep the last silently).
+    reads only ``true`` and ``false`` as booleans (YAML 1.2), and refuses a mapping that gives
+    the same key twice (YAML would keep the last silently).
 
     A mapping without merge keys is built in one pass over its keys and values; a plain
     scalar's tag is worked out once per text (a card repeats the same few words and numbers)."""
@@ -111,8 +112,17 @@ def _duplicate(key: Any, key_node: yaml.Node) -> yaml.constructor.ConstructorErr
     )
 
 
+_BOOL = "tag:yaml.org,2002:bool"
+_TRUE_OR_FALSE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+"""YAML 1.2's booleans: ``yes``, ``no``, ``on`` and ``off`` stay words (``cache: off``,
+``polarity: yes``), as YAML 1.2 reads them; PyYAML follows YAML 1.1, where they are booleans."""
+
 _StrictLoader.yaml_implicit_resolvers = {
-    key: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    key: [
+        (tag, _TRUE_OR_FALSE if tag == _BOOL else rx)
+        for tag, rx in resolvers
+        if tag != "tag:yaml.org,2002:timestamp"
+    ]
     for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 
