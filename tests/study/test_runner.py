@@ -217,6 +217,37 @@ def test_score_reads_a_study_folder_and_prints_its_tables(manifest: Path, tmp_pa
     assert "n_predictions=16" in proc.stdout
 
 
+def test_score_of_an_unfinished_study_says_how_many_jobs_it_leaves_out(
+    manifest: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "study"
+    Experiment.from_yaml(manifest).run_sync(out, fsync=False)
+    log = out / "jobs.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    failed = json.loads(lines[1])
+    failed.update(status="failed", error="the run failed", head=None)
+    log.write_bytes(lines[0] + (json.dumps(failed) + "\n").encode() + b"".join(lines[2:6]))
+    labels = Path(CARDS[0]).parent / "labels"
+    proc = subprocess.run(
+        [*WORLDSIM, "score", str(out), "--labels", str(labels), "--bootstrap", "100"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "COLUMNS": "400"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    total = len(lines)
+    said = " ".join(proc.stderr.split())
+    assert (
+        f"{total - 5} of {total} planned jobs have no result ({total - 6} not run yet, 1 failed)"
+        in said
+    )
+    assert "the scores cover the other 5; finish the study with `worldsim batch MANIFEST" in said
+    assert "--retry-failed" in said
+    assert "n_predictions=5" in proc.stdout
+
+
 def test_one_budget_is_shared_by_every_job_and_continued_on_a_rerun(tmp_path: Path) -> None:
     cap = 0.5
     with StubServer(seed=3) as server:

@@ -34,11 +34,11 @@ def _forecastbench(question_set: Path, inputs: list[Path], labels: Path, out: Pa
     from worldsim.scoring.forecastbench import print_round, score_round
     from worldsim.scoring.inputs import load_predictions
     from worldsim.scoring.labels import load_labels
-    from worldsim.study.folder import expand_study_inputs
+    from worldsim.study.folder import expand_study_inputs, unfinished_notes
 
-    expanded, _, heads = expand_study_inputs(inputs)
+    expanded, studies, heads = expand_study_inputs(inputs)
     loaded = load_predictions(expanded, heads=heads)
-    for warning in loaded.warnings:
+    for warning in (*unfinished_notes(studies), *loaded.warnings):
         err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     scores = score_round(question_set, load_labels(labels), loaded.rows)
     if out is not None:
@@ -245,7 +245,7 @@ def score_command(
     from worldsim.scoring.analysis import ScoreOptions, score
     from worldsim.scoring.paired import parse_pair
     from worldsim.scoring.table import Blend
-    from worldsim.study.folder import expand_study_inputs
+    from worldsim.study.folder import expand_study_inputs, unfinished_notes
 
     if attribution:
         from worldsim.cli.attribution import print_attribution
@@ -265,6 +265,7 @@ def score_command(
         require_matplotlib()
     window = _date_window(date_window, hindsight)
     inputs, studies, heads = expand_study_inputs(inputs)
+    unfinished = unfinished_notes(studies)
     result = score(
         ScoreOptions(
             inputs=tuple(inputs),
@@ -288,7 +289,7 @@ def score_command(
             heads=heads,
         )
     )
-    _warn_result(result)
+    _warn_result(result, unfinished)
     studied = study_tables_scored(studies, labels, result)
     doc = _document(result, effects, studied)
     _write_reports(result, doc, studied, json_path, csv_path, markdown_path, plots)
@@ -307,9 +308,10 @@ def _date_window(date_window: str | None, hindsight: Path | None) -> float | Non
     return parse_date_window(date_window)
 
 
-def _warn_result(result: "ScoreResult") -> None:
-    """The warnings of the rows read and of the hindsight graphs, one line each on stderr."""
-    warnings = list(result.loaded.warnings)
+def _warn_result(result: "ScoreResult", unfinished: list[str]) -> None:
+    """The warnings of the studies with unfinished jobs, of the rows read and of the hindsight
+    graphs, one line each on stderr."""
+    warnings = [*unfinished, *result.loaded.warnings]
     if result.axes is not None:
         warnings += [f"{g.path}: {w}" for g in result.axes.graphs for w in g.warnings]
     for warning in warnings:

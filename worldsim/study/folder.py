@@ -30,6 +30,7 @@ __all__ = [
     "open_study",
     "scored_rows",
     "table_disagreements",
+    "unfinished_notes",
     "usable_rows",
     "verified_jobs",
 ]
@@ -56,6 +57,27 @@ class StudyFolder:
             if done is not None and done.status == "complete" and done.head is not None:
                 out[self.path / plan["trace"]] = done.head
         return out
+
+    @property
+    def unfinished(self) -> str | None:
+        """What a reader of the study's scores must be told when some planned jobs have no
+        result (not run yet, or failed): how many, and how to finish the study; else None."""
+        pending = failed = 0
+        for plan in self.plans:
+            done = self.finished.get(plan["trace"])
+            if done is None:
+                pending += 1
+            elif done.status != "complete" or done.head is None:
+                failed += 1
+        if not pending and not failed:
+            return None
+        total = len(self.plans)
+        return (
+            f"{pending + failed} of {total} planned jobs have no result ({pending} not run "
+            f"yet, {failed} failed): the scores cover the other {total - pending - failed}; "
+            f"finish the study with `worldsim batch MANIFEST --out {self.path}`"
+            + (" --retry-failed" if failed else "")
+        )
 
     def by_trace(self) -> dict[Path, dict[str, Any]]:
         """Each job's plan by the resolved path of its trace."""
@@ -111,6 +133,16 @@ def expand_study_inputs(inputs: Iterable[Path]) -> tuple[list[Path], list[Path],
         expanded.extend(found)
         heads.update(found)
     return expanded, studies, heads
+
+
+def unfinished_notes(studies: Iterable[Path]) -> list[str]:
+    """``FOLDER: what is unfinished`` for each study folder with jobs that have no result."""
+    notes = []
+    for folder in studies:
+        study = open_study(folder)
+        if study is not None and study.unfinished is not None:
+            notes.append(f"{folder}: {study.unfinished}")
+    return notes
 
 
 @dataclass(frozen=True, slots=True)
