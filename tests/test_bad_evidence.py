@@ -121,7 +121,7 @@ def test_resume_checks_the_database_before_touching_the_trace(tmp_path: Path) ->
     out = tmp_path / "traces"
     run = [*WORLDSIM, "run", str(card), "--ticks", "4", "--out", str(out)]
     assert subprocess.run(run, capture_output=True, timeout=120, check=False).returncode == 0
-    trace = out / "merger-review__branching__s0.jsonl"
+    trace = out / "merger-review__branching__ticks4__s0.jsonl"
     blob = trace.read_bytes()
     trace.write_bytes(blob[: len(blob) * 3 // 4])  # a crash late in the run, a torn tail
     cut = trace.read_bytes()

@@ -19,7 +19,7 @@ from worldsim.trace.verify import verify_trace
 
 WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]
 RUN = ["run", str(DEMO_CARD), "--seed", "3", "--ticks", "6"]
-TRACE_NAME = "merger-review__branching__s3.jsonl"
+TRACE_NAME = "merger-review__branching__ticks6__s3.jsonl"
 
 
 def cli(*args: str, limit: int | None = None) -> subprocess.CompletedProcess[str]:

@@ -150,7 +150,7 @@ def test_sigkill_mid_tick_resumes_without_repaying_calls(tmp_path: Path) -> None
         proc = subprocess.Popen(
             [*WORLDSIM, "run", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
-        trace = tmp_path / "merger-review__branching__stub-test-model__s2.jsonl"
+        trace = tmp_path / "merger-review__branching__stub-test-model__ticks4__s2.jsonl"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             held = server.request_count > 12
@@ -258,7 +258,7 @@ def test_a_capped_run_stops_within_its_cap_and_resumes_under_a_higher_one(tmp_pa
     no call is paid for twice."""
     prices = tmp_path / "prices.yaml"
     prices.write_text("models:\n  test-model: {input: 10.0, output: 10.0}\n")
-    trace = tmp_path / "merger-review__branching__stub-test-model__s2.jsonl"
+    trace = tmp_path / "merger-review__branching__stub-test-model__ticks4__s2.jsonl"
     # every call costs exactly the worst case it reserved: $0.03 to $0.11 here
     with StubServer(seed=8, usage=worst_case_usage, latency_s=0.005) as server:
         env = {"STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}

@@ -28,7 +28,7 @@ from worldsim.trace.records import ForecastGraphData
 from worldsim.trace.verify import verify_trace
 
 LABELS = ROOT / "scenarios" / "labels" / "merger-review.yaml"
-BRANCHING = "merger-review__branching__s0.jsonl"
+BRANCHING = "merger-review__branching__ticks3__s0.jsonl"
 DIRECT = "merger-review__direct__s0.jsonl"
 PREREG = """\
 methods: [direct, branching]
@@ -142,7 +142,7 @@ def test_run_and_forecast_print_the_head_verify_expects(tmp_path: Path) -> None:
     head = trace_head(tmp_path / DIRECT)
     assert f"{tmp_path / DIRECT} · head {head}" in told.out.replace("\n", "")
     shown = cli("run", DEMO_CARD, "--ticks", "2", "--seed", "3", "--out", tmp_path)
-    trace = tmp_path / "merger-review__branching__s3.jsonl"
+    trace = tmp_path / "merger-review__branching__ticks2__s3.jsonl"
     assert f"{trace} · head {trace_head(trace)}" in shown.out
     checked = cli("verify", trace, "--expect-head", trace_head(trace).upper())
     assert checked.code == 0 and f"head {trace_head(trace)}" in checked.err
@@ -229,7 +229,7 @@ def test_score_refuses_another_seed_under_the_locked_name(
 ) -> None:
     target = study["predictions"] / BRANCHING
     locked_head = trace_head(target)
-    shutil.copy(traces / "merger-review__branching__s1.jsonl", target)
+    shutil.copy(traces / "merger-review__branching__ticks3__s1.jsonl", target)
     assert verify_trace(target).exit_code == 0
     scored, report = _score(study, tmp_path)
     assert scored.code == 2
@@ -248,7 +248,7 @@ def test_a_version_1_lock_is_still_read_and_still_refuses_a_substitute(
     study["lock"].write_text(json.dumps(lock))
     scored, _ = _score(study, tmp_path)
     assert scored.code == 0, scored.err
-    shutil.copy(traces / "merger-review__branching__s1.jsonl", study["predictions"] / BRANCHING)
+    shutil.copy(traces / "merger-review__branching__ticks3__s1.jsonl", study["predictions"] / BRANCHING)
     scored, _ = _score(study, tmp_path)
     assert scored.code == 2 and "changed since it was locked" in scored.err
 

@@ -26,7 +26,7 @@ from worldsim.trace.signing import load_public_key, load_signer
 from worldsim.trace.verify import verify_trace
 from worldsim.trace.writer import seal_line
 
-TRACE = "merger-review__branching__s0.jsonl"
+TRACE = "merger-review__branching__ticks2__s0.jsonl"
 
 
 cli = invoke
@@ -261,7 +261,7 @@ def test_the_public_key_file_is_checked_too(signed: Path, tmp_path: Path) -> Non
 def test_an_unsigned_trace_seals_as_before(tmp_path: Path) -> None:
     """Without a key the terminal record carries empty key_id and signature, and the seal is
     the SHA-256 of the line with its seal emptied: the rule traces were written by before."""
-    ran = cli("run", DEMO_CARD, "--ticks", "1", "--out", tmp_path)
+    ran = cli("run", DEMO_CARD, "--ticks", "2", "--out", tmp_path)
     assert ran.code == 0, ran.err
     last = (tmp_path / TRACE).read_bytes().splitlines()[-1]
     data = json.loads(last)["data"]

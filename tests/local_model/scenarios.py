@@ -165,7 +165,7 @@ def main() -> None:
         cmd = [sys.executable, "-c", "from worldsim.cli import main; main()", "run", str(CARD),
                "--ticks", "2", "--policy", "no_branch", *common, "--out", str(out)]  # fmt: skip
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        trace = out / "merger-review__no_branch__s0.jsonl"
+        trace = out / "merger-review__no_branch__ticks2__s0.jsonl"
         while proc.poll() is None and (not trace.exists() or not calls_of(trace)):
             time.sleep(1)
         proc.send_signal(signal.SIGKILL)
@@ -181,7 +181,7 @@ def main() -> None:
         out = work / "s"
         proc = subprocess.Popen([*cmd[:-1], str(out)], env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)  # fmt: skip
-        trace = out / "merger-review__no_branch__s0.jsonl"
+        trace = out / "merger-review__no_branch__ticks2__s0.jsonl"
         while proc.poll() is None and (not trace.exists() or not calls_of(trace)):
             time.sleep(1)
         server.kill()

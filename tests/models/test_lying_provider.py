@@ -100,7 +100,7 @@ def test_a_run_stops_at_the_first_lie_within_its_cap_and_resumes(tmp_path: Path)
     config = config.model_copy(
         update={"models": config.models.model_copy(update={"prices": prices})}
     )
-    trace = tmp_path / "merger-review__branching__stub-test-model__s2.jsonl"
+    trace = tmp_path / "merger-review__branching__stub-test-model__ticks3__s2.jsonl"
     # one connection: the lying reply is the last request the run sends
     with StubServer(seed=3, content_by_request=True, over_report=LIE, over_report_from=2) as s:
         env = {"STUB_API_KEY": "k", "STUB_BASE_URL": s.base_url}

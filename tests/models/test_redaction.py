@@ -158,7 +158,7 @@ def test_a_server_echoing_the_key_leaves_no_fragment_in_trace_cache_logs_or_stde
             anyio.run(lambda: run_card(config, tmp_path, fsync=False, environ=env))
     assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
     assert server.request_count == 12
-    trace = (tmp_path / "merger-review__branching__stub-test-model__s1.jsonl").read_bytes()
+    trace = (tmp_path / "merger-review__branching__stub-test-model__ticks2__s1.jsonl").read_bytes()
     assert b'"type":"run_failed"' in trace
     assert REDACTED.encode() in trace  # the echoes did reach the recorded text, redacted
     files = [p for p in tmp_path.rglob("*") if p.is_file()]

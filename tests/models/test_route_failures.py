@@ -106,7 +106,7 @@ def test_an_invalid_reply_lets_the_run_go_on_where_a_route_without_reply_ends_it
         env = {"STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}
         with pytest.raises(RouteFailed, match="server_error"):
             anyio.run(lambda: run_card(config, tmp_path, fsync=False, environ=env))
-    trace = read_trace(tmp_path / "merger-review__no_branch__stub-test-model__s0.jsonl")
+    trace = read_trace(tmp_path / "merger-review__no_branch__stub-test-model__ticks3__s0.jsonl")
     assert trace.terminal is not None and trace.terminal.data.kind == "RouteFailed"
     calls = [c.data for c in trace.of_type("llm_call")]
     cohorts = [c for c in calls if c.role == "cohort"]
