@@ -93,7 +93,7 @@ def _summaries(
     """Each actor's summary: its name, its verb and what it pushes, at most 300 characters
     (made by ``map``; cut only where one may be longer)."""
     shown = {aim: f"'{aim[1] if aim[1] is not None else aim[0]}'" for aim in set(targets)}
-    made = list(map("{} {} {}".format, names, verbs, map(shown.__getitem__, targets)))
+    made = list(map(" ".join, zip(names, verbs, map(shown.__getitem__, targets), strict=True)))
     longest = max(map(len, names), default=0) + max(map(len, shown.values()), default=0)
     if longest + max(map(len, _VERBS)) + 2 > 300:
         made = [summary[:300] for summary in made]
@@ -105,7 +105,7 @@ def _verbs(direction: npt.NDArray[np.float64]) -> list[str]:
     picks = np.select(
         [direction > 0.5, direction > 0.1, direction >= -0.1, direction >= -0.5], [0, 1, 2, 3], 4
     )
-    return [_VERBS[k] for k in picks.tolist()]
+    return list(map(_VERBS.__getitem__, picks.tolist()))
 
 
 _VERBS = (
