@@ -84,8 +84,8 @@ class QueryTerms:
 
 
 def _common_tail(texts: Sequence[str]) -> str:
-    """The longest text that ends every one of ``texts`` and starts with whitespace holding a
-    word ("" where there is none, or fewer than two texts)."""
+    """The longest text that ends every one of ``texts``, starts with whitespace and holds a
+    word ("" where there is none, or for fewer than two texts)."""
     if len(texts) < 2:
         return ""
     backwards = [text[::-1] for text in texts]
