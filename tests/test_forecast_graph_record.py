@@ -253,3 +253,59 @@ def test_the_graphs_json_form_is_made_without_its_objects(
         tl, tick, agent, index = proposal.split("/")
         order.append((int(tick), lineage(tl), agent, int(index)))
     assert order == sorted(order)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    tl=st.sampled_from(["t0", "t0.1"]),
+    observations=st.lists(st.sampled_from(["e1", 'e"2', "e{3}"]), max_size=2, unique=True),
+    moves=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b{1}", "c}", 'd"', "é"]),
+            st.sampled_from(["a moves", 'says "no" \\ twice', "ünï {0} }{", "tab\there", ""]),
+            st.lists(st.sampled_from(["d1", "d{2}", 'd"3', "d1"]), max_size=3),
+            st.sampled_from([list, tuple]),
+        ),
+        max_size=6,
+    ),
+)
+def test_a_tick_accepted_whole_is_digested_as_its_records_are(
+    tl: str,
+    observations: list[str],
+    moves: list[tuple],  # type: ignore[type-arg]
+) -> None:
+    """A timeline's tick whose proposals are all accepted in canonical order (the offline
+    model's) is made a group at a time from its columns: its events and links hash as those of
+    the same records read one by one, whatever its ids, summaries and documents hold
+    (quotes, backslashes, braces, control characters, non-ASCII)."""
+    moves = sorted({agent: m for agent, *m in moves}.items())
+    records = [
+        RecordView("run_started", None, None, {"card": {"id": "c1", "as_of": "2026-03-01"}}),
+        RecordView(
+            "tick_started",
+            tl,
+            1,
+            {
+                "date": "2026-03-02",
+                "observations": [{"id": o, "title": o, "description": ""} for o in observations],
+            },
+        ),
+        RecordView(
+            "proposals",
+            tl,
+            1,
+            {
+                "proposals": [
+                    {"agent": agent, "index": 0, "summary": summary, "cites": kind(cites)}
+                    for agent, (summary, cites, kind) in moves
+                ]
+            },
+        ),
+        RecordView("review", tl, 1, {"accepted": [{"agent": a, "index": 0} for a, _ in moves]}),
+        RecordView("tick_committed", tl, 1, {"mass": 0.5}),
+    ]
+    kept = ForecastRecords(run=None)
+    for r in records:
+        kept.keep(r.type, r.tl, r.tick, r.data)
+    assert forecast_record(kept.views()) == forecast_record(records)
+    assert forecast_record(records) == ForecastGraphData.of(extract_forecast(records).model_dump())

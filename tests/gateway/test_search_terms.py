@@ -163,3 +163,55 @@ def test_words_ending_in_a_digit_are_held_as_the_index_holds_them(
         _whole_query(docs, query, EPOCH + timedelta(seconds=at), k) for query, k, at in asked
     ]
     assert searched == expected
+
+
+_MANY = [f"w{i}x" for i in range(70)]  # enough words to pass the 64-term limit
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    heads=st.lists(
+        st.text(alphabet="AbC İıẞß_-:'\" 0é9\t", max_size=12)
+        | st.lists(st.sampled_from(["Actor", "7", "merger", "W0X", "review_"]), max_size=3).map(
+            " ".join
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    tail=st.text(alphabet="AbC İıẞß_-:'\" 0é9\t", max_size=30)
+    | st.lists(st.sampled_from([*WORDS, "actor", "7", *_MANY]), max_size=70).map(" ".join),
+    space=st.sampled_from([" ", "\t", "\u3000", ""]),
+)
+def test_the_words_of_queries_sharing_an_end_are_each_querys_own(
+    heads: list[str], tail: str, space: str
+) -> None:
+    """A tick's queries (each actor's name before the same question) read as their own
+    words before the words they share are each query's terms, whatever they share (nothing,
+    words of their own, more than 64 words between them) and however they are spaced."""
+    queries = [head + space + tail for head in heads]
+    terms = QueryTerms(4)
+    for query, (own, rest) in zip(queries, terms.shared(queries), strict=True):
+        assert own + tuple(w for w in rest if w not in own) == query_terms(query)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    docs=documents,
+    names=st.lists(st.sampled_from(OTHER + WORDS), min_size=1, max_size=6),
+    question=queries,
+    k=st.integers(1, 8),
+)
+def test_a_batch_of_queries_sharing_an_end_ranks_each_as_its_whole_query(
+    docs: list[EvidenceDoc], names: list[str], question: str, k: int
+) -> None:
+    """Searched together, each actor's name before the same question gets the hits, scores
+    and snippets of its whole query, as searched alone."""
+    asked = [f"{name} {question}" for name in names]
+    before = EPOCH + timedelta(seconds=10**6 + 1)
+
+    async def main() -> list[list[tuple[str, float, str]]]:
+        async with memory_store(docs) as store:
+            found = await store.search_many(asked, before=before, k=k)
+        return [[(h.id, h.score, h.snippet) for h in hits] for hits in found]
+
+    assert asyncio.run(main()) == [_whole_query(docs, query, before, k) for query in asked]

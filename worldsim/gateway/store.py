@@ -15,6 +15,7 @@ scores and the order of those before it — telling an agent that they exist.
 
 from __future__ import annotations
 
+import itertools
 import re
 import sqlite3
 from collections import OrderedDict
@@ -149,13 +150,26 @@ class EvidenceStore:
         answers = [asked.get((query, limit, k)) for query in queries]
         fresh = [query for query, found in zip(queries, answers, strict=True) if found is None]
         if fresh:  # the words of queries not asked before, looked up together
-            words = {query: self._terms_of(query) for query in fresh}
-            held = await self._learn([t for terms in words.values() for t in terms], limit)
+            words = dict(zip(fresh, self._terms_of.shared(fresh), strict=True))
+            rests = {rest for _, rest in words.values()}
+            held = await self._learn(
+                itertools.chain(*rests, *[own for own, _ in words.values()]), limit
+            )
+            # the words every query ends with (the question) that a document holds, once
+            rests_held = {rest: (frozenset(rest), _held(rest, held)) for rest in rests}
             for i, query in enumerate(queries):
                 if answers[i] is None:
                     # the ranking of the words some visible document holds, shared by every
                     # query of the same such words (an actor's name before the same question)
-                    kept = tuple([term for term in words[query] if held[term]])
+                    own, rest = words[query]
+                    kept = _held(own, held)
+                    if rest:
+                        in_rest, rest_kept = rests_held[rest]
+                        kept += (
+                            rest_kept
+                            if in_rest.isdisjoint(own)
+                            else tuple([term for term in rest_kept if term not in own])
+                        )
                     found = self._found.get((kept, limit, k)) if kept and k >= 1 else ()
                     if found is None:
                         found = await self._ranked(kept, limit, k)
@@ -359,6 +373,11 @@ _VOCABULARY = 100_000  # terms read into memory at most, to answer which phrases
 _PLAIN = re.compile(r'"[a-z0-9]*[0-9]"')
 _TERMS_AT_ONCE = 500  # phrases looked up in one statement (SQLite takes 999 parameters at least)
 _T = TypeVar("_T")
+
+
+def _held(terms: tuple[str, ...], held: dict[str, bool]) -> tuple[str, ...]:
+    """The ``terms`` some visible document holds, in order."""
+    return tuple([term for term in terms if held[term]])
 
 
 def _keep(memory: OrderedDict[Any, _T], key: Any, value: _T) -> _T:

@@ -14,6 +14,7 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
+from worldsim.domain.rng import AgentSeeds
 from worldsim.gateway import DocumentView, Gateway
 from worldsim.world.columns import MoveColumns
 from worldsim.world.moves import Proposal
@@ -62,11 +63,16 @@ async def offline_moves(
     names = list(map(columns.names.__getitem__, rows))
     pushes, cites = await _read_evidence(batch, names, targets, found)
     n = len(rows)
-    noise, vigour = np.empty(n), np.empty(n)
-    for i, rng in enumerate(batch.rngs):
-        noise[i] = rng.normal(0.0, ACTOR_NOISE)
+    rngs = batch.rngs
+    generator = rngs.generator if isinstance(rngs, AgentSeeds) else rngs.__getitem__
+    normal, vigour = np.empty(n), np.empty(n)
+    for i in range(n):
+        rng = generator(i)
+        normal[i] = rng.standard_normal()
         vigour[i] = rng.random()
-    # numpy's uniform(0.5, 1.0) draws 0.5 + 0.5 * random(): the same floats, made at once
+    # numpy's normal(0, s) draws 0 + s * standard_normal() and its uniform(0.5, 1.0) draws
+    # 0.5 + 0.5 * random(): the same floats, made at once
+    noise = 0.0 + ACTOR_NOISE * normal
     vigour = 0.5 + 0.5 * vigour
     direction = np.clip(columns.stance[rows] + noise + pushes, -1.0, 1.0)
     magnitude = np.clip(columns.influence[rows] * vigour * salience, 0.0, 1.0)
@@ -87,7 +93,7 @@ def _summaries(
     """Each actor's summary: its name, its verb and what it pushes, at most 300 characters
     (made by ``map``; cut only where one may be longer)."""
     shown = {aim: f"'{aim[1] if aim[1] is not None else aim[0]}'" for aim in set(targets)}
-    made = list(map("{} {} {}".format, names, verbs, map(shown.__getitem__, targets)))
+    made = list(map(" ".join, zip(names, verbs, map(shown.__getitem__, targets), strict=True)))
     longest = max(map(len, names), default=0) + max(map(len, shown.values()), default=0)
     if longest + max(map(len, _VERBS)) + 2 > 300:
         made = [summary[:300] for summary in made]
@@ -99,7 +105,7 @@ def _verbs(direction: npt.NDArray[np.float64]) -> list[str]:
     picks = np.select(
         [direction > 0.5, direction > 0.1, direction >= -0.1, direction >= -0.5], [0, 1, 2, 3], 4
     )
-    return [_VERBS[k] for k in picks.tolist()]
+    return list(map(_VERBS.__getitem__, picks.tolist()))
 
 
 _VERBS = (
