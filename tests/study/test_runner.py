@@ -199,18 +199,23 @@ def test_a_torn_job_is_resumed_from_the_cache_without_a_single_request(tmp_path:
         assert resumed.p_yes == first.p_yes
 
 
-def test_score_reads_a_study_folder_and_prints_its_tables(manifest: Path, tmp_path: Path) -> None:
-    out = tmp_path / "study"
-    Experiment.from_yaml(manifest).run_sync(out, fsync=False)
+def _score_study(out: Path) -> subprocess.CompletedProcess[str]:
+    """``worldsim score OUT`` against the demo cards' labels, on a wide terminal."""
     labels = Path(CARDS[0]).parent / "labels"
-    proc = subprocess.run(
+    return subprocess.run(
         [*WORLDSIM, "score", str(out), "--labels", str(labels), "--bootstrap", "100"],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
-        env={**os.environ, "COLUMNS": "200"},
+        env={**os.environ, "COLUMNS": "400"},
     )
+
+
+def test_score_reads_a_study_folder_and_prints_its_tables(manifest: Path, tmp_path: Path) -> None:
+    out = tmp_path / "study"
+    Experiment.from_yaml(manifest).run_sync(out, fsync=False)
+    proc = _score_study(out)
     assert proc.returncode == 0, proc.stderr
     for title in ("per method", "per condition", "per date", "accuracy by forecast date"):
         assert title in proc.stdout
@@ -227,15 +232,7 @@ def test_score_of_an_unfinished_study_says_how_many_jobs_it_leaves_out(
     failed = json.loads(lines[1])
     failed.update(status="failed", error="the run failed", head=None)
     log.write_bytes(lines[0] + (json.dumps(failed) + "\n").encode() + b"".join(lines[2:6]))
-    labels = Path(CARDS[0]).parent / "labels"
-    proc = subprocess.run(
-        [*WORLDSIM, "score", str(out), "--labels", str(labels), "--bootstrap", "100"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**os.environ, "COLUMNS": "400"},
-    )
+    proc = _score_study(out)
     assert proc.returncode == 0, proc.stderr
     total = len(lines)
     said = " ".join(proc.stderr.split())
