@@ -44,7 +44,9 @@ def import_cards(
     ends at the market's close, whose prior (seeds.base_rate) is the market's freeze value.
     Combination questions are rejected ("combination"). Each card records the round
     (question_set, forecast due date) in its provenance; a round goes into a folder of its
-    own: DIR holding cards of another question set is refused."""
+    own: DIR holding cards of another question set is refused. A question list needs the
+    columns question, as_of and deadline (optional: id, background, outcomes as A|B|C); one
+    missing, another column or no question at all is refused, exit 2."""
     from worldsim.domain.errors import ConfigError
     from worldsim.domain.files import check_folder_target
     from worldsim.interop.forecast_file import naive_forecasts
