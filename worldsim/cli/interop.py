@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from worldsim.cli._app import app, command_group, escape, out_console
+from worldsim.cli._app import app, command_group, err_console, escape, out_console
 
 __all__ = ["cards_app", "export"]
 
@@ -182,7 +182,9 @@ def export(
     One row per row of the round's question set (SET): a card's seeds combined by --aggregate,
     with a reasoning saying how; a question the study did not forecast gets the fallback (a
     market's freeze value, else 0.5) and is listed. Jobs that did not complete, are not binary
-    or are not at the card's own forecast date are left out and counted."""
+    or are not at the card's own forecast date are left out and counted, and so are, with a
+    warning, those of cards of another round than SET's; a study with none of SET's round is
+    refused."""
     from typing import cast
 
     from worldsim.domain.errors import ConfigError
@@ -222,6 +224,12 @@ def export(
     )
     for line in done.fallbacks:
         out_console.print(f"fallback {escape(line)}", highlight=False, soft_wrap=True)
+    for other, n in done.other_rounds:
+        err_console.print(
+            f"warning: {n} job(s) of cards of another round, {escape(other)}, left out",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _check(path: Path, question_set: Path | None) -> None:
