@@ -10,8 +10,8 @@ for a market) and ``reasoning``, which says how the number was made. One method 
 its seeds' p_yes (read from their traces) are combined per card (``mean``, ``median`` or
 ``logit_mean``). A question the study did not forecast — no card, or no complete job at the
 card's own date — gets the **fallback**: its prior as `cards import` writes it, a market's
-freeze value (0 or 1 held at 0.001 or 0.999), else 0.5, and is listed. Only jobs of the
-round's own cards answer it (see `_of_round`). ``csv`` writes the same rows
+freeze value (0 or 1 held at 0.001 or 0.999), else 0.5, and is listed. Only the jobs of
+cards of the set's round (the due date in their provenance) answer it. ``csv`` writes the same rows
 as a table; without a question set, the study's cards only. `Submission` is the file's schema;
 the published JSON schema is ``docs/forecastbench-submission.schema.json``.
 """
