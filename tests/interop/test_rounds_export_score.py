@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support import invoke
+from tests.support import ROOT, invoke
 from worldsim.domain.forecastbench import MARKET_SOURCES, horizon_dates, question_rows
 from worldsim.interop.forecast_file import check_forecast_file
 from worldsim.scoring.forecastbench import score_round
@@ -95,6 +95,10 @@ def test_an_exported_round_answers_every_row_and_passes_the_readers_check(
     checked = invoke("export", "--check", out, "--question-set", LLM)
     assert checked.code == 0, checked.out
     assert f"answers all {len(rows)} question(s)" in checked.out
+    # the README quotes the line for its round/submission.json of the whole slice, as printed
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    printed = " ".join(checked.out.replace(str(out), "round/submission.json").split())
+    assert f"`{printed}`" in readme
     # the rows the study did not forecast carry the fallback, and the command lists them
     fallbacks = [line for line in done.out.splitlines() if line.startswith("fallback ")]
     forecast = {(f["source"], f["id"], f["resolution_date"]): f for f in submission["forecasts"]}

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.scoring.conftest import Runner, write_csv, write_trace
+from tests.support import DEMO_CARD, ROOT, invoke
 from worldsim.scoring.prereg import load_prereg
 from worldsim.trace.reader import read_trace
 
@@ -227,25 +228,52 @@ def test_lock_covers_every_file_in_a_folder_and_takes_several_inputs(
     assert refused.code == 2 and str(notes) in refused.err
 
 
-def test_forecasts_under_another_extraction_rule_are_flagged(
-    run: Runner, tmp_path: Path, study: dict[str, Path]
-) -> None:
-    study["prereg"].write_text(
-        PREREG.replace("extraction_rule: path-ledger/1", "extraction_rule: candidate-status-mass/1")
-    )
-    _lock(run, study)
+@pytest.fixture(scope="module")
+def three_methods(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo card forecast by the template's three methods: direct (rule direct/1), and
+    no_branch and branching simulations (rule path-ledger/1), offline."""
+    traces = tmp_path_factory.mktemp("three") / "traces"
+    made = [
+        invoke("forecast", DEMO_CARD, "--model", "offline", "--out", traces),
+        invoke("run", DEMO_CARD, "--policy", "no_branch", "--ticks", "3", "--out", traces),
+        invoke("run", DEMO_CARD, "--policy", "branching", "--ticks", "3", "--out", traces),
+    ]
+    assert all(m.code == 0 for m in made), [m.err for m in made]
+    return traces
+
+
+def _score_under(prereg: Path, traces: Path, tmp_path: Path) -> tuple[list[str], str]:
+    lock = tmp_path / "prereg.lock.json"
+    locked = invoke("prereg", "lock", prereg, "--predictions", traces, "-o", lock)
+    assert locked.code == 0, locked.err
     out = tmp_path / "s.json"
-    result = run(
-        "score",
-        study["traces"],
-        "--labels",
-        study["labels"],
-        "--prereg",
-        study["lock"],
-        "--json",
-        out,
+    labels = ROOT / "scenarios" / "labels"
+    scored = invoke("score", traces, "--labels", labels, "--prereg", lock, "--json", out)
+    assert scored.code == 0, scored.err
+    flagged: list[str] = json.loads(out.read_text())["prereg"]["extraction_rule_mismatches"]
+    return flagged, scored.out
+
+
+def test_the_template_used_as_written_flags_no_extraction_rule(
+    three_methods: Path, tmp_path: Path
+) -> None:
+    flagged, printed = _score_under(TEMPLATE, three_methods, tmp_path)
+    assert flagged == []
+    assert "another extraction rule" not in printed
+
+
+def test_simulated_forecasts_under_another_extraction_rule_are_flagged_direct_ones_not(
+    three_methods: Path, tmp_path: Path
+) -> None:
+    prereg = tmp_path / "prereg.yaml"
+    prereg.write_text(
+        TEMPLATE.read_text().replace(
+            "extraction_rule: path-ledger/1", "extraction_rule: candidate-status-mass/1"
+        )
     )
-    assert result.code == 0, result.err
-    flagged = json.loads(out.read_text())["prereg"]["extraction_rule_mismatches"]
-    assert len(flagged) == 6 and "A/branching: direct/1" in flagged
-    assert "6 forecast(s) used another extraction rule" in result.out
+    flagged, printed = _score_under(prereg, three_methods, tmp_path)
+    assert flagged == [
+        "merger-review/branching: path-ledger/1",
+        "merger-review/no_branch: path-ledger/1",
+    ]
+    assert "2 forecast(s) used another extraction rule than candidate-status-mass/1" in printed

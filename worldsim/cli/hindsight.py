@@ -25,7 +25,12 @@ if TYPE_CHECKING:
 __all__ = ["hindsight_app"]
 
 HindsightGraphOption = Annotated[
-    Path, typer.Option("--hindsight", metavar="FILE", help="Hindsight graph JSON.")
+    Path,
+    typer.Option(
+        "--hindsight",
+        metavar="FILE",
+        help="Hindsight graph JSON; one naming another card than the run's is refused.",
+    ),
 ]
 
 hindsight_app = command_group(
@@ -156,16 +161,18 @@ def ker(
     as_json: JsonOption = False,
 ) -> None:
     """Key-event recall of simulated events against a hindsight graph."""
-    from worldsim.scoring.hindsight.forecast import load_forecast_events
+    from worldsim.scoring.hindsight.forecast import load_forecast
+    from worldsim.scoring.hindsight.graph import check_graph_card
     from worldsim.scoring.hindsight.ker import key_event_recall, parse_date_window
 
     try:
         window = parse_date_window(date_window)
         graph, _ = _load_checked(hindsight)
-        events = load_forecast_events(forecast)
+        simulated = load_forecast(forecast)
+        check_graph_card(graph, simulated.card_id, file=hindsight)
     except WorldsimError as exc:
         fail(str(exc), code=exc.exit_code)
-    report = key_event_recall(graph, events, date_window_days=window)
+    report = key_event_recall(graph, simulated.events, date_window_days=window)
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
         return
@@ -190,12 +197,11 @@ def sources(
     as_json: JsonOption = False,
 ) -> None:
     """Source precision of the documents the run's agents retrieved or cited."""
-    from worldsim.scoring.hindsight.evidence import ACCESS_TYPES, source_precision
-    from worldsim.scoring.hindsight.forecast import stream_records
+    from worldsim.scoring.hindsight.evidence import trace_source_precision
 
     try:
         graph, _ = _load_checked(hindsight)
-        result = source_precision(stream_records(trace, ACCESS_TYPES), graph)
+        result = trace_source_precision(trace, graph, graph_file=hindsight)
     except WorldsimError as exc:
         fail(str(exc), code=exc.exit_code)
     if as_json:
@@ -226,7 +232,8 @@ def pressure(
     ] = "png",
 ) -> None:
     """Chart cumulative causal pressure, market price and the simulated probability."""
-    from worldsim.scoring.hindsight.forecast import trace_records
+    from worldsim.scoring.hindsight.forecast import card_id_of, trace_records
+    from worldsim.scoring.hindsight.graph import check_graph_card
     from worldsim.scoring.hindsight.pressure import (
         PRESSURE_TYPES,
         read_market,
@@ -237,7 +244,10 @@ def pressure(
     try:
         require_matplotlib()
         graph, _ = _load_checked(hindsight)
-        records = trace_records(trace, PRESSURE_TYPES) if trace is not None else None
+        records = None
+        if trace is not None:
+            records = trace_records(trace, PRESSURE_TYPES | {"run_started"})
+            check_graph_card(graph, card_id_of(records), file=hindsight)
         prices = read_market(market) if market is not None else None
         written = write_pressure(
             output, graph, records=records, market=prices, image_format=image_format

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from worldsim.cli._app import app, command_group, escape, out_console
+from worldsim.cli._app import app, command_group, err_console, escape, out_console
 
 __all__ = ["cards_app", "export"]
 
@@ -44,7 +44,9 @@ def import_cards(
     ends at the market's close, whose prior (seeds.base_rate) is the market's freeze value.
     Combination questions are rejected ("combination"). Each card records the round
     (question_set, forecast due date) in its provenance; a round goes into a folder of its
-    own: DIR holding cards of another question set is refused."""
+    own: DIR holding cards of another question set is refused. A question list needs the
+    columns question, as_of and deadline (optional: id, background, outcomes as A|B|C); one
+    missing, another column or no question at all is refused, exit 2."""
     from worldsim.domain.errors import ConfigError
     from worldsim.domain.files import check_folder_target
     from worldsim.interop.forecast_file import naive_forecasts
@@ -180,7 +182,9 @@ def export(
     One row per row of the round's question set (SET): a card's seeds combined by --aggregate,
     with a reasoning saying how; a question the study did not forecast gets the fallback (a
     market's freeze value, else 0.5) and is listed. Jobs that did not complete, are not binary
-    or are not at the card's own forecast date are left out and counted."""
+    or are not at the card's own forecast date are left out and counted, and so are, with a
+    warning, those of cards of another round than SET's; a study with none of SET's round is
+    refused."""
     from typing import cast
 
     from worldsim.domain.errors import ConfigError
@@ -220,6 +224,12 @@ def export(
     )
     for line in done.fallbacks:
         out_console.print(f"fallback {escape(line)}", highlight=False, soft_wrap=True)
+    for other, n in done.other_rounds:
+        err_console.print(
+            f"warning: {n} job(s) of cards of another round, {escape(other)}, left out",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _check(path: Path, question_set: Path | None) -> None:

@@ -41,7 +41,8 @@ def view(
     hindsight: Annotated[
         Path | None,
         typer.Option(
-            metavar="GRAPH", help="A hindsight graph: chart its causal pressure beside the run's."
+            metavar="GRAPH",
+            help="A hindsight graph of the run's card: chart its causal pressure beside the run's.",
         ),
     ] = None,
     labels: Annotated[

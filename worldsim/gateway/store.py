@@ -392,10 +392,20 @@ def _keep(memory: OrderedDict[Any, _T], key: Any, value: _T) -> _T:
 async def _prepare(
     db: aiosqlite.Connection | LoopConnection, *, create: bool, location: str
 ) -> None:
-    async with db.execute(
-        "SELECT name FROM sqlite_master WHERE name IN ('documents', 'documents_fts')"
-    ) as cursor:
-        names = {str(r[0]) for r in await cursor.fetchall()}
+    query = "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+    async with db.execute(query) as cursor:
+        tables = {str(r[0]) for r in await cursor.fetchall()}
+    names = tables & {"documents", "documents_fts"}
+    # a file holding tables that are not ours (FTS5's shadow tables and SQLite's own are) is
+    # someone else's database: never written into
+    foreign = sorted(
+        t for t in tables if t != "documents" and not t.startswith(("documents_fts", "sqlite_"))
+    )
+    if create and foreign:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise ConfigError(
+            f"not a worldsim evidence database: it holds other tables ({shown})", file=location
+        )
     if names == {"documents", "documents_fts"}:
         async with db.execute("PRAGMA user_version") as cursor:
             row = await cursor.fetchone()

@@ -10,7 +10,8 @@ for a market) and ``reasoning``, which says how the number was made. One method 
 its seeds' p_yes (read from their traces) are combined per card (``mean``, ``median`` or
 ``logit_mean``). A question the study did not forecast — no card, or no complete job at the
 card's own date — gets the **fallback**: its prior as `cards import` writes it, a market's
-freeze value (0 or 1 held at 0.001 or 0.999), else 0.5, and is listed. ``csv`` writes the same rows
+freeze value (0 or 1 held at 0.001 or 0.999), else 0.5, and is listed. Only the jobs of
+cards of the set's round (the due date in their provenance) answer it. ``csv`` writes the same rows
 as a table; without a question set, the study's cards only. `Submission` is the file's schema;
 the published JSON schema is ``docs/forecastbench-submission.schema.json``.
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -36,7 +37,7 @@ from worldsim.domain.forecastbench import (
     is_combination,
     load_question_set,
 )
-from worldsim.interop.question_set import held_prior, round_of
+from worldsim.interop.question_set import Round, held_prior, round_of
 from worldsim.scoring.aggregates import Aggregate
 from worldsim.scoring.aggregates import aggregate as combine
 from worldsim.study.folder import open_study
@@ -92,12 +93,14 @@ class JobForecast:
 @dataclass(frozen=True, slots=True)
 class Exported:
     """What was written: the file, how many rows, those given the fallback (each with why),
-    and how many of the study's jobs were left out."""
+    and how many of the study's jobs were left out; of those, how many are of cards of
+    another round than the question set's, by round."""
 
     path: Path
     questions: int
     fallbacks: tuple[str, ...]
     left_out: int
+    other_rounds: tuple[tuple[str, int], ...] = ()
 
 
 def study_forecasts(folder: Path, method: str) -> tuple[list[JobForecast], int]:
@@ -169,6 +172,17 @@ def export_study(
             field="--question-set",
         )
     jobs, left_out = study_forecasts(folder, method)
+    if not jobs:
+        raise ConfigError(
+            f"method '{method}' has no complete binary forecast at the card's date to export",
+            field="--method",
+        )
+    others: dict[str, int] = {}
+    doc: dict[str, Any] = {}
+    if question_set is not None:
+        question_set, doc = load_question_set(question_set, ConfigError)
+        jobs, others = _of_round(jobs, round_of(doc, question_set.name), question_set)
+        left_out += sum(others.values())
     by_card: dict[str, list[JobForecast]] = defaultdict(list)
     for job in jobs:
         by_card[job.card_id].append(job)
@@ -177,13 +191,10 @@ def export_study(
         rows = [_from_card(group, method, aggregate) for _, group in sorted(by_card.items())]
         name = due = ""
     else:
-        rows, fallbacks, name, due, outside = _round_rows(question_set, by_card, method, aggregate)
-        left_out += outside
-    if not rows:
-        raise ConfigError(
-            f"method '{method}' has no complete binary forecast at the card's date to export",
-            field="--method",
+        rows, fallbacks, name, due, outside = _round_rows(
+            doc, question_set.name, by_card, method, aggregate
         )
+        left_out += outside
     if fmt == "forecastbench":
         try:
             submission = Submission(
@@ -206,19 +217,51 @@ def export_study(
             writer.writerow(f.model_dump())
         content = buffer.getvalue()
     write_files({out: content.encode("utf-8")})
-    return Exported(out, len(rows), tuple(fallbacks), left_out)
+    return Exported(out, len(rows), tuple(fallbacks), left_out, tuple(sorted(others.items())))
+
+
+def _of_round(
+    jobs: list[JobForecast], this: Round, path: Path
+) -> tuple[list[JobForecast], dict[str, int]]:
+    """The jobs whose card `cards import` made of the round ``this`` (its forecast due date:
+    a round's human and llm sets are one round; its name when the set gives no date), and how
+    many are of each other round. A job of another round never answers this one's rows, even
+    where a question id recurs; when no job is of this round, the question set is refused."""
+    mine: list[JobForecast] = []
+    others: Counter[str] = Counter()
+    for job in jobs:
+        provenance = job.card.get("provenance") or {}
+        name, due = provenance.get("question_set"), provenance.get("forecast_due_date")
+        if (due == this.due) if this.due is not None else (name == this.name):
+            mine.append(job)
+        else:
+            others[_round_name(name, due)] += 1
+    if not mine:
+        raise ConfigError(
+            "none of the study's jobs is of this question set's round, "
+            f"{_round_name(this.name, this.due)}: its cards are of {', '.join(sorted(others))}",
+            file=path,
+            field="--question-set",
+        )
+    return mine, dict(others)
+
+
+def _round_name(name: object, due: object) -> str:
+    if not name:
+        return "no ForecastBench round"
+    return f"{name} (due {due})" if due else str(name)
 
 
 def _round_rows(
-    path: Path,
+    doc: dict[str, Any],
+    file_name: str,
     by_card: dict[str, list[JobForecast]],
     method: str,
     how: Aggregate,
 ) -> tuple[list[SubmittedForecast], list[str], str, str, int]:
-    """One row per row of the round's question set; the fallbacks listed; the round's name and
-    due date; how many of the study's jobs answer no row of it."""
-    path, doc = load_question_set(path, ConfigError)
-    this = round_of(doc, path.name)
+    """One row per row of the round's question set ``doc``; the fallbacks listed; the round's
+    name and due date; how many of the study's jobs answer no row of it."""
+    this = round_of(doc, file_name)
     rows: list[SubmittedForecast] = []
     fallbacks: list[str] = []
     used: set[str] = set()

@@ -7,7 +7,9 @@ Two shapes are read:
   question set is refused);
 * a **plain list** (``.csv`` or ``.jsonl``): one question per row with ``question``,
   ``as_of``, ``deadline``, optional ``id``, ``background`` and ``outcomes`` (``A|B|C``: a
-  multiple-choice card; none: binary yes/no).
+  multiple-choice card; none: binary yes/no). A list without a required column (a CSV's
+  header, a JSONL row's keys), with a column of another name or with no question at all is
+  refused naming the file and the column, as `score` refuses a prediction table.
 
 Each card records its provenance. A question that cannot make a valid card (no text, a missing
 or bad date, a deadline not after its as-of, a combination of questions) is listed in the
@@ -16,7 +18,6 @@ rejects with its reason, never dropped silently.
 
 from __future__ import annotations
 
-import io
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -29,7 +30,7 @@ from pydantic import ValidationError
 
 from worldsim.domain.cards import Card
 from worldsim.domain.errors import CardError
-from worldsim.domain.files import csv_rows, first_error, read_jsonl, write_files
+from worldsim.domain.files import first_error, read_jsonl, write_files
 from worldsim.domain.forecastbench import load_question_set
 from worldsim.interop.question_set import (
     NaiveForecasts,
@@ -40,8 +41,11 @@ from worldsim.interop.question_set import (
     round_of,
     slug,
 )
+from worldsim.scoring.inputs import read_csv
 
 __all__ = [
+    "PLAIN_OPTIONAL",
+    "PLAIN_REQUIRED",
     "Imported",
     "Reject",
     "binary_endpoints",
@@ -54,6 +58,10 @@ __all__ = [
 ]
 
 REJECTS = "rejects.jsonl"
+PLAIN_REQUIRED = ("question", "as_of", "deadline")
+"""The columns of a plain question list (a CSV's header, a JSONL row's keys)."""
+PLAIN_OPTIONAL = ("id", "background", "outcomes")
+"""The columns a plain question list may have beside :data:`PLAIN_REQUIRED`."""
 _CARD_SUFFIXES = (".yaml", ".yml", ".json")
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -96,11 +104,7 @@ def import_questions(path: str | Path, naive: NaiveForecasts | None = None) -> I
         made: Iterable[tuple[str, dict[str, Any] | str]] = question_set_cards(doc, p.name, naive)
         count = len(doc["questions"])
     elif suffix in (".jsonl", ".csv"):
-        rows = list(
-            ((str(n), row) for n, row in read_jsonl(p, what="question list"))
-            if suffix == ".jsonl"
-            else _csv_rows(p)
-        )
+        rows = _jsonl_rows(p) if suffix == ".jsonl" else _csv_rows(p)
         made, count = _plain(rows, p.name), len(rows)
     else:
         raise CardError(
@@ -198,21 +202,43 @@ def _text(value: object) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def _csv_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CardError(f"cannot read the question list: {exc}", file=path) from None
-    _, rows = csv_rows(io.StringIO(text), path)
-    for n, (_, row) in enumerate(rows, start=2):
-        yield f"line {n}", dict(row)
+def _csv_rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    header, rows = read_csv(path, PLAIN_REQUIRED, what="question list")
+    for column in header:
+        _check_column(column, path, 1)
+    return _some([(f"line {n}", dict(row)) for n, row in rows], path)
+
+
+def _jsonl_rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for n, row in read_jsonl(path, what="question list"):
+        for column in PLAIN_REQUIRED:
+            if column not in row:
+                raise CardError("missing column", file=path, field=column, line=n)
+        for column in row:
+            _check_column(column, path, n)
+        rows.append((f"line {n}", row))
+    return _some(rows, path)
+
+
+def _check_column(column: str, path: Path, line: int) -> None:
+    if column not in PLAIN_REQUIRED + PLAIN_OPTIONAL:
+        known = ", ".join(PLAIN_REQUIRED + PLAIN_OPTIONAL)
+        raise CardError(
+            f"unknown column (a question list has {known})", file=path, field=column, line=line
+        )
+
+
+def _some(rows: list[tuple[str, dict[str, Any]]], path: Path) -> list[tuple[str, dict[str, Any]]]:
+    if not rows:
+        raise CardError("question list holds no questions", file=path)
+    return rows
 
 
 def _plain(
     rows: Iterable[tuple[str, dict[str, Any]]], name: str
 ) -> Iterator[tuple[str, dict[str, Any] | str]]:
     for where, row in rows:
-        where = where if where.startswith("line") else f"line {where}"
         text = _text(row.get("question"))
         if not text:
             yield where, "no question text"

@@ -42,6 +42,7 @@ from worldsim.scoring.table import (
     contamination_filter,
     match_labels,
 )
+from worldsim.world.outcome import DIRECT_RULE
 
 __all__ = [
     "DEFAULT_TIE_EPS",
@@ -225,11 +226,17 @@ def score(options: ScoreOptions) -> ScoreResult:
             date_window_days=options.date_window_days,
         )
 
+    # the registered rule is the simulated methods': a direct forecast (rule direct/1, one
+    # model call) extracts nothing from timelines, so no rule of its own is registered for it
     mismatches: list[str] = []
     if prereg is not None and prereg.extraction_rule is not None:
         for fc in forecasts:
             rule = fc.extraction_rule
-            if fc.method in prereg.methods and rule is not None and rule != prereg.extraction_rule:
+            if (
+                fc.method in prereg.methods
+                and rule not in (None, DIRECT_RULE)
+                and rule != prereg.extraction_rule
+            ):
                 mismatches.append(f"{fc.card_id}/{fc.method}: {rule}")
 
     return ScoreResult(

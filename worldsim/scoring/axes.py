@@ -30,7 +30,12 @@ from worldsim.scoring.hindsight.forecast import (
     stream_records,
     trace_records,
 )
-from worldsim.scoring.hindsight.graph import HindsightGraph, load_hindsight, validate_graph
+from worldsim.scoring.hindsight.graph import (
+    HindsightGraph,
+    check_graph_card,
+    load_hindsight,
+    validate_graph,
+)
 from worldsim.scoring.hindsight.ker import key_event_recall
 from worldsim.scoring.inputs import PredictionRow
 from worldsim.scoring.metrics import MethodSummary
@@ -197,10 +202,7 @@ def load_graphs(
         report = validate_graph(graph)
         if report.errors:
             raise CardError(report.errors[0], file=path)
-        if graph.card_id is not None and graph.card_id != card_id:
-            raise CardError(
-                f"graph is for card '{graph.card_id}', not '{card_id}'", file=path, field="card_id"
-            )
+        check_graph_card(graph, card_id, file=path)
         graphs[card_id] = GraphFile(
             card_id=card_id,
             path=path,

@@ -61,7 +61,7 @@ def trace_page(
     result = verified(path, expect_head=expect_head, public_key=public_key)
     data = trace_data(
         result,
-        pressure=_causal(hindsight) if hindsight else None,
+        pressure=_causal(hindsight, result.trace.started.card.get("id")) if hindsight else None,
         anchored=expect_head is not None,
     )
     meta = data["meta"]
@@ -230,9 +230,13 @@ def studies_page(a: Path, b: Path) -> Page:
     return Page("studies", f"compare studies · {_named(a).name} · {_named(b).name}", data)
 
 
-def _causal(path: str | Path) -> dict[str, Any]:
-    from worldsim.scoring.hindsight.graph import load_hindsight
+def _causal(path: str | Path, card_id: str | None) -> dict[str, Any]:
+    """The causal pressure of the hindsight graph in ``path``, refused when the graph is
+    written for another card than ``card_id`` (the run's)."""
+    from worldsim.scoring.hindsight.graph import check_graph_card, load_hindsight
     from worldsim.scoring.hindsight.pressure import causal_pressure
 
-    points = causal_pressure(load_hindsight(path))
+    graph = load_hindsight(path)
+    check_graph_card(graph, card_id, file=path)
+    points = causal_pressure(graph)
     return {"causal": [[p.date.isoformat().replace("+00:00", "Z"), p.value] for p in points]}

@@ -8,15 +8,22 @@ are the union of the hindsight events' ``source_ids``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from worldsim.scoring.hindsight.forecast import RecordView
-from worldsim.scoring.hindsight.graph import HindsightGraph
+from worldsim.scoring.hindsight.forecast import RecordView, card_id_of, stream_records
+from worldsim.scoring.hindsight.graph import HindsightGraph, check_graph_card
 from worldsim.trace.records import accesses_of, proposals_of
 
-__all__ = ["ACCESS_TYPES", "SourcePrecision", "accessed_documents", "source_precision"]
+__all__ = [
+    "ACCESS_TYPES",
+    "SourcePrecision",
+    "accessed_documents",
+    "source_precision",
+    "trace_source_precision",
+]
 
 ACCESS_TYPES = frozenset({"retrievals", "proposals"})
 """The record types :func:`accessed_documents` reads."""
@@ -62,3 +69,22 @@ def source_precision(records: Iterable[RecordView], graph: HindsightGraph) -> So
         relevant=sorted(relevant),
         hindsight_sources=len(sources),
     )
+
+
+def trace_source_precision(
+    trace: str | Path, graph: HindsightGraph, *, graph_file: str | Path
+) -> SourcePrecision:
+    """Source precision of the run in ``trace`` (read through the one gate, streamed) against
+    ``graph``, read from ``graph_file``: refused when the graph is written for another card
+    than the run's."""
+    started: list[RecordView] = []
+
+    def records() -> Iterator[RecordView]:
+        for record in stream_records(trace, ACCESS_TYPES | {"run_started"}):
+            if record.type == "run_started":
+                started.append(record)
+            yield record
+
+    result = source_precision(records(), graph)
+    check_graph_card(graph, card_id_of(started), file=graph_file)
+    return result

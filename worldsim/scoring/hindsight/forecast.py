@@ -11,7 +11,7 @@ has none, so KER is not defined for it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +40,11 @@ __all__ = [
     "ForecastGraph",
     "ForecastLink",
     "RecordView",
+    "card_id_of",
     "extract_forecast",
     "forecast_graph_json_of",
     "forecast_graph_of",
+    "load_forecast",
     "load_forecast_events",
     "record_views",
     "stream_records",
@@ -52,6 +54,16 @@ __all__ = [
 
 GRAPH_TYPES = FORECAST_TYPES | {"forecast_graph"}
 """The record types :func:`forecast_graph_of` reads (pass them to ``trace_records``)."""
+
+
+def card_id_of(records: Iterable[RecordView]) -> str | None:
+    """The id of the card a run simulated: its ``run_started`` record's (None without one)."""
+    for record in records:
+        if record.type == "run_started":
+            card = record.data.get("card")
+            found = card.get("id") if isinstance(card, dict) else None
+            return found if isinstance(found, str) else None
+    return None
 
 
 def forecast_graph_of(
@@ -100,20 +112,40 @@ def forecast_graph_json_of(
 
 
 def load_forecast_events(path: str | Path) -> list[ForecastEvent]:
-    """Forecast events from a trace (``.jsonl``), a forecast graph, or a JSON list of events."""
+    """The events of :func:`load_forecast`."""
+    return list(load_forecast(path).events)
+
+
+def load_forecast(path: str | Path) -> ForecastGraph:
+    """A forecast graph from a trace (``.jsonl``), a forecast graph file, or a JSON list of
+    events (a graph of those events that names no card).
+
+    A trace whose run builds no graph — a direct forecast, or a condition without one — is a
+    CardError naming it: KER is not defined for it."""
     p = Path(path)
     if p.suffix.lower() == ".jsonl":
-        graph = forecast_graph_of(trace_records(p, GRAPH_TYPES), file=p)
+        records = trace_records(p, GRAPH_TYPES)
+        started = next((r for r in records if r.type == "run_started"), None)
+        if started is not None and started.data.get("kind") == "direct":
+            raise CardError(
+                "this run is a direct forecast (one model call): it simulates no events, so KER "
+                "is not defined",
+                file=p,
+            )
+        graph = forecast_graph_of(records, file=p)
         if graph is None:
             raise CardError(
                 "this run's agent condition builds no forecast graph, so KER is not defined",
                 file=p,
             )
-        return list(graph.events)
+        return graph
     data = load_document(p, what="forecast file")
     items = data.get("events") if isinstance(data, dict) else data
     if not isinstance(items, list):
         raise CardError("expected a JSON list of events or an object with 'events'", file=p)
+    card_id = data.get("card_id") if isinstance(data, dict) else None
+    if card_id is not None and not isinstance(card_id, str):
+        raise CardError("expected a card id (text)", file=p, field="card_id")
     events: list[ForecastEvent] = []
     for i, item in enumerate(items):
         try:
@@ -121,4 +153,4 @@ def load_forecast_events(path: str | Path) -> list[ForecastEvent]:
         except ValidationError as exc:
             field, message = first_error(exc)
             raise CardError(message, file=p, field=f"events.{i}.{field}") from None
-    return events
+    return ForecastGraph(card_id=card_id, events=tuple(events))

@@ -35,6 +35,7 @@ __all__ = [
     "Relation",
     "Thresholds",
     "ValidationReport",
+    "check_graph_card",
     "graph_depth",
     "graph_json",
     "load_hindsight",
@@ -227,6 +228,16 @@ def validate_graph(
     if strict:
         return ValidationReport(errors=(*errors, *quality), depth=depth)
     return ValidationReport(errors=tuple(errors), warnings=tuple(quality), depth=depth)
+
+
+def check_graph_card(graph: HindsightGraph, card_id: str | None, *, file: str | Path) -> None:
+    """Refuse the graph in ``file`` when it is written for another card than ``card_id``
+    (what is scored against it): its events and sources are not that card's. A graph or a
+    forecast that names no card is not checked."""
+    if card_id is not None and graph.card_id is not None and graph.card_id != card_id:
+        raise CardError(
+            f"graph is for card '{graph.card_id}', not '{card_id}'", file=file, field="card_id"
+        )
 
 
 def graph_json(graph: HindsightGraph) -> bytes:

@@ -1,0 +1,114 @@
+"""`export` answers a round with the jobs of that round's cards only: a study none of whose cards
+come from the question set's round is refused, and the jobs of another round's cards in a mixed
+study are left out, counted and named, never taken for this round's forecasts. On the real
+ForecastBench slices (2024-07-21 human, 2025-10-26 llm)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support import invoke
+from worldsim.domain.forecastbench import MARKET_SOURCES
+from worldsim.interop.forecast_file import check_forecast_file
+
+DATA = Path(__file__).parent / "data"
+LLM = DATA / "2025-10-26-llm.json"
+HUMAN = DATA / "2024-07-21-human.json"
+OTHER_LLM = "2025-10-26-llm.json (due 2025-10-26)"
+OTHER_HUMAN = "2024-07-21-human.json (due 2024-07-21)"
+
+
+def _markets(cards: Path, n: int) -> list[Path]:
+    return [p for p in sorted(cards.glob("*.yaml")) if p.stem.split("-")[0] in MARKET_SOURCES][:n]
+
+
+def _study(root: Path, name: str, cards: list[Path]) -> Path:
+    manifest = root / f"{name}.yaml"
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "cards": [str(p) for p in cards],
+                "seeds": [0],
+                "methods": [{"label": "direct", "forecast": {"model": "offline"}}],
+            }
+        ),
+        encoding="utf-8",
+    )
+    done = invoke("batch", manifest, "--out", root / name)
+    assert done.code == 0, done.err
+    return root / name
+
+
+@pytest.fixture(scope="module")
+def studies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A study of three market cards of the 2025-10-26 llm round, and one of those and three of
+    the 2024-07-21 human round."""
+    root = tmp_path_factory.mktemp("rounds")
+    for name, source in (("llm", LLM), ("human", HUMAN)):
+        assert invoke("cards", "import", source, "-o", root / name).code == 0
+    llm, human = _markets(root / "llm", 3), _markets(root / "human", 3)
+    return {
+        "root": root,
+        "llm": _study(root, "llm-study", llm),
+        "mixed": _study(root, "mixed-study", llm + human),
+    }
+
+
+def _export(study: Path, question_set: Path, out: Path) -> tuple[int, str, str]:
+    done = invoke("export", study, "--method", "direct", "--question-set", question_set, "-o", out)
+    return done.code, done.out, done.err
+
+
+def test_a_study_of_another_round_is_refused_naming_both_rounds(
+    studies: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "sub.json"
+    code, _, err = _export(studies["llm"], HUMAN, out)
+    assert code == 2 and "Traceback" not in err
+    assert err.strip() == (
+        f"error: {HUMAN}: field '--question-set': none of the study's jobs is of this question "
+        f"set's round, {OTHER_HUMAN}: its cards are of {OTHER_LLM}"
+    )
+    assert not out.exists()
+    code, _, err = _export(studies["llm"], LLM, out)
+    assert code == 0 and "warning" not in err
+    assert check_forecast_file(out, LLM).ok
+
+
+@pytest.mark.parametrize(
+    ("question_set", "other"), [(LLM, OTHER_HUMAN), (HUMAN, OTHER_LLM)], ids=["llm", "human"]
+)
+def test_a_mixed_study_answers_each_round_with_its_own_cards_and_names_the_others(
+    studies: dict[str, Path], tmp_path: Path, question_set: Path, other: str
+) -> None:
+    out = tmp_path / "sub.json"
+    code, printed, err = _export(studies["mixed"], question_set, out)
+    assert code == 0, err
+    assert err.strip() == f"warning: 3 job(s) of cards of another round, {other}, left out"
+    assert "3 job(s) left out" in printed
+    assert check_forecast_file(out, question_set).ok
+    submitted = json.loads(out.read_text(encoding="utf-8"))
+    answered = [f for f in submitted["forecasts"] if "worldsim method 'direct'" in f["reasoning"]]
+    assert len(answered) == 3  # the round's own three market cards, each from its own job
+    rows = json.loads(question_set.read_text(encoding="utf-8"))["questions"]
+    ours = {(q["source"], str(q["id"])) for q in rows}
+    assert {(f["source"], f["id"]) for f in answered} <= ours
+
+
+def test_the_human_and_llm_sets_of_one_date_are_one_round(
+    studies: dict[str, Path], tmp_path: Path
+) -> None:
+    # the llm set of 2024-07-21, of which the human set is a part: the same due date
+    doc = json.loads(HUMAN.read_text(encoding="utf-8"))
+    llm_2024 = tmp_path / "2024-07-21-llm.json"
+    llm_2024.write_text(json.dumps({**doc, "question_set": "2024-07-21-llm.json"}), "utf-8")
+    out = tmp_path / "sub.json"
+    code, _, err = _export(studies["mixed"], llm_2024, out)
+    assert code == 0, err
+    assert err.strip() == f"warning: 3 job(s) of cards of another round, {OTHER_LLM}, left out"
+    assert check_forecast_file(out, llm_2024).ok
