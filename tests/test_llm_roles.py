@@ -227,6 +227,8 @@ def test_leakage_is_recorded_as_hashes_or_aborts_the_run(demo_card: Card, tmp_pa
         _run(
             demo_card, tmp_path / "fail", Source(leaky), forbidden_strings=forbidden, leakage="fail"
         )
-    failed = read_trace(tmp_path / "fail" / "merger-review__branching__scripted-model__ticks2__s1.jsonl")
+    failed = read_trace(
+        tmp_path / "fail" / "merger-review__branching__scripted-model__ticks2__s1.jsonl"
+    )
     assert failed.terminal is not None and failed.terminal.type == "run_failed"
     assert failed.terminal.data.kind == "LeakageError"

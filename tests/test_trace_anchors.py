@@ -248,7 +248,9 @@ def test_a_version_1_lock_is_still_read_and_still_refuses_a_substitute(
     study["lock"].write_text(json.dumps(lock))
     scored, _ = _score(study, tmp_path)
     assert scored.code == 0, scored.err
-    shutil.copy(traces / "merger-review__branching__ticks3__s1.jsonl", study["predictions"] / BRANCHING)
+    shutil.copy(
+        traces / "merger-review__branching__ticks3__s1.jsonl", study["predictions"] / BRANCHING
+    )
     scored, _ = _score(study, tmp_path)
     assert scored.code == 2 and "changed since it was locked" in scored.err
 
