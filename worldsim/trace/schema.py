@@ -73,8 +73,10 @@ is an envelope:
   `forecast_graph` record's digest is checked against the graph the run's records give.
 * The *effective* history leaves out the records a `run_resumed` marker voids (see "resume" in
   docs/concepts.md); every other line is passed on as soon as it is known to count (a
-  timeline's record once that timeline commits a boundary after it). Replay, the canonical
-  hash and every reader of a result read that view.
+  timeline's record once that timeline commits a boundary after it; a continued run's
+  `particle`, `news` and `likelihood` records once its `reweighting` record is written, as a
+  run's records wait for its `world_initialized`). Replay, the canonical hash and every reader
+  of a result read that view.
 * **One gate.** Every command that reads a trace for a result — `score` (and a study folder's
   traces), every `hindsight` subcommand, `replay`, `view`, `export`, `prereg lock` — reads it
   through `verify`'s own pass (`worldsim.trace.verify.Verifying`): a trace `verify` refuses
