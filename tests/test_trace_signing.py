@@ -278,10 +278,36 @@ def test_keygen_refuses_a_private_key_that_git_does_not_ignore(tmp_path: Path) -
     refused = cli("keygen", target)
     assert refused.code == 2 and len(refused.err.strip().splitlines()) == 1
     assert str(target) in refused.err and "not ignored by git" in refused.err
-    assert "add keys/ to .gitignore" in refused.err and "--allow-unignored" in refused.err
+    assert "add keys/trace.key to .gitignore" in refused.err and "--allow-unignored" in refused.err
     assert not (repo / "keys").exists()  # nothing written
-    (repo / ".gitignore").write_text("keys/\n")
+    (repo / ".gitignore").write_text("keys/trace.key\n")  # the advice, taken
     assert cli("keygen", target).code == 0
     assert cli("keygen", repo / "loose.key", "--allow-unignored").code == 0
     outside = tmp_path / "elsewhere" / "trace.key"  # no work tree: nothing to fear
     assert cli("keygen", outside).code == 0
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_keygen_at_the_work_tree_root_advises_ignoring_the_key_file_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "newuser"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    monkeypatch.chdir(repo)
+    refused = cli("keygen", "mykey.key")
+    assert refused.code == 2 and len(refused.err.strip().splitlines()) == 1
+    assert "add mykey.key to .gitignore" in refused.err
+    assert "newuser" not in refused.err.split("not ignored by git")[1]
+    assert sorted(p.name for p in repo.iterdir()) == [".git"]
+    (repo / ".gitignore").write_text("mykey.key\n")  # the advice, taken
+    assert cli("keygen", "mykey.key").code == 0
+
+
+def test_keygen_outside_any_work_tree_gives_no_gitignore_advice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    made = cli("keygen", tmp_path / "loose" / "mykey.key")
+    assert made.code == 0, made.err
+    assert "gitignore" not in made.out + made.err
+    assert (tmp_path / "loose" / "mykey.key").is_file()

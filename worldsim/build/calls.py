@@ -7,7 +7,8 @@ and routes, the gates), one ``llm_call`` line per model call (the call record a 
 keeps — prompt, reply, usage, cost, redacted like a trace's — or, for the offline model, the
 role, route, prompt version and the output), one line per decision, and ``build_completed``.
 It is written whole when the build ends (or fails), through a temporary file, so it is never
-half-written. Calls go through the response cache like a run's, so a build run again asks nothing.
+half-written, and together with what the build made: both are written, or neither. Calls go
+through the response cache like a run's, so a build run again asks nothing.
 """
 
 from __future__ import annotations
@@ -65,9 +66,17 @@ class BuildLog:
         input, leaves no log)."""
         return any(line["type"] in ("llm_call", "build_completed") for line in self.lines)
 
+    def text(self) -> bytes:
+        return "".join(
+            json.dumps(line, sort_keys=True, default=str) + "\n" for line in self.lines
+        ).encode()
+
     def write(self) -> None:
-        text = "".join(json.dumps(line, sort_keys=True, default=str) + "\n" for line in self.lines)
-        write_files({self.path: text.encode()})
+        write_files({self.path: self.text()})
+
+
+def _no_outputs(result: object) -> Mapping[Path, bytes]:
+    return {}
 
 
 async def run_build(
@@ -75,21 +84,28 @@ async def run_build(
     roles: Sequence[str],
     log: BuildLog,
     body: Callable[[Mapping[str, Model]], Awaitable[T]],
+    outputs: Callable[[T], Mapping[Path, bytes]] = _no_outputs,
 ) -> T:
     """Open the models of ``models`` (cache and pool, as a run does), run ``body`` with each of
-    ``roles``' model, and write ``log`` if the build got as far as a model call (a model error
-    that ends it is logged, with its failed call)."""
+    ``roles``' model, and write what it built (``outputs`` of its result) together with
+    ``log``, all or none. A build that fails writes ``log`` alone if it got as far as a model
+    call (a model error that ends it is logged, with its failed call)."""
     async with open_models(models) as source:
         try:
-            return await body({name: source.for_role(name) for name in roles})
-        except ModelError as exc:
-            if exc.call:
-                log.add("llm_call", **{**exc.call, "failed": True})
-            log.add("build_failed", error=str(exc)[:2000])
-            raise
-        finally:
+            result = await body({name: source.for_role(name) for name in roles})
+        except BaseException as exc:
+            if isinstance(exc, ModelError):
+                if exc.call:
+                    log.add("llm_call", **{**exc.call, "failed": True})
+                log.add("build_failed", error=str(exc)[:2000])
             if log.worth_keeping:
                 log.write()
+            raise
+    files = dict(outputs(result))
+    if log.worth_keeping:
+        files[log.path] = log.text()
+    write_files(files)
+    return result
 
 
 def role_version(name: str) -> str:

@@ -6,13 +6,16 @@ gates, and annotation sheets for people to check them (docs/construction.md)."""
 # (about half its work). Names imported only for type checking are quoted.
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from worldsim.cli._app import command_group, escape, out_console
 from worldsim.cli.settings import CacheDirOption
 from worldsim.domain.errors import ConfigError
+
+if TYPE_CHECKING:
+    from worldsim.build.questions import Built
 
 __all__ = ["build_app"]
 
@@ -72,10 +75,11 @@ def hindsight(
     from worldsim.build.policy import load_quality_policy
     from worldsim.domain.cards import load_card
     from worldsim.domain.config import ModelConfig
-    from worldsim.domain.files import write_files
+    from worldsim.domain.paths import check_file_targets
     from worldsim.scoring.hindsight.graph import graph_json
     from worldsim.scoring.labels import load_labels
 
+    check_file_targets([out, _log_path(out)])
     if out.exists() and not force:
         raise ConfigError(f"{out} exists; use --force to replace it", file=out)
     card = load_card(card_path)
@@ -99,8 +103,8 @@ def hindsight(
         lambda roles: build_hindsight(
             card, entries[card.id].label, roles, policy, log, db=db, card_path=card_path
         ),
+        lambda built: {out: graph_json(built)},
     )
-    write_files({out: graph_json(graph)})
     events = sum(not e.is_outcome for e in graph.events)
     summary = (
         f"{len(graph.edges)} edge(s), {len(graph.sources)} source(s) · log {escape(str(log.path))}"
@@ -130,8 +134,10 @@ def annotate(
     with yes or no, and notes. Apply it with `worldsim build apply-annotations`."""
     from worldsim.build.annotate import annotation_sheet
     from worldsim.domain.files import write_files
+    from worldsim.domain.paths import check_file_targets
     from worldsim.scoring.hindsight.graph import load_hindsight
 
+    check_file_targets([out])
     if out.exists() and not force:
         raise ConfigError(f"{out} exists; use --force to replace it", file=out)
     graph = load_hindsight(graph_path)
@@ -214,17 +220,17 @@ def questions(
     from worldsim.build.calls import BuildLog, run_build
     from worldsim.build.policy import load_quality_policy
     from worldsim.build.questions import ROLES as QUESTION_ROLES
-    from worldsim.build.questions import Article, build_questions, read_markets, rejects_jsonl
+    from worldsim.build.questions import Article, build_questions, read_markets
     from worldsim.domain.config import ModelConfig
-    from worldsim.domain.files import write_files
+    from worldsim.domain.paths import check_folder_target
     from worldsim.gateway.articles import read_articles
     from worldsim.gateway.store import open_store
-    from worldsim.interop.questions import card_yaml
 
     if (articles is None) == (db is None) and markets is None:
         raise ConfigError("give ARTICLES or --db (and/or --markets)", field="articles")
     if articles is not None and db is not None:
         raise ConfigError("give ARTICLES or --db, not both", field="db")
+    check_folder_target(out, "--out")
     if out.exists() and any(out.glob("*.yaml")) and not force:
         raise ConfigError(f"{out} holds cards already; use --force to add to it", file=out)
     policy, _ = load_quality_policy(gates)
@@ -257,15 +263,24 @@ def questions(
         lambda roles: build_questions(
             docs, found, roles, policy, log, source_file=source_file, evidence_db=evidence
         ),
+        lambda made: _question_files(made, out),
     )
-    files = {out / f"{card.id}.yaml": card_yaml(card) for card in built.cards}
-    files[out / "rejects.jsonl"] = rejects_jsonl(built)
-    for card_id, prices in built.prices.items():
-        rows = "date,price\n" + "".join(f"{d},{p}\n" for d, p in prices)
-        files[out / f"{card_id}.prices.csv"] = rows.encode()
-    write_files(files)
     out_console.print(
         f"{len(built.cards)} card(s), {len(built.rejects)} rejected, {len(built.merged)} merged "
         f"→ {escape(str(out))} (rejects.jsonl, build.jsonl)",
         highlight=False,
     )
+
+
+def _question_files(built: "Built", out: Path) -> dict[Path, bytes]:
+    """What `build questions` writes into ``out``: a card per question kept, rejects.jsonl and
+    each market question's prices."""
+    from worldsim.build.questions import rejects_jsonl
+    from worldsim.interop.questions import card_yaml
+
+    files = {out / f"{card.id}.yaml": card_yaml(card) for card in built.cards}
+    files[out / "rejects.jsonl"] = rejects_jsonl(built)
+    for card_id, prices in built.prices.items():
+        rows = "date,price\n" + "".join(f"{d},{p}\n" for d, p in prices)
+        files[out / f"{card_id}.prices.csv"] = rows.encode()
+    return files

@@ -44,11 +44,12 @@ def _continue_date(parent: Path, name: str) -> "datetime":
     """The moment ``--as-of`` names on the parent's card: an ISO date or datetime, or a study
     keyword (`worldsim.study.dates`)."""
     from worldsim.domain.config import RunConfig
+    from worldsim.domain.paths import missing_file
     from worldsim.study.dates import forecast_date
     from worldsim.trace.reader import iter_trace
 
     if not parent.is_file():
-        raise ConfigError("trace not found", file=parent, field="continue")
+        raise missing_file(parent, "trace", field="continue")
     first = next(iter_trace(parent), None)
     config = getattr(first.data, "config", None) if first is not None else None
     if first is None or first.type != "run_started" or not config:

@@ -40,13 +40,15 @@ def keygen(
     sign any trace. The printed key id is the SHA-256 of the raw public key, as recorded in
     signed traces.
 
-    Inside a git work tree the private key must go where git ignores it (add its folder to
-    .gitignore), else keygen refuses, unless --allow-unignored.
+    Inside a git work tree the private key must go where git ignores it (keygen names the
+    path to add to .gitignore), else keygen refuses, unless --allow-unignored.
     """
     from worldsim.domain.files import write_files
+    from worldsim.domain.paths import check_file_targets
     from worldsim.trace.signing import new_key_pair
 
     public = out.with_name(out.name + ".pub")
+    check_file_targets([out, public])
     if not allow_unignored:
         _refuse_unignored(out)
     if not force:
@@ -54,16 +56,13 @@ def keygen(
             if path.exists():
                 raise ConfigError("key file already exists (use --force to replace it)", file=path)
     private_pem, public_pem, key_id = new_key_pair()
-    try:
-        write_files({out: private_pem, public: public_pem})  # written 0600, then renamed
-        public.chmod(0o644)
-    except OSError as exc:
-        raise ConfigError(f"cannot write the key: {exc.strerror or exc}", file=out) from None
+    write_files({out: private_pem, public: public_pem}, private={out})
     out_console.print(f"wrote {out} (private) and {public}; key id {key_id}", highlight=False)
 
 
 def _refuse_unignored(out: Path) -> None:
     """Refuse a private key path inside a git work tree that git does not ignore."""
+    import os
     import shutil
     import subprocess
 
@@ -85,10 +84,11 @@ def _refuse_unignored(out: Path) -> None:
         check=False,
     )
     if ignored.returncode != 0:
-        folder = out.parent.absolute()
+        root = top.stdout.strip()
+        inside = Path(os.path.relpath(out.resolve(), Path(root).resolve())).as_posix()
         raise ConfigError(
-            f"inside the git work tree {top.stdout.strip()} and not ignored by git: one "
-            f"`git add` would publish the private key; add {folder.name}/ to .gitignore (or "
-            "write the key outside the work tree, or pass --allow-unignored)",
+            f"inside the git work tree {root} and not ignored by git: one `git add` would "
+            f"publish the private key; add {inside} to .gitignore (or write the key outside "
+            "the work tree, or pass --allow-unignored)",
             file=out,
         )

@@ -43,6 +43,7 @@ def lock_command(
             show_default=False,
         ),
     ] = None,
+    force: Annotated[bool, typer.Option(help="Replace an existing lock file.")] = False,
 ) -> None:
     """Hash the prereg and every prediction file into a lock, with each trace's head.
 
@@ -54,11 +55,19 @@ def lock_command(
 
     `score --prereg LOCK` then refuses any changed, missing or added input, and names a trace
     whose head differs from the locked one (another run under the registered name).
+
+    An existing lock file is refused (exit 2, nothing written) unless --force: replacing a lock
+    changes its locked_at.
     """
+    from worldsim.domain.errors import ConfigError
     from worldsim.domain.files import write_files
+    from worldsim.domain.paths import check_file_targets
     from worldsim.scoring.prereg import create_lock, lock_json
     from worldsim.study.folder import expand_study_inputs
 
+    check_file_targets([out])
+    if out.exists() and not force:
+        raise ConfigError("lock file already exists (use --force to replace it)", file=out)
     inputs, _, heads = expand_study_inputs([*predictions, *(more or ())])
     lock = create_lock(
         prereg,

@@ -3,15 +3,14 @@
 Every input file is held to the documented limits before its data is used (docs/limits.md):
 at most ``bounds.MAX_INPUT_BYTES``, UTF-8 (a byte-order mark is skipped), and lists and mappings
 nested at most ``bounds.MAX_NESTING`` deep, so no later step can hit Python's recursion limit.
+Outputs are written by :mod:`worldsim.domain.paths` (``write_files``, re-exported here).
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import os
 import re
-import tempfile
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from worldsim.domain import bounds
 from worldsim.domain.errors import CardError, ConfigError
+from worldsim.domain.paths import check_folder_target, missing_file, write_files
 
 __all__ = [
     "check_folder_target",
@@ -31,6 +31,7 @@ __all__ = [
     "load_document",
     "load_mapping",
     "load_model",
+    "missing_file",
     "read_jsonl",
     "sha256_file",
     "validated",
@@ -137,7 +138,7 @@ def check_size(p: Path, what: str, error: type[ConfigError] = CardError) -> None
     except OSError:
         size = None
     if size is None:
-        raise error(f"{what} not found", file=p)
+        raise missing_file(p, what, error)
     if size > bounds.MAX_INPUT_BYTES:
         limit = bounds.MAX_INPUT_BYTES // (1024 * 1024)
         raise error(f"{what} is {size / 2**20:.0f} MiB, over the {limit} MiB limit", file=p)
@@ -368,27 +369,3 @@ def files_in(folder: Path, suffixes: Collection[str], refusal: str) -> list[Path
     if not found:
         raise CardError(refusal, file=folder)
     return found
-
-
-def check_folder_target(path: Path, field: str) -> None:
-    """Refuse, before anything is written, an output folder that is a file or lies under
-    one (a ConfigError naming it and ``field``)."""
-    for folder in (path, *path.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                raise ConfigError("a file is where a folder must be", file=folder, field=field)
-            return
-
-
-def write_files(files: Mapping[Path, bytes]) -> None:
-    """Write each file through a temporary sibling and an atomic rename."""
-    for path, content in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(content)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise

@@ -31,6 +31,7 @@ import structlog
 
 from worldsim.domain.cards import EvidenceDoc, utc_iso
 from worldsim.domain.errors import ConfigError
+from worldsim.domain.paths import check_file_targets, make_folder, missing_file
 from worldsim.gateway.documents import (
     DOCUMENT_COLUMNS,
     IngestReport,
@@ -432,9 +433,10 @@ async def open_store(path: str | Path, *, create: bool = False) -> AsyncIterator
     """
     p = Path(path)
     if not create and not await anyio.Path(p).is_file():
-        raise ConfigError("evidence database not found", file=p)
+        raise missing_file(p, "evidence database")
     if create:
-        await anyio.Path(p.parent).mkdir(parents=True, exist_ok=True)
+        check_file_targets([p])
+        make_folder(p.parent)
     try:
         import aiosqlite  # imported on first use: the CLI starts without it
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from worldsim.domain.cards import load_card, parse_utc
 from worldsim.domain.errors import CardError, ConfigError
 from worldsim.domain.files import load_mapping, sha256_file
+from worldsim.domain.paths import missing_file
 from worldsim.scoring.audit import (
     Audit,
     TraceScan,
@@ -331,7 +332,7 @@ def load_cutoffs(path: Path) -> dict[str, datetime]:
     raw: dict[str, tuple[object, int | None]] = {}
     if path.suffix.lower() == ".csv":
         if not path.is_file():
-            raise CardError("cutoffs file not found", file=path)
+            raise missing_file(path, "cutoffs file", CardError)
         for line, row in read_csv(path, ("model", "cutoff"), what="cutoffs file")[1]:
             if "model" not in row or "cutoff" not in row:
                 raise CardError("missing value", file=path, field="cutoff", line=line)

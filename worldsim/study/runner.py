@@ -31,6 +31,7 @@ from typing import Protocol, TypedDict
 import anyio
 
 from worldsim.domain.errors import ConfigError, TraceError, WorldsimError
+from worldsim.domain.paths import make_folder
 from worldsim.models import Budget
 from worldsim.models.limits import LimitChange
 from worldsim.scoring.labels import load_labels
@@ -191,11 +192,14 @@ def _open_folder(
     plans these jobs (another study's job log goes with the lock it belonged to, which only
     ``force`` lets a run replace). Returns the job log, open for appending."""
     lock = read_lock(folder)
-    if lock is None or lock.get("study_sha256") != identity or "jobs" not in lock:
-        (folder / JOURNAL).unlink(missing_ok=True)
-        folder.mkdir(parents=True, exist_ok=True)
-        write_lock(folder, study, jobs, identity)
-    return Journal(folder, fsync=fsync)
+    try:
+        if lock is None or lock.get("study_sha256") != identity or "jobs" not in lock:
+            (folder / JOURNAL).unlink(missing_ok=True)
+            make_folder(folder)
+            write_lock(folder, study, jobs, identity)
+        return Journal(folder, fsync=fsync)
+    except OSError as exc:
+        raise ConfigError(f"cannot write: {exc.strerror or exc}", file=folder / JOURNAL) from None
 
 
 def _ended(row: PredictionRow) -> Finished:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
+from worldsim.domain.errors import TraceError, TraceIncomplete
+from worldsim.domain.paths import missing_file
 from worldsim.domain.version import __version__
 from worldsim.trace.effective import effective_lines, stream_effective
 from worldsim.trace.lines import (
@@ -189,7 +190,7 @@ def iter_trace(path: str | Path, *, parsed: bool = False) -> Iterator[TraceLine]
     """
     p = Path(path)
     if not p.is_file():
-        raise ConfigError("trace not found", file=p)
+        raise missing_file(p, "trace")
     try:
         fh = p.open("rb")
     except OSError as exc:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worldsim.domain.errors import ConfigError
+from worldsim.domain.paths import missing_file
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -77,7 +78,7 @@ class PublicKey:
 
 def _read_key_file(path: Path, what: str) -> bytes:
     if not path.is_file():
-        raise ConfigError(f"{what} not found", file=path)
+        raise missing_file(path, what)
     try:
         return path.read_bytes()
     except OSError as exc:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from worldsim.domain.errors import ConfigError
+from worldsim.domain.paths import check_file_targets, check_folder_target, staging_folder
 from worldsim.trace.signing import PublicKey
 from worldsim.view.compare import compare_data
 from worldsim.view.extract import Verified, trace_data, verified
@@ -185,20 +185,26 @@ def write_study_view(folder: Path, out: str | Path, *, labels: Path | None = Non
     :func:`files_folder`. The job pages are written to a temporary folder that replaces the old
     one only once the study page is ready: a refused input leaves nothing half-written."""
     target = Path(out)
+    check_file_targets([target])
+    check_folder_target(files_folder(target), "--out")
     study = load_study(folder)
     if labels is not None:
         from worldsim.scoring.labels import load_labels
 
         load_labels(labels)  # bad labels are refused before any page is written
-    target.parent.mkdir(parents=True, exist_ok=True)
-    pages = Path(tempfile.mkdtemp(prefix=f".{target.stem}_files.", dir=target.parent))
+    pages = staging_folder(files_folder(target))
     try:
         checked = [(row, _write_job_page(pages, row, check)) for row, check in check_jobs(study)]
         scores = study_scores(study, checked, labels) if labels is not None else None
         data = study_data(study, checked, files=files_folder(target).name, scores=scores)
         html = render_page("study", data, title=f"study · {study.name}")
         shutil.rmtree(files_folder(target), ignore_errors=True)
-        pages.rename(files_folder(target))
+        try:
+            pages.rename(files_folder(target))
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot write: {exc.strerror or exc}", file=files_folder(target)
+            ) from None
     finally:
         shutil.rmtree(pages, ignore_errors=True)
     return write_page(target, html)

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from worldsim.domain.cards import parse_utc, utc_iso
 from worldsim.domain.errors import CardError, ConfigError
 from worldsim.domain.files import write_files
+from worldsim.domain.paths import missing_file
 from worldsim.scoring.hindsight.forecast import RecordView
 from worldsim.scoring.hindsight.graph import HindsightGraph
 
@@ -110,7 +111,7 @@ def read_market(path: str | Path) -> list[PressurePoint]:
     """A market price series from a CSV with a header ``date,price``."""
     p = Path(path)
     if not p.is_file():
-        raise CardError("market file not found", file=p)
+        raise missing_file(p, "market file", CardError)
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
