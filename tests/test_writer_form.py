@@ -13,7 +13,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from worldsim.domain.jsonbytes import canonical_bytes, floats_in
+from worldsim.domain.jsonbytes import (
+    canonical_bytes,
+    compact_bytes,
+    floats_in,
+    json_row,
+    raw_json,
+)
 from worldsim.trace.reader import in_writers_form
 from worldsim.trace.records import ReviewData
 from worldsim.trace.writer import record_line
@@ -303,3 +309,38 @@ def test_a_review_record_lists_every_float_it_holds(review: Review) -> None:
     made = ReviewData.payload(review)
     assert Counter(made.floats) == Counter(floats_in(made.data))
     _assert_written_as_json(made.data, made.floats)
+
+
+_Row = json_row("Row", ("agent", "index"))
+_Sparse = json_row("Sparse", ("id", "note"), optional={"note": None})
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    agents=st.lists(st.text(max_size=6), max_size=4),
+    tiny=st.floats(allow_nan=False, allow_infinity=False),
+    notes=st.lists(st.none() | st.text(max_size=4), max_size=3),
+)
+@example(agents=["a"], tiny=6.86e-16, notes=[None])  # a float msgspec spells otherwise
+def test_rows_and_raw_json_beside_any_float_are_the_standard_librarys_bytes(
+    agents: list[str], tiny: float, notes: list[str | None]
+) -> None:
+    """A record holding rows (`json_row`) and JSON made already (`raw_json`) next to a float
+    the fast path cannot respell is written by the standard library, rows and all, as the
+    plain value they stand for (it used to fail: json.dumps knew no row)."""
+    rows = [_Row(a, i) for i, a in enumerate(agents)]
+    sparse = [_Sparse(str(i), n) for i, n in enumerate(notes)]
+    raw = raw_json(json.dumps({"p": tiny}).encode())
+    data = {"accepted": rows, "sparse": sparse, "raw": raw, "p": tiny, "q": [tiny, 1e-300]}
+    plain = {
+        "accepted": [{"agent": a, "index": i} for i, a in enumerate(agents)],
+        "sparse": [
+            {"id": str(i), **({"note": n} if n is not None else {})} for i, n in enumerate(notes)
+        ],
+        "raw": {"p": tiny},
+        "p": tiny,
+        "q": [tiny, 1e-300],
+    }
+    want = json.dumps(plain, separators=(",", ":"), ensure_ascii=False).encode()
+    for floats in (None, [tiny, tiny, 1e-300]):
+        assert compact_bytes(data, floats) == want

@@ -89,14 +89,25 @@ def _bytes(
     """
     out = _encoded(fast, value)
     if out is None:
-        return json.dumps(value, **standard).encode()
+        return json.dumps(value, default=_plain, **standard).encode()
     if floats is not None:
         respelled = _respelled(out, floats)
         if respelled is not None:
             return respelled
     if _same(out, value):
         return out
-    return json.dumps(value, **standard).encode()
+    return json.dumps(value, default=_plain, **standard).encode()
+
+
+def _plain(value: Any) -> Any:
+    """A row (`json_row`) or JSON made already (`raw_json`) as the plain value it writes, for
+    the standard library to write: msgspec's bytes read back, every float as it was."""
+    if isinstance(value, msgspec.Struct | msgspec.Raw):
+        return msgspec.json.decode(_ROWS.encode(value))
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_ROWS = msgspec.json.Encoder()
 
 
 def _respelled(out: bytes, floats: Iterable[float]) -> bytes | None:
