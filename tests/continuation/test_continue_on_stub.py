@@ -17,11 +17,22 @@ from worldsim.domain.policy import load_policy
 from worldsim.roles.prompts import known_prompt_roles
 from worldsim.sim.continuation import continue_run
 from worldsim.sim.session import run_card
+from worldsim.sim.settlement import RunResult
 from worldsim.testing import StubServer
 from worldsim.trace.reader import read_trace
 from worldsim.trace.verify import verify_trace
 
 FAST = RetrySettings(max_attempts=2, timeout_s=5.0, backoff_initial_s=0.001, jitter_s=0.001)
+
+
+def _continue_on_stub(parent: Path, models: ModelConfig) -> tuple[RunResult, int]:
+    """``parent`` continued to CUT against a stub server: the result, and the requests served."""
+    with StubServer(seed=1) as server:
+        env = {"STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}
+        child = anyio.run(
+            lambda: continue_run(parent, parse_utc(CUT), models=models, fsync=False, environ=env)
+        )
+        return child, server.request_count
 
 
 def test_a_continuation_pays_one_assessor_call_per_particle_and_its_own_ticks(
@@ -34,14 +45,7 @@ def test_a_continuation_pays_one_assessor_call_per_particle_and_its_own_ticks(
     with StubServer(seed=1) as server:
         env = {"STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}
         parent = anyio.run(lambda: run_card(config, tmp_path, fsync=False, environ=env))
-    with StubServer(seed=1) as server:
-        env = {"STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}
-        child = anyio.run(
-            lambda: continue_run(
-                parent.trace, parse_utc(CUT), models=models, fsync=False, environ=env
-            )
-        )
-        served = server.request_count
+    child, served = _continue_on_stub(parent.trace, models)
     assert verify_trace(child.trace).complete
     trace = read_trace(child.trace)
     calls = [line.data for line in trace.lines if line.type == "llm_call"]
@@ -72,14 +76,7 @@ def test_the_assessors_front_matter_route_is_the_one_it_runs_on(
     config = RunConfig(card=load_card(NEWS_CARD), policy=load_policy("branching"), seed=0)
     parent = anyio.run(lambda: run_card(config, tmp_path / "runs", fsync=False))
     models = ModelConfig(retry=FAST, cache="off")
-    with StubServer(seed=1) as server:
-        env = {"STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}
-        child = anyio.run(
-            lambda: continue_run(
-                parent.trace, parse_utc(CUT), models=models, fsync=False, environ=env
-            )
-        )
-        served = server.request_count
+    child, served = _continue_on_stub(parent.trace, models)
     trace = read_trace(child.trace)
     calls = [line.data for line in trace.lines if line.type == "llm_call"]
     particles = [line for line in trace.lines if line.type == "particle"]
