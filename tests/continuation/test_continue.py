@@ -287,3 +287,9 @@ def test_an_option_the_trace_decides_is_refused_not_ignored(
     assert f"{mode} keeps what the trace recorded: {named} cannot" in refused.err
     assert "Traceback" not in refused.err
     assert sorted(tmp_path.iterdir()) == before
+
+
+def test_a_continued_trace_is_named_as_its_parent_then_the_date(tmp_path: Path) -> None:
+    parent = _parent(tmp_path)
+    child = _continue(parent.trace)
+    assert child.trace.name == parent.trace.name.removesuffix(".jsonl") + "__to20270301.jsonl"

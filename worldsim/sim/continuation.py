@@ -35,7 +35,7 @@ from worldsim.sim.particles import (
     reweighted_timeline,
     verified_parent,
 )
-from worldsim.sim.plan import ModelSource, route_table, with_role_routes
+from worldsim.sim.plan import ModelSource, route_table, trace_name, with_role_routes
 from worldsim.sim.resume import resume_config
 from worldsim.sim.scheduler import Engine, Observer
 from worldsim.sim.session import EngineOptions, check_trace_target, prepare, run_engine
@@ -260,7 +260,9 @@ async def continue_run(
     config = with_role_routes(prepared.config, {ASSESSOR: cont.assessor})
     cont.config = config
     folder = Path(out) if out is not None else parent.parent
-    path = Path(trace_path) if trace_path else folder / continued_name(prepared.trace_name, as_of)
+    # named as the run it continues, then the date: not as a run started at that date
+    named = trace_name(config.model_copy(update={"forecast_date": None}))
+    path = Path(trace_path) if trace_path else folder / continued_name(named, as_of)
     if path.resolve() == parent.resolve():
         raise ConfigError("the continued trace would replace its parent", file=path)
     check_trace_target(path, options.get("overwrite", False))
