@@ -85,6 +85,11 @@ def _handles_traces(relative: str, imports: set[str]) -> bool:
     return any(m.startswith(("worldsim.trace", "worldsim.scoring")) for m in imports)
 
 
+_WRITERS_OWN_BYTES = {(ENCODER, "_plain")}
+"""Where the encoder reads back bytes it made itself (a row, JSON made already) to hand them to
+the standard library's writer: never a line read from a trace."""
+
+
 def _violations(root: Path = ROOT) -> list[str]:
     bad: list[str] = []
     for path in sorted((root / "worldsim").rglob("*.py")):
@@ -101,6 +106,7 @@ def _violations(root: Path = ROOT) -> list[str]:
             bad.extend(
                 f"{relative}:{line} parses JSON in {function}"
                 for function, line in _parser_calls(tree)
+                if (relative, function) not in _WRITERS_OWN_BYTES
             )
     return bad
 

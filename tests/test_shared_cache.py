@@ -133,7 +133,7 @@ def test_two_runs_at_once_share_a_cache_and_replay_from_it(tmp_path: Path) -> No
         rows = conn.execute("SELECT count(*) FROM responses").fetchone()[0]
     misses = 0
     for seed in (1, 2):
-        name = f"merger-review__branching__stub-test-model__s{seed}.jsonl"
+        name = f"merger-review__branching__stub-test-model__ticks3__s{seed}.jsonl"
         live, replayed = tmp_path / "live" / name, tmp_path / "replay" / name
         misses += sum(
             1 for line in read_trace(live).of_type("llm_call") if line.data.cache == "miss"
