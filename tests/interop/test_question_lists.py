@@ -24,17 +24,19 @@ ROW = {
 }
 
 
-def _refused(source: Path, out: Path, line: str) -> None:
+def _refusal(source: Path, out: Path) -> str:
+    """``cards import SOURCE -o OUT`` refused (exit 2, nothing written): its one line."""
     done = invoke("cards", "import", source, "-o", out)
     assert done.code == 2, (done.out, done.err)
-    assert done.err.strip() == f"error: {line}" and "Traceback" not in done.err
-    assert not out.exists()
+    assert "Traceback" not in done.err and not out.exists()
+    return done.err.strip()
 
 
 def test_a_csv_with_a_misspelt_required_column_is_refused(tmp_path: Path) -> None:
     source = tmp_path / "q.csv"
     source.write_text("question,asof,deadline\nWill it?,2027-01-01,2027-02-01\n", encoding="utf-8")
-    _refused(source, tmp_path / "cards", f"{source}:1: field 'as_of': missing column")
+    said = _refusal(source, tmp_path / "cards")
+    assert said == f"error: {source}:1: field 'as_of': missing column"
 
 
 def test_a_csv_with_a_misspelt_optional_column_is_refused(tmp_path: Path) -> None:
@@ -44,20 +46,22 @@ def test_a_csv_with_a_misspelt_optional_column_is_refused(tmp_path: Path) -> Non
         encoding="utf-8",
     )
     known = ", ".join(PLAIN_REQUIRED + PLAIN_OPTIONAL)
-    _refused(
-        source,
-        tmp_path / "cards",
-        f"{source}:1: field 'backround': unknown column (a question list has {known})",
+    said = _refusal(source, tmp_path / "cards")
+    assert (
+        said
+        == f"error: {source}:1: field 'backround': unknown column (a question list has {known})"
     )
 
 
 def test_an_empty_csv_or_one_without_rows_is_refused(tmp_path: Path) -> None:
     empty = tmp_path / "empty.csv"
     empty.write_bytes(b"")
-    _refused(empty, tmp_path / "cards", f"{empty}:1: field 'question': missing column")
+    said = _refusal(empty, tmp_path / "cards")
+    assert said == f"error: {empty}:1: field 'question': missing column"
     header = tmp_path / "header.csv"
     header.write_text("question,as_of,deadline\n", encoding="utf-8")
-    _refused(header, tmp_path / "cards", f"{header}: question list holds no questions")
+    said = _refusal(header, tmp_path / "cards")
+    assert said == f"error: {header}: question list holds no questions"
 
 
 def test_a_jsonl_row_without_a_required_key_or_with_an_unknown_one_is_refused(
@@ -66,17 +70,16 @@ def test_a_jsonl_row_without_a_required_key_or_with_an_unknown_one_is_refused(
     source = tmp_path / "q.jsonl"
     lacking = {k: v for k, v in ROW.items() if k != "deadline"}
     source.write_text(json.dumps(ROW) + "\n" + json.dumps(lacking) + "\n", encoding="utf-8")
-    _refused(source, tmp_path / "cards", f"{source}:2: field 'deadline': missing column")
+    said = _refusal(source, tmp_path / "cards")
+    assert said == f"error: {source}:2: field 'deadline': missing column"
     source.write_text(json.dumps({**ROW, "asof": "2027-01-01"}) + "\n", encoding="utf-8")
     known = ", ".join(PLAIN_REQUIRED + PLAIN_OPTIONAL)
-    _refused(
-        source,
-        tmp_path / "cards",
-        f"{source}:1: field 'asof': unknown column (a question list has {known})",
-    )
+    said = _refusal(source, tmp_path / "cards")
+    assert said == f"error: {source}:1: field 'asof': unknown column (a question list has {known})"
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n", encoding="utf-8")
-    _refused(empty, tmp_path / "cards", f"{empty}: question list holds no questions")
+    said = _refusal(empty, tmp_path / "cards")
+    assert said == f"error: {empty}: question list holds no questions"
 
 
 COLUMNS = [*PLAIN_REQUIRED, *PLAIN_OPTIONAL, "asof", "questions", "notes"]
