@@ -181,7 +181,8 @@ def export_study(
     doc: dict[str, Any] = {}
     if question_set is not None:
         question_set, doc = load_question_set(question_set, ConfigError)
-        jobs, others = _of_round(jobs, round_of(doc, question_set.name), question_set)
+        this = round_of(doc, question_set.name)
+        jobs, others = _of_round(jobs, this, question_set)
         left_out += sum(others.values())
     by_card: dict[str, list[JobForecast]] = defaultdict(list)
     for job in jobs:
@@ -191,9 +192,7 @@ def export_study(
         rows = [_from_card(group, method, aggregate) for _, group in sorted(by_card.items())]
         name = due = ""
     else:
-        rows, fallbacks, name, due, outside = _round_rows(
-            doc, question_set.name, by_card, method, aggregate
-        )
+        rows, fallbacks, name, due, outside = _round_rows(doc, this, by_card, method, aggregate)
         left_out += outside
     if fmt == "forecastbench":
         try:
@@ -254,14 +253,13 @@ def _round_name(name: object, due: object) -> str:
 
 def _round_rows(
     doc: dict[str, Any],
-    file_name: str,
+    this: Round,
     by_card: dict[str, list[JobForecast]],
     method: str,
     how: Aggregate,
 ) -> tuple[list[SubmittedForecast], list[str], str, str, int]:
-    """One row per row of the round's question set ``doc``; the fallbacks listed; the round's
-    name and due date; how many of the study's jobs answer no row of it."""
-    this = round_of(doc, file_name)
+    """One row per row of the round ``this``'s question set ``doc``; the fallbacks listed; the
+    round's name and due date; how many of the study's jobs answer no row of it."""
     rows: list[SubmittedForecast] = []
     fallbacks: list[str] = []
     used: set[str] = set()
