@@ -2,9 +2,11 @@
 
 Each record is serialized, chained to the previous line by SHA-256 and written at once, with no
 buffer in between (a tick's proposals together, in one write); committed ticks and the end of
-the run are fsynced. Writes land in the OS page cache inline (they take microseconds); the
-fsync, the part that can block, runs in a worker thread. One writer per trace: the file is
-locked (:class:`TraceLock`) for the writer's life.
+the run are fsynced. A small record lands in the OS page cache inline (it takes microseconds);
+a large one (a tick of 10⁵ actors is tens of MB) is written by the writer's own thread while
+the run goes on, records always in their order; the fsync, the part that can block, waits for
+every write before it. One writer per trace: the file is locked (:class:`TraceLock`) for the
+writer's life.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import functools
 import hashlib
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -41,6 +45,10 @@ __all__ = [
 ]
 
 SEALED_TYPES = frozenset({"run_completed", "run_failed"})
+LATER_BYTES = 1 << 20
+"""A record this long or longer is written by the writer's thread while the run goes on."""
+PENDING_BYTES = 1 << 26
+"""At most this much of the trace waits for the writer's thread; the next record then waits."""
 _SEAL_EMPTY = b'"seal":""'
 _SIGNATURE_EMPTY = b'"signature":""'
 
@@ -191,7 +199,9 @@ class TraceWriter:
     The writer owns its file's :class:`TraceLock` until :meth:`aclose`. A failed write (disk
     full, file too large, an I/O error) raises :class:`TraceError` and breaks the writer: the
     file is cut back to its last complete record, and every later call raises the same error,
-    so the trace stays resumable and no half-record is ever followed by another.
+    so the trace stays resumable and no half-record is ever followed by another. A large
+    record's failed write (one the writer's thread makes) is raised by the next call that
+    writes, at the latest the next ``durable`` one.
     """
 
     def __init__(
@@ -215,9 +225,11 @@ class TraceWriter:
         self.failure: TraceError | None = None
         # signs the terminal record's seal when set (``run --sign-key``); never written out
         self.signer: Signer | None = None
-        # handed (type, tl, tick, data) of every record once written, when set: the data
+        # handed (type, tl, tick, data) of every record once chained, when set: the data
         # as written (JSON-ready), to read and not to change
         self.tap: Callable[[str, str | None, int | None, dict[str, Any]], None] | None = None
+        self._thread: ThreadPoolExecutor | None = None  # made for the first large record
+        self._pending: deque[tuple[Future[None], int]] = deque()  # writes not yet done
 
     @classmethod
     async def create(
@@ -275,7 +287,8 @@ class TraceWriter:
         floats: Iterable[float] | None = None,
     ) -> None:
         """Append one record, chained to the one before, in one write (all of it, or after a
-        failed write none); with ``durable`` (committed ticks, the end) also fsync. ``floats``:
+        failed write none); with ``durable`` (committed ticks, the end) wait until every
+        record is written, then fsync. ``floats``:
         every float a ``data`` dict holds, where its maker knows them (the record's bytes
         are then not looked at for floats msgspec writes otherwise; see
         :mod:`worldsim.domain.jsonbytes`)."""
@@ -300,16 +313,47 @@ class TraceWriter:
         if type_ in SEALED_TYPES:
             line = bytearray(seal_line(bytes(line[:-1]), self.signer) + b"\n")
         written = memoryview(line)
-        self._write(written)
+        await self._queue(written)
         self._seq += 1
         self._prev = hashlib.sha256(written[:-1]).hexdigest()
         if self.tap is not None:
             self.tap(type_, tl, tick, payload)
-        if durable and self._fsync:
-            try:
-                await anyio.to_thread.run_sync(os.fsync, self._lock.fd)
-            except OSError as exc:
-                raise self._broken(exc) from None
+        if durable:
+            await self.flush()
+            if self._fsync:
+                try:
+                    await anyio.to_thread.run_sync(os.fsync, self._lock.fd)
+                except OSError as exc:
+                    raise self._broken(exc) from None
+
+    async def _queue(self, line: memoryview) -> None:
+        """Write ``line`` now, or hand it to the writer's thread: a large one, or any while
+        the thread still has lines to write (the lines keep their order)."""
+        pending = self._pending
+        while pending and pending[0][0].done():
+            pending.popleft()
+        while pending and sum(size for _, size in pending) >= PENDING_BYTES:
+            await anyio.to_thread.run_sync(pending.popleft()[0].result)
+        if self.failure is not None:
+            raise self.failure
+        if not pending and len(line) < LATER_BYTES:
+            self._write(line)
+            return
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="trace-writer")
+        pending.append((self._thread.submit(self._write_later, line), len(line)))
+
+    def _write_later(self, line: memoryview) -> None:
+        if self.failure is None:  # after a failed write, the lines queued behind it are dropped
+            with contextlib.suppress(TraceError):  # kept as the writer's failure
+                self._write(line)
+
+    async def flush(self) -> None:
+        """Wait until every record emitted so far is written; raise if a write failed."""
+        while self._pending:
+            await anyio.to_thread.run_sync(self._pending.popleft()[0].result)
+        if self.failure is not None:
+            raise self.failure
 
     def _write(self, records: bytes | memoryview) -> None:
         """Write whole records, or cut the file back to where they started and raise."""
@@ -334,6 +378,11 @@ class TraceWriter:
         self._closed = True
         with anyio.CancelScope(shield=True):
             try:
+                # the file is closed only once the writer's thread is done with it
+                with contextlib.suppress(TraceError):  # kept as the writer's failure
+                    await self.flush()
+                if self._thread is not None:
+                    self._thread.shutdown()
                 if self._fsync and self.failure is None:
                     await anyio.to_thread.run_sync(os.fsync, self._lock.fd)
             except OSError as exc:
