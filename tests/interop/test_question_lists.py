@@ -102,3 +102,27 @@ def test_a_csv_imports_exactly_when_it_has_every_required_column_and_no_other(
         else:
             assert done.code == 2 and "column" in done.err and str(source) in done.err
             assert not (root / "cards").exists()
+
+
+def test_a_list_whose_every_question_is_rejected_is_refused_with_the_reasons(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "q.csv"
+    source.write_text(
+        "question,as_of,deadline\nWill it?,someday,2027-02-01\nWill it not?,2027-03-01,2027-02-01\n",
+        encoding="utf-8",
+    )
+    said = _refusal(source, tmp_path / "cards")
+    assert said == (
+        f"error: {source}: none of its 2 question(s) makes a card: "
+        "1 as_of and deadline must be ISO dates; 1 as_of must be before deadline"
+    )
+    # one good row among them: the others are rejected, the good one imported, exit 0
+    source.write_text(
+        source.read_text(encoding="utf-8") + "Will it rain?,2027-01-01,2027-02-01\n",
+        encoding="utf-8",
+    )
+    done = invoke("cards", "import", source, "-o", tmp_path / "cards")
+    assert done.code == 0, done.err
+    assert len(list((tmp_path / "cards").glob("*.yaml"))) == 1
+    assert "2 rejected" in done.out

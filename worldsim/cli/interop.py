@@ -46,7 +46,8 @@ def import_cards(
     (question_set, forecast due date) in its provenance; a round goes into a folder of its
     own: DIR holding cards of another question set is refused. A question list needs the
     columns question, as_of and deadline (optional: id, background, outcomes as A|B|C); one
-    missing, another column or no question at all is refused, exit 2."""
+    missing, another column, no question at all or no question that makes a card is refused,
+    exit 2, with nothing written."""
     from worldsim.domain.errors import ConfigError
     from worldsim.domain.files import check_folder_target
     from worldsim.interop.forecast_file import naive_forecasts
@@ -60,6 +61,11 @@ def import_cards(
             f"the naive forecasts are of the round due {naive_due}, the question set's is due "
             f"{imported.round.due}",
             field="--naive",
+        )
+    if not imported.cards:  # nothing to simulate: nothing is written
+        listed = "; ".join(f"{n} {reason}" for reason, n in imported.reasons().most_common())
+        raise ConfigError(
+            f"none of its {imported.questions} question(s) makes a card: {listed}", file=source
         )
     write_imported(imported, out, source)
     what = f"{imported.questions} question(s) of {source.name}"

@@ -120,7 +120,8 @@ def import_questions(path: str | Path, naive: NaiveForecasts | None = None) -> I
             card = Card.model_validate(data)
         except ValidationError as exc:
             field, message = first_error(exc)
-            rejects.append(Reject(where, f"field '{field}': {message}"))
+            said = message if field == "(root)" else f"field '{field}': {message}"
+            rejects.append(Reject(where, said))
             continue
         if card.id in cards:
             rejects.append(Reject(where, f"card id '{card.id}' given twice"))
