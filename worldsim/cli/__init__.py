@@ -47,3 +47,5 @@ def main() -> None:
             app()
     except WorldsimError as exc:
         fail(str(exc), code=exc.exit_code)
+    except KeyboardInterrupt:  # a command that leaves work to finish says how (`on_interrupt`)
+        fail("interrupted", code=130)

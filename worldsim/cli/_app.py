@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -26,6 +28,7 @@ __all__ = [
     "err_console",
     "escape",
     "fail",
+    "on_interrupt",
     "out_console",
     "trace_checks",
 ]
@@ -244,3 +247,13 @@ def fail(message: str, *, code: int = 2) -> NoReturn:
     """Print a one-line error to standard error and exit with ``code``."""
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     raise SystemExit(code)
+
+
+@contextlib.contextmanager
+def on_interrupt(left: Callable[[], str]) -> Iterator[None]:
+    """Ctrl-C inside ends the command with one line, ``left()`` (what it left unfinished and
+    how to finish it), and exit 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        fail(f"interrupted: {left()}", code=130)

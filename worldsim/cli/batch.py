@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from worldsim.cli._app import app, err_console, escape, out_console
+from worldsim.cli._app import app, err_console, escape, on_interrupt, out_console
 from worldsim.cli.models import preflight_routes
 from worldsim.cli.settings import CacheDirOption, PreflightOption
 
@@ -177,7 +177,15 @@ def batch(
     _preflight(study, cache_dir, preflight)
     started = time.perf_counter()
     observer, live = _observer(study, json_out)
-    with live or contextlib.nullcontext():
+    with (
+        on_interrupt(
+            lambda: (
+                f"the study in {out} is unfinished; the same `worldsim batch` command "
+                "finishes it (complete traces are kept, torn ones resumed)"
+            )
+        ),
+        live or contextlib.nullcontext(),
+    ):
         result = anyio.run(
             lambda: run_study(
                 study,

@@ -7,6 +7,7 @@
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from worldsim.cli._app import on_interrupt
 from worldsim.domain.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -35,9 +36,16 @@ def continue_from_cli(
     if as_of is None:
         raise ConfigError("--continue needs --as-of DATE", field="as_of")
     when = _continue_date(parent, as_of)
-    return anyio.run(
-        lambda: continue_run(parent, when, out, models=models, overwrite=force, signer=signer)
-    )
+    folder = out if out is not None else parent.parent
+    with on_interrupt(
+        lambda: (
+            f"the continued run in {folder} is unfinished; `worldsim run --resume` of "
+            "its trace finishes it"
+        )
+    ):
+        return anyio.run(
+            lambda: continue_run(parent, when, out, models=models, overwrite=force, signer=signer)
+        )
 
 
 def _continue_date(parent: Path, name: str) -> "datetime":

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from worldsim.cli._app import SignKeyOption, app, err_console, out_console
+from worldsim.cli._app import SignKeyOption, app, err_console, on_interrupt, out_console
 from worldsim.cli.models import preflight_routes
 from worldsim.cli.settings import (
     MaxConnectionsOption,
@@ -92,7 +92,8 @@ def _resume(trace: Path, ctx: typer.Context, json_out: bool, signer: "Signer | N
     recorded = recorded_settings(trace)  # none: resume_run says what is wrong with the trace
     options = given_options(ctx)
     models = run_config(options, base=recorded, source=trace).models if recorded else None
-    result = anyio.run(lambda: resume_run(trace, models=models, signer=signer))
+    with on_interrupt(lambda: f"{trace} is unfinished; `worldsim run --resume {trace}` again"):
+        result = anyio.run(lambda: resume_run(trace, models=models, signer=signer))
     if json_out:
         sys.stdout.write(json.dumps(result.summary()) + "\n")
         return
@@ -385,6 +386,13 @@ def _run_each(
     results: list[RunResult] = []
     show = not json_out and err_console.is_terminal
 
+    def left() -> str:
+        done = f" ({len(results)} of {len(configs)} runs finished)" if len(configs) > 1 else ""
+        trace = out / trace_name(configs[len(results)])
+        if not trace.exists():
+            return f"no trace was written for seed {configs[len(results)].seed}{done}"
+        return f"{trace} is unfinished; `worldsim run --resume {trace}` finishes it{done}"
+
     async def go() -> None:
         async with HttpClients() as clients:
             shared = Shared(clients=clients)
@@ -405,7 +413,8 @@ def _run_each(
                         sys.stdout.write(json.dumps(result.summary()) + "\n")
                         sys.stdout.flush()
 
-    anyio.run(go)
+    with on_interrupt(left):
+        anyio.run(go)
     return results
 
 

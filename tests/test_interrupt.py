@@ -1,0 +1,82 @@
+"""Ctrl-C during `run` and `batch`: one line saying what is unfinished and how to finish it,
+exit 130, and that way of finishing works."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.support import DEMO_CARD, ROOT
+from worldsim.testing import StubServer
+from worldsim.trace.verify import verify_trace
+
+WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]
+
+
+def _interrupt(proc: subprocess.Popen[str], ready: object) -> tuple[int, str]:
+    """SIGINT to ``proc`` once ``ready()`` holds; its exit status and standard error."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not ready():  # type: ignore[operator]
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, err
+
+
+def test_an_interrupted_run_names_its_trace_and_the_resume_that_finishes_it(
+    tmp_path: Path,
+) -> None:
+    # the server answers 6 requests, then holds the rest: the interrupt falls mid-run
+    with StubServer(seed=8, hold_after=6) as server:
+        env = {**os.environ, "STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}
+        args = [str(DEMO_CARD), "--model", "stub/test-model", "--seed", "2", "--ticks", "4"]
+        proc = subprocess.Popen(
+            [*WORLDSIM, "run", *args, "--replicates", "2", "--out", str(tmp_path)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        code, err = _interrupt(proc, lambda: server.request_count > 6)
+        trace = tmp_path / "merger-review__branching__stub-test-model__ticks4__s2.jsonl"
+        assert code == 130
+        assert err.splitlines() == [
+            f"error: interrupted: {trace} is unfinished; `worldsim run --resume {trace}` "
+            "finishes it (0 of 2 runs finished)"
+        ]
+        server.release()
+        resumed = subprocess.run(
+            [*WORLDSIM, "run", "--resume", str(trace), "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert resumed.returncode == 0, resumed.stderr
+    assert verify_trace(trace).exit_code == 0
+
+
+def test_an_interrupted_study_says_the_same_command_finishes_it(tmp_path: Path) -> None:
+    out = tmp_path / "study"
+    command = [*WORLDSIM, "batch", str(ROOT / "scenarios/studies/demo-study.yaml"), "--out"]
+    proc = subprocess.Popen(
+        [*command, str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    jobs = out / "jobs.jsonl"
+    code, err = _interrupt(proc, lambda: jobs.exists() and jobs.stat().st_size > 0)
+    assert code == 130
+    assert err.splitlines()[-1] == (
+        f"error: interrupted: the study in {out} is unfinished; the same `worldsim batch` "
+        "command finishes it (complete traces are kept, torn ones resumed)"
+    )
+    finished = subprocess.run(
+        [*command, str(out), "--json"], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert len(jobs.read_text(encoding="utf-8").splitlines()) == 126
