@@ -81,7 +81,7 @@ def hindsight(
 
     check_file_targets([out, _log_path(out)])
     if out.exists() and not force:
-        raise ConfigError(f"{out} exists; use --force to replace it", file=out)
+        raise ConfigError("exists; use --force to replace it", file=out)
     card = load_card(card_path)
     entries = load_labels(label).entries
     if card.id not in entries:
@@ -139,7 +139,7 @@ def annotate(
 
     check_file_targets([out])
     if out.exists() and not force:
-        raise ConfigError(f"{out} exists; use --force to replace it", file=out)
+        raise ConfigError("exists; use --force to replace it", file=out)
     graph = load_hindsight(graph_path)
     write_files({out: annotation_sheet(graph).encode()})
     rows = sum(not e.is_outcome for e in graph.events)
