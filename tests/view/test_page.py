@@ -147,6 +147,19 @@ def test_a_hindsight_graph_adds_the_causal_pressure(demo_trace: Path, tmp_path: 
     assert all(isinstance(v, float) for _, v in pressure["causal"])
 
 
+def test_a_hindsight_graph_score_would_refuse_is_refused(demo_trace: Path, tmp_path: Path) -> None:
+    graph = json.loads((ROOT / "scenarios/hindsight/merger-review.json").read_text())
+    graph["edges"][0]["target"] = "nonesuch"
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(graph))
+    with pytest.raises(ConfigError) as refused:
+        build_page([demo_trace], hindsight=broken)
+    assert str(refused.value) == f"{broken}: edges.0.target: unknown event 'nonesuch'"
+    proc = cli("view", str(demo_trace), "--hindsight", str(broken), "-o", str(tmp_path / "v.html"))
+    assert proc.returncode == 2 and not (tmp_path / "v.html").exists()
+    assert proc.stderr.strip() == f"error: {broken}: edges.0.target: unknown event 'nonesuch'"
+
+
 def test_other_input_counts_are_refused(demo_trace: Path) -> None:
     with pytest.raises(ConfigError, match="one trace, or two"):
         build_page([demo_trace] * 3)

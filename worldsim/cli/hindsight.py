@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from worldsim.cli._app import JsonOption, command_group, err_console, escape, fail, out_console
-from worldsim.domain.errors import ConfigError, WorldsimError
+from worldsim.domain.errors import WorldsimError
 from worldsim.scoring.hindsight import DEFAULT_DATE_WINDOW_DAYS
 
 if TYPE_CHECKING:
@@ -41,13 +41,10 @@ hindsight_app = command_group(
 
 def _load_checked(path: Path) -> "tuple[HindsightGraph, ValidationReport]":
     """Load a graph and refuse it on structural errors; quality warnings go to stderr."""
-    from worldsim.scoring.hindsight.graph import load_hindsight, validate_graph
+    from worldsim.scoring.hindsight.graph import check_graph, load_hindsight
 
     graph = load_hindsight(path)
-    report = validate_graph(graph)
-    if report.errors:
-        raise ConfigError(report.errors[0], file=path)
-    return graph, report
+    return graph, check_graph(graph, file=path)
 
 
 def _fmt(value: float | None) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from worldsim.domain.errors import CardError, ConfigError
+from worldsim.domain.errors import ConfigError
 from worldsim.domain.files import sha256_file
 from worldsim.scoring.hindsight import DEFAULT_DATE_WINDOW_DAYS
 from worldsim.scoring.hindsight.evidence import ACCESS_TYPES, source_precision
@@ -30,12 +30,7 @@ from worldsim.scoring.hindsight.forecast import (
     stream_records,
     trace_records,
 )
-from worldsim.scoring.hindsight.graph import (
-    HindsightGraph,
-    check_graph_card,
-    load_hindsight,
-    validate_graph,
-)
+from worldsim.scoring.hindsight.graph import HindsightGraph, check_graph, load_hindsight
 from worldsim.scoring.hindsight.ker import key_event_recall
 from worldsim.scoring.inputs import PredictionRow
 from worldsim.scoring.metrics import MethodSummary
@@ -199,10 +194,7 @@ def load_graphs(
         if not graph.graph_built:
             not_built.append((card_id, graph.failed_gates))
             continue
-        report = validate_graph(graph)
-        if report.errors:
-            raise CardError(report.errors[0], file=path)
-        check_graph_card(graph, card_id, file=path)
+        report = check_graph(graph, file=path, card_id=card_id)
         graphs[card_id] = GraphFile(
             card_id=card_id,
             path=path,

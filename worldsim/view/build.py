@@ -237,12 +237,12 @@ def studies_page(a: Path, b: Path) -> Page:
 
 
 def _causal(path: str | Path, card_id: str | None) -> dict[str, Any]:
-    """The causal pressure of the hindsight graph in ``path``, refused when the graph is
-    written for another card than ``card_id`` (the run's)."""
-    from worldsim.scoring.hindsight.graph import check_graph_card, load_hindsight
+    """The causal pressure of the hindsight graph in ``path``, refused as score refuses it:
+    on a structural error, or when written for another card than ``card_id`` (the run's)."""
+    from worldsim.scoring.hindsight.graph import check_graph, load_hindsight
     from worldsim.scoring.hindsight.pressure import causal_pressure
 
     graph = load_hindsight(path)
-    check_graph_card(graph, card_id, file=path)
+    check_graph(graph, file=path, card_id=card_id)
     points = causal_pressure(graph)
     return {"causal": [[p.date.isoformat().replace("+00:00", "Z"), p.value] for p in points]}

@@ -35,6 +35,7 @@ __all__ = [
     "Relation",
     "Thresholds",
     "ValidationReport",
+    "check_graph",
     "check_graph_card",
     "graph_depth",
     "graph_json",
@@ -228,6 +229,19 @@ def validate_graph(
     if strict:
         return ValidationReport(errors=(*errors, *quality), depth=depth)
     return ValidationReport(errors=tuple(errors), warnings=tuple(quality), depth=depth)
+
+
+def check_graph(
+    graph: HindsightGraph, *, file: str | Path, card_id: str | None = None
+) -> ValidationReport:
+    """The graph in ``file`` as what is scored or charted against it takes it: refused on its
+    first structural error, or when written for another card than ``card_id``
+    (:func:`check_graph_card`); its quality findings are the report's warnings."""
+    report = validate_graph(graph)
+    if report.errors:
+        raise CardError(report.errors[0], file=file)
+    check_graph_card(graph, card_id, file=file)
+    return report
 
 
 def check_graph_card(graph: HindsightGraph, card_id: str | None, *, file: str | Path) -> None:
