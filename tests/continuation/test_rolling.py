@@ -135,3 +135,25 @@ def test_a_rolling_study_on_ray_writes_the_traces_the_local_executor_writes(
     for row in rows:  # the same runs, chained the same way, whichever executor ran them
         here, there = read_trace(tmp_path / "ray" / row.trace), read_trace(rolled / row.trace)
         assert canonical_hash(here) == canonical_hash(there)
+
+
+def test_a_rerun_resumes_a_continued_job_cut_after_its_reweighting(
+    rolled: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    from worldsim.trace.canonical import canonical_hash
+
+    study = tmp_path / "study"
+    shutil.copytree(rolled, study)
+    late = study / "traces" / "harbour-toll" / "rolling" / "late__s0.jsonl"
+    whole = read_trace(late)
+    weighed = whole.first("reweighting")
+    assert weighed is not None
+    lines = late.read_bytes().splitlines(keepends=True)
+    late.write_bytes(b"".join(lines[: weighed.number + 6]))  # cut a few records after it
+    result = Experiment.from_yaml(_study(tmp_path)).run_sync(study, fsync=False)
+    assert all(r.status == "complete" for r in result)
+    resumed = read_trace(late)
+    assert resumed.first("run_resumed") is not None  # resumed, not started again
+    assert canonical_hash(resumed) == canonical_hash(whole)

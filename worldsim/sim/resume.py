@@ -29,7 +29,7 @@ from worldsim.world.build import WorldSource
 from worldsim.world.state import WorldState
 from worldsim.world.timeline import Timeline, settlement_of
 
-__all__ = ["Cut", "recorded_spend", "restore_point", "resume_config"]
+__all__ = ["Cut", "has_world", "recorded_spend", "restore_point", "resume_config"]
 
 _MODEL_SETTINGS_FROM_TRACE = ("model", "role_models")
 
@@ -61,6 +61,13 @@ def recorded_spend(trace: Trace) -> float:
     )
 
 
+def has_world(trace: Trace) -> bool:
+    """Whether a trace got as far as the world a resume starts again from: its
+    ``world_initialized``, or a continued run's ``reweighting``."""
+    world = "reweighting" if trace.started.parent is not None else "world_initialized"
+    return trace.first(world) is not None
+
+
 class Cut:
     """Where a resumable trace was cut off: the effective lines kept and how many were voided.
 
@@ -71,16 +78,12 @@ class Cut:
     def __init__(self, trace: Trace) -> None:
         if trace.complete:
             raise ConfigError("the run is complete; there is nothing to resume", file=trace.path)
-        if trace.started.parent is not None:
-            if trace.first("reweighting") is None:
-                raise ConfigError(
-                    "the continued run stopped before its news was weighed: continue its "
-                    "parent again (run --continue PARENT --as-of DATE --force)",
-                    file=trace.path,
-                )
-        elif trace.first("world_initialized") is None:
+        if not has_world(trace):
             raise ConfigError(
-                "the run stopped before its world was initialized; start it again instead",
+                "the run stopped before its world was initialized; start it again instead"
+                if trace.started.parent is None
+                else "the continued run stopped before its news was weighed: continue its "
+                "parent again (run --continue PARENT --as-of DATE --force)",
                 file=trace.path,
             )
         last_marker = max(

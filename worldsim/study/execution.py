@@ -77,13 +77,13 @@ async def execute_job(
         "environ": environ,
         "shared": shared,
     }
+    if config.kind != "direct" and action == "resume":  # a continued run's too
+        await resume_run(path, models=config.models, fsync=fsync, environ=environ, shared=shared)
+        return
     if job.previous is not None:  # a rolling job: the job before it, carried forward
         await continue_run(
             out / job.previous, job.when, models=config.models, trace_path=path, **options
         )
-        return
-    if config.kind != "direct" and action == "resume":
-        await resume_run(path, models=config.models, fsync=fsync, environ=environ, shared=shared)
         return
     start = forecast if config.kind == "direct" else run_card
     await start(config, out, trace_path=path, **options)

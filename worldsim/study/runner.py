@@ -35,6 +35,7 @@ from worldsim.domain.paths import make_folder
 from worldsim.models import Budget
 from worldsim.models.limits import LimitChange
 from worldsim.scoring.labels import load_labels
+from worldsim.sim.resume import has_world
 from worldsim.study.execution import Action, Executor, JobRunner, JobSettings, LocalExecutor
 from worldsim.study.jobs import Job, expand_jobs
 from worldsim.study.journal import JOURNAL, Finished, Journal, read_journal
@@ -128,7 +129,7 @@ def _action(job: Job, out: Path, heads: Mapping[str, str | None], retry_failed: 
                 file=path,
             )
         return "keep"
-    resumable = job.config.kind == "multiverse" and trace.first("world_initialized") is not None
+    resumable = job.config.kind == "multiverse" and has_world(trace)
     terminal = trace.terminal
     if terminal is not None and terminal.type == "run_failed":
         if not retry_failed:
