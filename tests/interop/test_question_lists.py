@@ -109,7 +109,9 @@ def test_a_list_whose_every_question_is_rejected_is_refused_with_the_reasons(
 ) -> None:
     source = tmp_path / "q.csv"
     source.write_text(
-        "question,as_of,deadline\nWill it?,someday,2027-02-01\nWill it not?,2027-03-01,2027-02-01\n",
+        "question,as_of,deadline\n"
+        "Will it?,someday,2027-02-01\n"
+        "Will it not?,2027-03-01,2027-02-01\n",
         encoding="utf-8",
     )
     said = _refusal(source, tmp_path / "cards")
