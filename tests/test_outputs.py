@@ -343,3 +343,36 @@ def test_a_folder_given_for_an_input_file_is_called_a_folder(
     filled = [a.format(dir=folder, trace=inputs["trace"]) for a in args]
     done = invoke(*filled)
     _assert_refused(done, f"{folder}: is a folder, not a file")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "{name}.yaml"],
+        ["verify", "{name}.jsonl"],
+        ["replay", "{name}.jsonl"],
+        ["view", "{name}.jsonl"],
+        ["score", "{name}.jsonl", "--labels", str(LABELS)],
+        ["hindsight", "validate", "{name}.json"],
+    ],
+    ids=lambda args: args[0] if args[0] != "hindsight" else "hindsight-validate",
+)
+def test_an_input_name_too_long_to_look_at_is_one_error_line(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """The system refuses to look at the path at all: the console entry point names it."""
+    import subprocess
+    import sys
+
+    name = str(tmp_path / TOO_LONG)
+    done = subprocess.run(
+        [sys.executable, "-c", "from worldsim.cli import main; main()"]
+        + [a.format(name=name) for a in args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    _assert_refused(Outcome(done.returncode, done.stdout, done.stderr), TOO_LONG)
+    assert done.stderr.strip().endswith(": File name too long")

@@ -49,3 +49,7 @@ def main() -> None:
         fail(str(exc), code=exc.exit_code)
     except KeyboardInterrupt:  # a command that leaves work to finish says how (`on_interrupt`)
         fail("interrupted", code=130)
+    except OSError as exc:  # a path the system refuses to look at (a name too long, …)
+        if exc.filename is None:
+            raise
+        fail(f"{exc.filename}: {exc.strerror or exc}", code=2)
