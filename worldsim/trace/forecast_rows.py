@@ -101,6 +101,8 @@ class Graph:
         self.columns: dict[tuple[str, int], _Columns] = {}
         self.pending: dict[tuple[int, tuple[int, ...]], tuple[str, KeptAccepted]] = {}
         self.fast: dict[tuple[int, tuple[int, ...]], tuple[str, _Columns]] = {}
+        # a group's event ids as JSON, from its events' bytes until its links' (each id once)
+        self._sources: dict[tuple[int, tuple[int, ...]], list[bytes]] = {}
         for r in records:
             if r.type == "run_started":
                 self.run_id = r.run
@@ -299,9 +301,11 @@ class Graph:
             )
             parts = _Parts(self.masses, tick)  # timeline -> what follows an event's id
             ids, tls, summaries, _ = self._rows(group)
+            # the ids' JSON, kept for the links that follow (each id is the source of some)
+            sources = self._sources[group] = list(map(_text_json, ids))
             lines = [
-                b"".join((head, _text_json(event_id), parts[tl], _text_json(_text(text)), b"}"))
-                for event_id, tl, text in zip(ids, tls, summaries, strict=True)
+                b"".join((head, source, parts[tl], _text_json(_text(text)), b"}"))
+                for source, tl, text in zip(sources, tls, summaries, strict=True)
             ]
             if not _increasing(ids):  # ids in order of their text
                 lines = [lines[i] for i in sorted(range(len(ids)), key=ids.__getitem__)]
@@ -319,8 +323,8 @@ class Graph:
             count = 0
             informs: dict[str, list[bytes]] = {}  # timeline -> each observation's link head
             ids, tls, _, cites_of = self._rows(group)
-            for event_id, tl, cites in zip(ids, tls, cites_of, strict=True):
-                source = _text_json(event_id)
+            sources = self._sources.pop(group, None) or list(map(_text_json, ids))
+            for source, tl, cites in zip(sources, tls, cites_of, strict=True):
                 if cites:
                     key = tuple(cites)
                     parts = cited.get(key)
