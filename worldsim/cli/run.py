@@ -53,16 +53,11 @@ def _one_card(card: Path | None, extra: list[str]) -> Path | None:
     return card
 
 
-_KEPT_BY_THE_TRACE = {
-    "--resume": (
-        "policy", "seed", "ticks", "extraction", "method_label", "model", "role_model", "role",
-        "replicates", "max_trace_mb", "out", "force",
-    ),
-    "--continue": (
-        "policy", "seed", "ticks", "extraction", "method_label", "model", "role_model", "role",
-        "replicates", "max_trace_mb",
-    ),
-}  # fmt: skip
+_RECORDED = (
+    "policy", "seed", "ticks", "extraction", "method_label", "model", "role_model", "role",
+    "replicates", "max_trace_mb",
+)  # fmt: skip
+_KEPT_BY_THE_TRACE = {"--resume": (*_RECORDED, "out", "force"), "--continue": _RECORDED}
 """The options ``--resume`` and ``--continue`` cannot honour: the card, policy, seed, ticks,
 rule, method, routes and roles are the trace's (a resume also writes to the trace itself)."""
 
@@ -344,9 +339,12 @@ def _replicates(
     ]
 
 
-_ROLE_FIELDS = {"extra_roles": ("role", "--role"), "--role-model": ("role_model", "--role-model")}
-"""A role setting `prepare` refuses: its option, and the field it is in a ``--config`` file."""
-_IN_THE_FILE = {"extra_roles": "extra_roles", "--role-model": "models.role_models"}
+_ROLE_FIELDS = {
+    "extra_roles": ("role", "--role", "extra_roles"),
+    "--role-model": ("role_model", "--role-model", "models.role_models"),
+}
+"""A role setting `prepare` refuses (by the field it names): its option's name and flag, and
+its field in a ``--config`` file."""
 
 
 def _named_where_given(
@@ -356,10 +354,10 @@ def _named_where_given(
     names was typed, else the ``--config`` file and its field."""
     if exc.file is not None or exc.field not in _ROLE_FIELDS:
         return exc
-    option, flag = _ROLE_FIELDS[exc.field]
+    option, flag, in_the_file = _ROLE_FIELDS[exc.field]
     if config_file is None or any(f"'{value}'" in exc.message for value in typed.get(option) or ()):
         return ConfigError(exc.message, field=flag)
-    return ConfigError(exc.message, file=config_file, field=_IN_THE_FILE[exc.field])
+    return ConfigError(exc.message, file=config_file, field=in_the_file)
 
 
 def _run_each(
