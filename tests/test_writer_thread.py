@@ -152,3 +152,43 @@ def test_the_run_waits_once_the_writers_thread_holds_enough(
     assert emitted == [0, 1, 2]
     assert [line["data"]["n"] for line in _lines(path)] == [0, 1, 2]  # type: ignore[index]
     assert _chained(path, "r1")
+
+
+def test_tasks_emitting_at_once_while_the_thread_is_full_keep_one_chain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record that waits for room is chained only once it has it: several tasks emitting
+    together each get the next ``seq`` and the last line's hash."""
+    monkeypatch.setattr(writer_module, "LATER_BYTES", LARGE)
+    monkeypatch.setattr(writer_module, "PENDING_BYTES", 3000)
+    gate = threading.Event()
+    real = os.write
+
+    def held_write(fd: int, data: memoryview) -> int:
+        gate.wait(timeout=30)
+        return real(fd, data)
+
+    monkeypatch.setattr(writer_module.os, "write", held_write)
+    path = tmp_path / "t.jsonl"
+
+    async def go() -> None:
+        writer = await TraceWriter.create(path, "r1", fsync=False)
+
+        async def emit(task: int) -> None:
+            for n in range(3):
+                await writer.emit("note", {"task": task, "n": n, "pad": "x" * 2000})
+
+        async with anyio.create_task_group() as tg:
+            for task in range(4):
+                tg.start_soon(emit, task)
+            await anyio.sleep(0.2)  # every task is waiting for room by now
+            gate.set()
+        await writer.aclose()
+
+    anyio.run(go)
+    lines = _lines(path)
+    assert [line["seq"] for line in lines] == list(range(12))
+    assert sorted((line["data"]["task"], line["data"]["n"]) for line in lines) == [  # type: ignore[index]
+        (task, n) for task in range(4) for n in range(3)
+    ]
+    assert _chained(path, "r1")

@@ -385,6 +385,8 @@ def _run_each(
     show = not json_out and err_console.is_terminal
 
     def left() -> str:
+        if len(results) == len(configs):
+            return f"every run finished; its trace is in {out}"
         done = f" ({len(results)} of {len(configs)} runs finished)" if len(configs) > 1 else ""
         trace = out / trace_name(configs[len(results)])
         if not trace.exists():

@@ -292,10 +292,11 @@ class TraceWriter:
         every float a ``data`` dict holds, where its maker knows them (the record's bytes
         are then not looked at for floats msgspec writes otherwise; see
         :mod:`worldsim.domain.jsonbytes`)."""
-        if self.failure is not None:
-            raise self.failure
         if self._closed:
             raise TraceError("trace is closed", file=self.path)
+        await self._room()
+        # from here to the chain's update nothing awaits: records emitted by several tasks
+        # of the loop are each chained to the one before
         payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
         if type_ in SEALED_TYPES and self.signer is not None:
             payload = {**payload, "key_id": self.signer.key_id}  # sealed with the record
@@ -313,7 +314,7 @@ class TraceWriter:
         if type_ in SEALED_TYPES:
             line = bytearray(seal_line(bytes(line[:-1]), self.signer) + b"\n")
         written = memoryview(line)
-        await self._queue(written)
+        self._queue(written)
         self._seq += 1
         self._prev = hashlib.sha256(written[:-1]).hexdigest()
         if self.tap is not None:
@@ -326,9 +327,9 @@ class TraceWriter:
                 except OSError as exc:
                     raise self._broken(exc) from None
 
-    async def _queue(self, line: memoryview) -> None:
-        """Write ``line`` now, or hand it to the writer's thread: a large one, or any while
-        the thread still has lines to write (the lines keep their order)."""
+    async def _room(self) -> None:
+        """Wait while ``PENDING_BYTES`` or more wait for the writer's thread; raise if a
+        write failed."""
         pending = self._pending
         while pending and pending[0][0].done():
             pending.popleft()
@@ -336,6 +337,13 @@ class TraceWriter:
             await anyio.to_thread.run_sync(pending.popleft()[0].result)
         if self.failure is not None:
             raise self.failure
+
+    def _queue(self, line: memoryview) -> None:
+        """Write ``line`` now, or hand it to the writer's thread: a large one, or any while
+        the thread still has lines to write (the lines keep their order)."""
+        pending = self._pending
+        while pending and pending[0][0].done():
+            pending.popleft()
         if not pending and len(line) < LATER_BYTES:
             self._write(line)
             return
