@@ -17,6 +17,12 @@ from worldsim.trace.verify import verify_trace
 WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]
 
 
+def _default_sigint() -> None:
+    """SIGINT as a terminal's Ctrl-C delivers it: a test worker may ignore it, and a child
+    inherits that (Python then makes no KeyboardInterrupt of it)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt(proc: subprocess.Popen[str], ready: object) -> tuple[int, str]:
     """SIGINT to ``proc`` once ``ready()`` holds; its exit status and standard error."""
     deadline = time.monotonic() + 60
@@ -41,6 +47,7 @@ def test_an_interrupted_run_names_its_trace_and_the_resume_that_finishes_it(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=_default_sigint,
         )
         code, err = _interrupt(proc, lambda: server.request_count > 6)
         trace = tmp_path / "merger-review__branching__stub-test-model__ticks4__s2.jsonl"
@@ -66,7 +73,11 @@ def test_an_interrupted_study_says_the_same_command_finishes_it(tmp_path: Path) 
     out = tmp_path / "study"
     command = [*WORLDSIM, "batch", str(ROOT / "scenarios/studies/demo-study.yaml"), "--out"]
     proc = subprocess.Popen(
-        [*command, str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        [*command, str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_sigint,
     )
     jobs = out / "jobs.jsonl"
     code, err = _interrupt(proc, lambda: jobs.exists() and jobs.stat().st_size > 0)
