@@ -45,10 +45,11 @@ def test_records_large_and_small_land_in_their_order_and_chained(
     path = tmp_path / f"t{len(list(tmp_path.iterdir()))}.jsonl"
 
     async def go() -> None:
-        writer = await TraceWriter.create(path, "r1", fsync=False)
+        writer = await TraceWriter.create(path, "r1")
         for n, size in enumerate(sizes):
             await writer.emit("note", {"n": n, "pad": "x" * size}, durable=durable[n])
-            if durable[n]:  # a durable record is on disk with everything before it
+            if durable[n]:  # once flushed, a record is on disk with everything before it
+                await writer.flush()
                 assert len(path.read_bytes().splitlines()) == n + 1
         await writer.aclose()
 
@@ -71,7 +72,7 @@ def _failing_write(limit: int) -> object:
     return write
 
 
-def test_a_large_records_failed_write_is_raised_by_the_next_write_and_cut_back(
+def test_a_large_records_failed_write_is_raised_once_seen_and_the_file_cut_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(writer_module, "LATER_BYTES", LARGE)
@@ -84,20 +85,23 @@ def test_a_large_records_failed_write_is_raised_by_the_next_write_and_cut_back(
         await writer.emit("note", {"n": 0, "pad": ""})
         await writer.emit("note", {"n": 1, "pad": "x" * 600})  # written by the thread
         await writer.emit("note", {"n": 2, "pad": "x" * 5000})  # fails in the thread
-        for attempt in range(2):  # the failure, then the same failure again
+        with pytest.raises(TraceError) as caught:
+            await writer.flush()  # waits for the thread, which failed
+        raised.append(str(caught.value))
+        for n in (3, 4):  # every later call: the same failure
             with pytest.raises(TraceError) as caught:
-                await writer.emit("note", {"n": 3 + attempt}, durable=True)
+                await writer.emit("note", {"n": n}, durable=True)
             raised.append(str(caught.value))
         assert writer.failure is not None
-        await writer.aclose()  # closing a broken writer raises nothing more
+        await writer.aclose()  # closing a writer whose failure was raised raises nothing more
 
     anyio.run(go)
-    assert raised == [raised[0]] * 2 and "No space left on device" in raised[0]
+    assert raised == [raised[0]] * 3 and "No space left on device" in raised[0]
     assert [line["data"]["n"] for line in _lines(path)] == [0, 1]  # type: ignore[index]
     assert _chained(path, "r1")
 
 
-def test_a_failed_write_behind_the_last_durable_record_is_raised_by_it(
+def test_a_failed_write_no_call_raised_is_raised_by_close(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(writer_module, "LATER_BYTES", LARGE)
@@ -105,11 +109,10 @@ def test_a_failed_write_behind_the_last_durable_record_is_raised_by_it(
     path = tmp_path / "t.jsonl"
 
     async def go() -> None:
-        writer = await TraceWriter.create(path, "r1", fsync=False)
-        await writer.emit("note", {"n": 0, "pad": "x" * 5000})  # fails in the thread
+        writer = await TraceWriter.create(path, "r1")
+        await writer.emit("note", {"n": 0, "pad": "x" * 5000}, durable=True)  # fails
         with pytest.raises(TraceError, match="No space left on device"):
-            await writer.flush()
-        await writer.aclose()
+            await writer.aclose()
 
     anyio.run(go)
     assert path.read_bytes() == b""

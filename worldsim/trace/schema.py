@@ -17,8 +17,9 @@ _INTRO = """\
 
 A trace is a JSONL file: one complete JSON object per line, UTF-8, compact separators, appended
 record by record in their order (a record of 1 MiB or more by the writer's own thread while the
-run goes on), and fsynced, once every record before is written, at every committed tick and at
-the end of the run. Every line is an envelope:
+run goes on), and fsynced after every committed tick's records (by that thread, in order, while
+the next tick runs) and at the end of the run, which waits for every write. Every line is an
+envelope:
 
 ```json
 {"v": 2, "seq": 0, "ts": "2027-01-04T00:00:00.000000Z", "run": "<run id>", "type": "<type>",

@@ -4,9 +4,9 @@ Each record is serialized, chained to the previous line by SHA-256 and written a
 buffer in between (a tick's proposals together, in one write); committed ticks and the end of
 the run are fsynced. A small record lands in the OS page cache inline (it takes microseconds);
 a large one (a tick of 10⁵ actors is tens of MB) is written by the writer's own thread while
-the run goes on, records always in their order; the fsync, the part that can block, waits for
-every write before it. One writer per trace: the file is locked (:class:`TraceLock`) for the
-writer's life.
+the run goes on, records always in their order; a committed tick's fsync, the part that can
+block, is that thread's too, after every write before it. Closing the writer waits for all of
+it. One writer per trace: the file is locked (:class:`TraceLock`) for the writer's life.
 """
 
 from __future__ import annotations
@@ -199,9 +199,9 @@ class TraceWriter:
     The writer owns its file's :class:`TraceLock` until :meth:`aclose`. A failed write (disk
     full, file too large, an I/O error) raises :class:`TraceError` and breaks the writer: the
     file is cut back to its last complete record, and every later call raises the same error,
-    so the trace stays resumable and no half-record is ever followed by another. A large
-    record's failed write (one the writer's thread makes) is raised by the next call that
-    writes, at the latest the next ``durable`` one.
+    so the trace stays resumable and no half-record is ever followed by another. A failed
+    write or fsync of the writer's thread is raised by the next call once it has happened,
+    and at the latest by :meth:`flush` or :meth:`aclose`.
     """
 
     def __init__(
@@ -230,6 +230,7 @@ class TraceWriter:
         self.tap: Callable[[str, str | None, int | None, dict[str, Any]], None] | None = None
         self._thread: ThreadPoolExecutor | None = None  # made for the first large record
         self._pending: deque[tuple[Future[None], int]] = deque()  # writes not yet done
+        self._reported = False  # whether a call raised ``failure``
 
     @classmethod
     async def create(
@@ -287,8 +288,9 @@ class TraceWriter:
         floats: Iterable[float] | None = None,
     ) -> None:
         """Append one record, chained to the one before, in one write (all of it, or after a
-        failed write none); with ``durable`` (committed ticks, the end) wait until every
-        record is written, then fsync. ``floats``:
+        failed write none); with ``durable`` (committed ticks, the end) the file is fsynced
+        once every record up to it is written, by the writer's thread while the run goes on
+        (:meth:`aclose` waits for it). ``floats``:
         every float a ``data`` dict holds, where its maker knows them (the record's bytes
         are then not looked at for floats msgspec writes otherwise; see
         :mod:`worldsim.domain.jsonbytes`)."""
@@ -319,13 +321,8 @@ class TraceWriter:
         self._prev = hashlib.sha256(written[:-1]).hexdigest()
         if self.tap is not None:
             self.tap(type_, tl, tick, payload)
-        if durable:
-            await self.flush()
-            if self._fsync:
-                try:
-                    await anyio.to_thread.run_sync(os.fsync, self._lock.fd)
-                except OSError as exc:
-                    raise self._broken(exc) from None
+        if durable and self._fsync:
+            self._later(self._sync, 0)
 
     async def _room(self) -> None:
         """Wait while ``PENDING_BYTES`` or more wait for the writer's thread; raise if a
@@ -335,7 +332,11 @@ class TraceWriter:
             pending.popleft()
         while pending and sum(size for _, size in pending) >= PENDING_BYTES:
             await anyio.to_thread.run_sync(pending.popleft()[0].result)
+        self._raise_failure()
+
+    def _raise_failure(self) -> None:
         if self.failure is not None:
+            self._reported = True
             raise self.failure
 
     def _queue(self, line: memoryview) -> None:
@@ -345,23 +346,38 @@ class TraceWriter:
         while pending and pending[0][0].done():
             pending.popleft()
         if not pending and len(line) < LATER_BYTES:
-            self._write(line)
+            try:
+                self._write(line)
+            except TraceError:
+                self._reported = True
+                raise
             return
+        self._later(self._write_later, len(line), line)
+
+    def _later(self, job: Callable[..., None], size: int, *args: Any) -> None:
+        """Hand ``job`` to the writer's thread, behind every write before it."""
         if self._thread is None:
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="trace-writer")
-        pending.append((self._thread.submit(self._write_later, line), len(line)))
+        self._pending.append((self._thread.submit(job, *args), size))
 
     def _write_later(self, line: memoryview) -> None:
         if self.failure is None:  # after a failed write, the lines queued behind it are dropped
             with contextlib.suppress(TraceError):  # kept as the writer's failure
                 self._write(line)
 
+    def _sync(self) -> None:
+        if self.failure is None:
+            try:
+                os.fsync(self._lock.fd)
+            except OSError as exc:
+                self._broken(exc)
+
     async def flush(self) -> None:
-        """Wait until every record emitted so far is written; raise if a write failed."""
+        """Wait until every record emitted so far is written (and fsynced, where one was
+        durable); raise if a write failed."""
         while self._pending:
             await anyio.to_thread.run_sync(self._pending.popleft()[0].result)
-        if self.failure is not None:
-            raise self.failure
+        self._raise_failure()
 
     def _write(self, records: bytes | memoryview) -> None:
         """Write whole records, or cut the file back to where they started and raise."""
@@ -380,11 +396,13 @@ class TraceWriter:
         return self.failure
 
     async def aclose(self) -> None:
-        """Make the trace durable (unless a write failed) and release its lock."""
+        """Make the trace durable (unless a write failed) and release its lock; raise a
+        failed write that no call has raised yet."""
         if self._closed:
             return
         self._closed = True
         with anyio.CancelScope(shield=True):
+            reported = self._reported
             try:
                 # the file is closed only once the writer's thread is done with it
                 with contextlib.suppress(TraceError):  # kept as the writer's failure
@@ -397,3 +415,5 @@ class TraceWriter:
                 raise self._broken(exc) from None
             finally:
                 self._lock.release()
+            if not reported:  # a failed write that no call has raised yet
+                self._raise_failure()
