@@ -118,10 +118,9 @@ def test_a_failed_write_no_call_raised_is_raised_by_close(
     assert path.read_bytes() == b""
 
 
-def test_the_run_waits_once_the_writers_thread_holds_enough(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """At most ``PENDING_BYTES`` wait for the thread: the next record waits for room."""
+def _held_writes(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Large records to the thread, at most 3,000 bytes waiting, and every write held until
+    the returned event is set."""
     monkeypatch.setattr(writer_module, "LATER_BYTES", LARGE)
     monkeypatch.setattr(writer_module, "PENDING_BYTES", 3000)
     gate = threading.Event()
@@ -132,6 +131,14 @@ def test_the_run_waits_once_the_writers_thread_holds_enough(
         return real(fd, data)
 
     monkeypatch.setattr(writer_module.os, "write", held_write)
+    return gate
+
+
+def test_the_run_waits_once_the_writers_thread_holds_enough(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At most ``PENDING_BYTES`` wait for the thread: the next record waits for room."""
+    gate = _held_writes(monkeypatch)
     path = tmp_path / "t.jsonl"
     emitted: list[int] = []
 
@@ -162,16 +169,7 @@ def test_tasks_emitting_at_once_while_the_thread_is_full_keep_one_chain(
 ) -> None:
     """A record that waits for room is chained only once it has it: several tasks emitting
     together each get the next ``seq`` and the last line's hash."""
-    monkeypatch.setattr(writer_module, "LATER_BYTES", LARGE)
-    monkeypatch.setattr(writer_module, "PENDING_BYTES", 3000)
-    gate = threading.Event()
-    real = os.write
-
-    def held_write(fd: int, data: memoryview) -> int:
-        gate.wait(timeout=30)
-        return real(fd, data)
-
-    monkeypatch.setattr(writer_module.os, "write", held_write)
+    gate = _held_writes(monkeypatch)
     path = tmp_path / "t.jsonl"
 
     async def go() -> None:

@@ -77,6 +77,11 @@ def _refuse_what_the_trace_keeps(ctx: typer.Context, mode: str) -> None:
     )
 
 
+def _unfinished(trace: Path) -> str:
+    """What Ctrl-C left of the run writing ``trace``, and the command that finishes it."""
+    return f"{trace} is unfinished; `worldsim run --resume {trace}` finishes it"
+
+
 def _resume(trace: Path, ctx: typer.Context, json_out: bool, signer: "Signer | None") -> None:
     """Continue the run in ``trace`` with the settings it recorded, and the options typed now
     on top (the routes always come from the trace)."""
@@ -87,7 +92,7 @@ def _resume(trace: Path, ctx: typer.Context, json_out: bool, signer: "Signer | N
     recorded = recorded_settings(trace)  # none: resume_run says what is wrong with the trace
     options = given_options(ctx)
     models = run_config(options, base=recorded, source=trace).models if recorded else None
-    with on_interrupt(lambda: f"{trace} is unfinished; `worldsim run --resume {trace}` again"):
+    with on_interrupt(lambda: _unfinished(trace)):
         result = anyio.run(lambda: resume_run(trace, models=models, signer=signer))
     if json_out:
         sys.stdout.write(json.dumps(result.summary()) + "\n")
@@ -391,7 +396,7 @@ def _run_each(
         trace = out / trace_name(configs[len(results)])
         if not trace.exists():
             return f"no trace was written for seed {configs[len(results)].seed}{done}"
-        return f"{trace} is unfinished; `worldsim run --resume {trace}` finishes it{done}"
+        return _unfinished(trace) + done
 
     async def go() -> None:
         async with HttpClients() as clients:

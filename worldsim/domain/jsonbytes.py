@@ -103,11 +103,8 @@ def _plain(value: Any) -> Any:
     """A row (`json_row`) or JSON made already (`raw_json`) as the plain value it writes, for
     the standard library to write: msgspec's bytes read back, every float as it was."""
     if isinstance(value, msgspec.Struct | msgspec.Raw):
-        return msgspec.json.decode(_ROWS.encode(value))
+        return msgspec.json.decode(_COMPACT.encode(value))
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-_ROWS = msgspec.json.Encoder()
 
 
 def _respelled(out: bytes, floats: Iterable[float]) -> bytes | None:

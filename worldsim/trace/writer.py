@@ -327,12 +327,17 @@ class TraceWriter:
     async def _room(self) -> None:
         """Wait while ``PENDING_BYTES`` or more wait for the writer's thread; raise if a
         write failed."""
-        pending = self._pending
-        while pending and pending[0][0].done():
-            pending.popleft()
+        pending = self._waiting()
         while pending and sum(size for _, size in pending) >= PENDING_BYTES:
             await anyio.to_thread.run_sync(pending.popleft()[0].result)
         self._raise_failure()
+
+    def _waiting(self) -> deque[tuple[Future[None], int]]:
+        """The thread's jobs not yet done (those done, first in first out, let go)."""
+        pending = self._pending
+        while pending and pending[0][0].done():
+            pending.popleft()
+        return pending
 
     def _raise_failure(self) -> None:
         if self.failure is not None:
@@ -342,10 +347,7 @@ class TraceWriter:
     def _queue(self, line: memoryview) -> None:
         """Write ``line`` now, or hand it to the writer's thread: a large one, or any while
         the thread still has lines to write (the lines keep their order)."""
-        pending = self._pending
-        while pending and pending[0][0].done():
-            pending.popleft()
-        if not pending and len(line) < LATER_BYTES:
+        if not self._waiting() and len(line) < LATER_BYTES:
             try:
                 self._write(line)
             except TraceError:
