@@ -44,6 +44,7 @@ from worldsim.domain.errors import ConfigError
 from worldsim.domain.labels import Label
 from worldsim.domain.outputs import GraphEditsOutput, HindsightOutput
 from worldsim.gateway.store import EvidenceStore, memory_store, open_store
+from worldsim.models.routes import parse_route
 from worldsim.offline.build import OFFLINE_NOTE
 from worldsim.scoring.hindsight.graph import HindsightEvent, HindsightGraph
 
@@ -131,7 +132,7 @@ async def build_hindsight(
     cutoff = resolution_cutoff(card, label)
     routes = {name: model.route for name, model in models.items()}
     versions = {name: role_version(name) for name in ROLES}
-    offline = all(route == "offline" for route in routes.values())
+    offline = all(parse_route(route).is_offline for route in routes.values())
     log.start(
         "hindsight",
         {name: (versions[name], routes[name]) for name in ROLES},

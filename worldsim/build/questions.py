@@ -47,6 +47,7 @@ from worldsim.domain.files import first_error, read_jsonl
 from worldsim.domain.outputs import QuestionProposal, QuestionReviewOutput, QuestionsOutput
 from worldsim.gateway.documents import StoredDocument
 from worldsim.interop.questions import binary_endpoints, slug
+from worldsim.models.routes import parse_route
 
 __all__ = [
     "CLUSTER_SIMILARITY",
@@ -296,7 +297,7 @@ async def build_questions(
     """Questions from ``articles`` and ``markets``; see the module's doc. ``models`` holds the
     model of each role (``question_generator``, ``question_qa``)."""
     routes = {name: model.route for name, model in models.items()}
-    offline = routes["question_generator"] == "offline"
+    offline = parse_route(routes["question_generator"]).is_offline
     log.start(
         "questions",
         {name: (role_version(name), routes[name]) for name in ROLES},

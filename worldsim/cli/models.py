@@ -42,7 +42,7 @@ class _Counting:
 
     @property
     def route(self) -> str:
-        return "offline"
+        return self.model.route
 
     def for_role(self, role: str) -> "_Counting":
         return self

@@ -39,6 +39,7 @@ from worldsim.domain.outputs import ChoiceForecastOutput, ForecastOutput
 from worldsim.domain.version import __version__, git_revision
 from worldsim.models.call import LlmCallData
 from worldsim.models.leakage import LeakageGuard
+from worldsim.models.routes import parse_route
 from worldsim.roles.prompts import load_prompt_role
 from worldsim.sim.plan import trace_name
 from worldsim.sim.settlement import Settled
@@ -136,14 +137,15 @@ def direct_request(card: Card, *, seed: int = 0, role_name: str | None = None) -
     )
 
 
-def _local_call(request: ModelRequest, response: ModelResponse) -> dict[str, Any]:
+def _local_call(route: str, request: ModelRequest, response: ModelResponse) -> dict[str, Any]:
     """The call record of a reply from a model that keeps none (the offline model): a direct
     trace always records its one reply, so replay can re-extract it."""
     text = canonical_bytes(response.output.model_dump(mode="json")).decode()
+    parsed = parse_route(route)
     call = LlmCallData.for_request(
-        request, provider="offline", requested_model="offline", output_mode="offline"
+        request, provider=parsed.provider, requested_model=parsed.name, output_mode="offline"
     )
-    call.resolved_model = "offline"
+    call.resolved_model = parsed.name
     call.finish_reason = "stop"
     call.cost_usd = 0.0
     call.reply = text
@@ -281,7 +283,7 @@ async def forecast_card(
             if exc.call:
                 await _emit_call(writer, exc.call)
             raise
-        record = dict(response.call) or _local_call(request, response)
+        record = dict(response.call) or _local_call(route, request, response)
         call = await _emit_call(writer, record)
         output = response.output
         if not isinstance(output, ForecastOutput | ChoiceForecastOutput):

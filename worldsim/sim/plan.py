@@ -19,6 +19,7 @@ from worldsim.domain.contracts import Model
 from worldsim.domain.errors import ConfigError, RoleError
 from worldsim.domain.jsonbytes import canonical_ascii_bytes
 from worldsim.models import RouteTable
+from worldsim.models.routes import parse_route
 from worldsim.models.tracing import Emit, traced
 from worldsim.roles.registry import RoleSpec, get_role, registered_roles
 from worldsim.world.build import world_seeds
@@ -221,7 +222,7 @@ def trace_name(config: RunConfig) -> str:
     settings is ``<card>__<method>__s<seed>.jsonl``."""
     models = config.models
     parts = [config.card.id, config.method_label]
-    if models.model != "offline" or models.role_models:
+    if not parse_route(models.model, field="--model").is_offline or models.role_models:
         routes = "+".join(_slug(route) for route in (models.model, *sorted(models.role_models)))
         if len(routes) > _MAX_ROUTES_CHARS:
             digest = hashlib.sha256("\n".join(sorted(models.role_models)).encode()).hexdigest()
