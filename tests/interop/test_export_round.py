@@ -1,7 +1,9 @@
-"""`export` answers a round with the jobs of that round's cards only: a study none of whose cards
-come from the question set's round is refused, and the jobs of another round's cards in a mixed
-study are left out, counted and named, never taken for this round's forecasts. On the real
-ForecastBench slices (2024-07-21 human, 2025-10-26 llm)."""
+"""`export` and `score --forecastbench` answer a round with forecasts made for it only: a study
+none of whose cards come from the question set's round is refused by export, and the jobs of
+another round's cards in a mixed study, or forecasts dated after the round's due date, are left
+out, counted and named, never taken for this round's forecasts; labels of another round's
+resolution set are refused. On the real ForecastBench slices (2024-07-21 human, 2025-10-26
+llm)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from worldsim.interop.forecast_file import check_forecast_file
 DATA = Path(__file__).parent / "data"
 LLM = DATA / "2025-10-26-llm.json"
 HUMAN = DATA / "2024-07-21-human.json"
+RESOLUTIONS = DATA / "2025-10-26_resolution_set.json"
 OTHER_LLM = "2025-10-26-llm.json (due 2025-10-26)"
 OTHER_HUMAN = "2024-07-21-human.json (due 2024-07-21)"
 
@@ -26,7 +29,7 @@ def _markets(cards: Path, n: int) -> list[Path]:
     return [p for p in sorted(cards.glob("*.yaml")) if p.stem.split("-")[0] in MARKET_SOURCES][:n]
 
 
-def _study(root: Path, name: str, cards: list[Path]) -> Path:
+def _study(root: Path, name: str, cards: list[Path], dates: tuple[str, ...] = ("card",)) -> Path:
     manifest = root / f"{name}.yaml"
     manifest.write_text(
         yaml.safe_dump(
@@ -34,6 +37,7 @@ def _study(root: Path, name: str, cards: list[Path]) -> Path:
                 "name": name,
                 "cards": [str(p) for p in cards],
                 "seeds": [0],
+                "forecast_dates": list(dates),
                 "methods": [{"label": "direct", "forecast": {"model": "offline"}}],
             }
         ),
@@ -51,11 +55,15 @@ def studies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("rounds")
     for name, source in (("llm", LLM), ("human", HUMAN)):
         assert invoke("cards", "import", source, "-o", root / name).code == 0
+    labels = root / "labels"
+    assert invoke("cards", "labels", RESOLUTIONS, "-o", labels, "--cards", root / "llm").code == 0
     llm, human = _markets(root / "llm", 3), _markets(root / "human", 3)
     return {
         "root": root,
+        "labels": labels,
         "llm": _study(root, "llm-study", llm),
         "mixed": _study(root, "mixed-study", llm + human),
+        "late": _study(root, "late-study", llm, ("late",)),
     }
 
 
@@ -112,3 +120,57 @@ def test_the_human_and_llm_sets_of_one_date_are_one_round(
     assert code == 0, err
     assert err.strip() == f"warning: 3 job(s) of cards of another round, {OTHER_LLM}, left out"
     assert check_forecast_file(out, llm_2024).ok
+
+
+def _score(study: Path, labels: Path, out: Path) -> tuple[int, str, str]:
+    done = invoke("score", study, "--labels", labels, "--forecastbench", LLM, "--json", out)
+    return done.code, done.out, done.err
+
+
+@pytest.mark.parametrize(
+    ("study", "why"),
+    [
+        ("mixed", "cards of another round (2024-07-21)"),
+        ("late", "made after the round's due date"),
+    ],
+)
+def test_score_takes_only_the_forecasts_made_for_the_round(
+    studies: dict[str, Path], tmp_path: Path, study: str, why: str
+) -> None:
+    """The three llm cards' forecasts at their own date answer the round; the mixed study's
+    human cards (another round) and the late study's forecasts (after the due date) do not."""
+    code, printed, err = _score(studies["llm"], studies["labels"], tmp_path / "own.json")
+    assert code == 0, err
+    own = json.loads((tmp_path / "own.json").read_text(encoding="utf-8"))["forecastbench"]
+    assert own["left_out"] == {}
+    code, printed, err = _score(studies[study], studies["labels"], tmp_path / "s.json")
+    assert code == 0, err
+    doc = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))["forecastbench"]
+    assert doc["left_out"] == {why: 3}
+    assert f"left out: 3 forecast(s) not made for this round: {why}" in printed
+    (mine,) = [s for s in doc["scores"] if s["method"] == "direct"]
+    (theirs,) = [s for s in own["scores"] if s["method"] == "direct"]
+    if study == "mixed":  # the round's own three cards score as in the study of them alone
+        assert mine == theirs
+    else:  # nothing made for the round: every row imputed, as Always 0.5 scores it
+        assert mine["imputed"] == mine["n_dataset"] + mine["n_market"]
+        half = next(s for s in doc["scores"] if s["method"].startswith("Always 0.5"))
+        assert (mine["dataset"], mine["market"]) == (half["dataset"], half["market"])
+
+
+def test_labels_of_another_rounds_resolution_set_are_refused(
+    studies: dict[str, Path], tmp_path: Path
+) -> None:
+    """The slice's resolution set re-dated as a later round's: market questions recur across
+    rounds with the same ids, so only the labels' sources tell the rounds apart."""
+    doc = json.loads(RESOLUTIONS.read_text(encoding="utf-8"))
+    later = tmp_path / "2026-03-01_resolution_set.json"
+    later.write_text(json.dumps({**doc, "forecast_due_date": "2026-03-01"}), encoding="utf-8")
+    labels = tmp_path / "labels"
+    assert invoke("cards", "labels", later, "-o", labels).code == 0
+    out = tmp_path / "s.json"
+    code, printed, err = _score(studies["llm"], labels, out)
+    assert code == 2 and printed == "" and not out.exists()
+    (line,) = err.strip().splitlines()
+    assert f"error: {labels}" in line and "field 'sources'" in line
+    assert "the round due 2026-03-01, but the question set 2025-10-26-llm.json is due" in line

@@ -155,6 +155,18 @@ def _rewritten(path: Path, change: Any, tmp_path: Path) -> Path:
             "the reader refuses the whole file",
         ),
         (lambda d: d["forecasts"][0].update(id=7994), "is not text"),
+        # pandas' range check fails on a text cell, and with it the whole file
+        (lambda d: d["forecasts"][0].update(forecast="0.97992"), "and on the whole file"),
+        (lambda d: d["forecasts"][0].update(forecast=True), "the reader keeps it as 1"),
+        (lambda d: d.update(question_set="2025-10-26-human.json"), "against 2025-10-26-human"),
+        # six markets unanswered: about 1% of the round, more than 5% of its markets
+        (
+            lambda d: d.update(
+                forecasts=[f for f in d["forecasts"] if f["resolution_date"]]
+                + [f for f in d["forecasts"] if not f["resolution_date"]][6:]
+            ),
+            "of the round's market questions imputed",
+        ),
     ],
 )
 def test_the_check_names_what_forecastbenchs_reader_would_drop(
@@ -167,6 +179,17 @@ def test_the_check_names_what_forecastbenchs_reader_would_drop(
     assert any(says in p for p in checked.problems), checked.problems
     done = invoke("export", "--check", changed, "--question-set", LLM)
     assert done.code == 1 and says in done.out
+
+
+@pytest.mark.parametrize("spelled", ["2025-10-26-llm", "2025-10-26", "2025-10-26-llm.json "])
+def test_a_question_set_spelled_as_the_resolver_reads_it_checks_clean(
+    round_study: dict[str, Path], spelled: str, tmp_path: Path
+) -> None:
+    """The resolver reads the first ten characters and whether the name says "human": any
+    spelling that gives the same set is the same round."""
+    out, _ = _export(round_study)
+    changed = _rewritten(out, lambda d: d.update(question_set=spelled), tmp_path)
+    assert check_forecast_file(changed, LLM).problems == ()
 
 
 def test_score_forecastbench_prints_the_leaderboard_figures_beside_its_baselines(
@@ -208,6 +231,12 @@ def test_score_forecastbench_prints_the_leaderboard_figures_beside_its_baselines
     dataset_labels = [k for k in labels if k.split("-")[0] not in MARKET_SOURCES]
     not_studied = [k for k in dataset_labels if not k.endswith("2025-11-02")]
     assert direct["imputed"] == len(not_studied) > 0
+    # every market is studied, most data-set rows are not: the leaderboard would leave it out
+    assert direct["imputed_market"] == 0 and direct["imputed_dataset"] == len(not_studied)
+    assert direct["over_imputed_cutoff"] == ["round", "dataset"]
+    dataset_pct = 100 * len(not_studied) / direct["n_dataset"]
+    assert f"direct: over the cutoff (round {direct['imputed_pct']:.1f}%, dataset " in done.out
+    assert f"dataset {dataset_pct:.1f}% imputed): the leaderboard leaves it out" in done.out
     always = by["Always 0.5 (ForecastBench)"]
     assert always["market_resolved"] == pytest.approx(0.25)
     assert always["accuracy"] is None and always["n_decided"] == 0

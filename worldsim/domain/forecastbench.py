@@ -21,6 +21,7 @@ from worldsim.domain.files import load_document
 __all__ = [
     "DATASET_SOURCES",
     "FORECAST_HORIZONS_DAYS",
+    "IMPUTED_CUTOFF_PCT",
     "MARKET_SOURCES",
     "SOURCES",
     "QuestionRow",
@@ -32,6 +33,7 @@ __all__ = [
     "is_na",
     "load_question_set",
     "question_rows",
+    "round_key",
     "slug",
 ]
 
@@ -43,6 +45,10 @@ SOURCES = MARKET_SOURCES | DATASET_SOURCES
 
 FORECAST_HORIZONS_DAYS: tuple[int, ...] = (7, 30, 90, 180, 365, 1095, 1825, 3650)
 """Days from the forecast due date to a data-set question's resolution dates."""
+IMPUTED_CUTOFF_PCT = 5.0
+"""The leaderboard leaves out a forecaster with more than this share of its rows imputed, over
+the whole round, its market rows or its resolved data-set rows (``src/leaderboard/main.py``
+``get_df_info``)."""
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -50,6 +56,16 @@ _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
 QuestionRow = tuple[str, str, str | None]
 """(source, id, resolution date) of one row of a question set: a market question (date None),
 or a data-set question at one of its resolution dates."""
+
+
+def round_key(due: object, name: object) -> str | None:
+    """What tells a round apart: its forecast due date, else its question set's name (a
+    round's human and llm sets are one round). ``None`` for neither."""
+    if isinstance(due, str) and due.strip():
+        return due.strip()[:10]
+    if isinstance(name, str) and name.strip():
+        return name.strip()
+    return None
 
 
 def due_date_in(question_set: str) -> str | None:

@@ -36,6 +36,7 @@ from worldsim.domain.forecastbench import (
     freeze_value,
     is_combination,
     load_question_set,
+    round_key,
 )
 from worldsim.interop.question_set import Round, held_prior, round_of
 from worldsim.scoring.aggregates import Aggregate
@@ -231,7 +232,7 @@ def _of_round(
     for job in jobs:
         provenance = job.card.get("provenance") or {}
         name, due = provenance.get("question_set"), provenance.get("forecast_due_date")
-        if (due == this.due) if this.due is not None else (name == this.name):
+        if round_key(due, name) == round_key(this.due, this.name):
             mine.append(job)
         else:
             others[_round_name(name, due)] += 1

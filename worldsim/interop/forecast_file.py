@@ -8,7 +8,8 @@ The rules are ported from ``forecastingresearch/forecastbench`` (commit 05f612e)
   ``forecasts`` is a non-empty list. A file failing any of these is dropped whole.
 * ``src/orchestration/func_resolve/main.py`` ``driver``: the resolver takes the due date from
   the *first ten characters* of ``question_set`` and resolves the round's published set of that
-  date (``-human`` when the name says ``human``); a row without ``direction`` has none.
+  date (``-human`` when the name says ``human``; any other spelling names the same set); a row
+  without ``direction`` has none.
 * ``src/resolve/_prepare.py`` ``check_and_prepare_forecast_file``: a row whose ``source``
   (lower-cased) is not a ForecastBench source, or whose ``forecast`` is missing or outside
   [0, 1], is dropped; a data-set row whose ``resolution_date`` (first ten characters) is not the
@@ -19,7 +20,8 @@ The rules are ported from ``forecastingresearch/forecastbench`` (commit 05f612e)
   market question forecast twice is counted twice.
 * ``src/resolve/_impute.py`` ``impute_missing_forecasts``: a question of the round without a
   forecast is imputed 0.5; ``src/leaderboard/main.py`` leaves out of the leaderboard a
-  forecaster with more than ``IMPUTED_CUTOFF_PCT`` (5) per cent imputed.
+  forecaster with more than 5 per cent imputed over the round or over its market questions
+  (or over its resolved data-set rows, which only the resolution set tells).
 
 `check_forecast_file` applies them all and lists every problem; `naive_forecasts` reads a
 Naive Forecaster file's data-set forecasts.
@@ -37,6 +39,8 @@ from typing import Any
 from worldsim.domain.errors import CardError
 from worldsim.domain.forecastbench import (
     DATASET_SOURCES,
+    IMPUTED_CUTOFF_PCT,
+    MARKET_SOURCES,
     SOURCES,
     QuestionRow,
     due_date_in,
@@ -46,15 +50,12 @@ from worldsim.domain.forecastbench import (
 )
 
 __all__ = [
-    "IMPUTED_CUTOFF_PCT",
     "Checked",
     "check_forecast_file",
     "naive_forecasts",
     "read_rows",
 ]
 
-IMPUTED_CUTOFF_PCT = 5.0
-"""The leaderboard leaves out a forecaster with more than this per cent of forecasts imputed."""
 _REQUIRED = ("organization", "model", "model_organization", "question_set", "forecasts")
 
 
@@ -118,7 +119,17 @@ def read_rows(data: Any) -> tuple[list[str], dict[QuestionRow, float], str | Non
             problems.append(f"{where}: source {row.get('source')!r} is unknown: row dropped")
             continue
         value = row.get("forecast")
-        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        if isinstance(value, str):
+            problems.append(
+                f"{where}: forecast {value!r} is text, not a number: the reader's range check "
+                "fails on it, and on the whole file"
+            )
+            continue
+        if isinstance(value, bool):
+            problems.append(
+                f"{where}: forecast {value!r} is a boolean: the reader keeps it as {int(value)}"
+            )
+        elif value is None or not isinstance(value, int | float) or math.isnan(value):
             problems.append(f"{where}: forecast {value!r} is not a number: row dropped")
             continue
         if not 0.0 <= value <= 1.0:
@@ -173,11 +184,12 @@ def check_forecast_file(path: Path, question_set: Path) -> Checked:
     problems, kept, due = read_rows(data)
     if due is None:
         return Checked(tuple(problems))
-    set_name = doc.get("question_set") or question_set.name
-    if data.get("question_set") != set_name:
+    set_name = str(doc.get("question_set") or question_set.name)
+    named = str(data["question_set"])
+    if _resolved_as(named) != _resolved_as(set_name):
         problems.append(
-            f"question_set is {data.get('question_set')!r}, but the set given is {set_name!r}: "
-            "the resolver scores it against the set its name gives"
+            f"question_set is {named!r}, but the set given is {set_name!r}: the resolver scores "
+            f"it against {_resolved_as(named)}, which its name gives"
         )
     set_due = str(doc.get("forecast_due_date") or "")[:10]
     if set_due and due != set_due:
@@ -202,13 +214,24 @@ def check_forecast_file(path: Path, question_set: Path) -> Checked:
             f"{len(extra)} forecast(s) for questions not in the set (e.g. {extra[0][0]} "
             f"{extra[0][1]}): never scored"
         )
-    share = 100.0 * len(unanswered) / len(wanted) if wanted else 0.0
-    if share > IMPUTED_CUTOFF_PCT:
-        problems.append(
-            f"{share:.1f}% of the round imputed: the leaderboard leaves out a forecaster with "
-            f"more than {IMPUTED_CUTOFF_PCT:g}%"
-        )
+    markets = [row for row in wanted if row[0] in MARKET_SOURCES]
+    for what, rows, missing in (
+        ("the round", wanted, unanswered),
+        ("the round's market questions", markets, [r for r in unanswered if r in set(markets)]),
+    ):
+        share = 100.0 * len(missing) / len(rows) if rows else 0.0
+        if share > IMPUTED_CUTOFF_PCT:
+            problems.append(
+                f"{share:.1f}% of {what} imputed: the leaderboard leaves out a forecaster with "
+                f"more than {IMPUTED_CUTOFF_PCT:g}%"
+            )
     return Checked(tuple(problems), kept, due, len(unanswered), len(wanted))
+
+
+def _resolved_as(question_set: str) -> str:
+    """The published set the resolver scores a file against: the date in the first ten
+    characters of its ``question_set``, ``-human`` when the name says ``human``."""
+    return f"{question_set[:10]}-{'human' if 'human' in question_set else 'llm'}.json"
 
 
 def naive_forecasts(path: Path) -> tuple[str, dict[tuple[str, str, str], float]]:

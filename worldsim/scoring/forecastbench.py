@@ -8,12 +8,21 @@ adjustment needs the other forecasters' forecasts):
 
 * the rows scored are the round's question-set rows (each market question; each data-set
   question at each resolution date) that its resolution set resolves — here, that have a
-  label; a row the method did not forecast is **imputed** 0.5;
+  label, and a label read from another round's resolution set (its ``sources``) is refused;
+* a forecast answers a row only when it was made for the round, as a forecast file names its
+  round (``func_resolve/main.py``): from a trace, its card was imported from this round's
+  question set and the run's forecast date is not after the due date; from a table, its
+  ``as_of``, when given, is not after the due date. Where a method has several, the earliest
+  counts. The others are left out and counted; a row the method did not forecast is
+  **imputed** 0.5;
 * **dataset**: the mean Brier ``(p − y)²`` over resolved data-set rows; **market**: over every
   market row, a resolved one against its outcome and one still open against the market's value
   (a provisional label); **overall**: the mean of the two. ``market resolved`` and ``overall
   resolved`` (the dataset with the resolved markets only) are given beside them; the
   leaderboard since 2025-10-06 leaves markets still open out;
+* **imputed**: the leaderboard leaves out a forecaster with more than 5% of its rows imputed
+  over the round, over its market rows or over its resolved data-set rows (``get_df_info``);
+  each share is given, and the ones over the cutoff are named;
 * **accuracy** over the resolved rows, a forecast of exactly 0.5 counting as neither right nor
   wrong (it is left out of the count);
 * comparison rows from ForecastBench's own baselines (``src/base_eval/
@@ -27,7 +36,7 @@ adjustment needs the other forecasters' forecasts):
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,6 +44,7 @@ from typing import Any
 
 from worldsim.domain.errors import CardError
 from worldsim.domain.forecastbench import (
+    IMPUTED_CUTOFF_PCT,
     MARKET_SOURCES,
     card_id_for,
     due_date_in,
@@ -42,9 +52,10 @@ from worldsim.domain.forecastbench import (
     is_combination,
     load_question_set,
     question_rows,
+    round_key,
 )
 from worldsim.scoring.inputs import PredictionRow
-from worldsim.scoring.labels import LabelSet
+from worldsim.scoring.labels import LabelEntry, LabelSet
 
 __all__ = [
     "ALWAYS_HALF",
@@ -78,6 +89,8 @@ class RoundScore:
     n_market_resolved: int
     n_decided: int
     imputed: int
+    imputed_market: int = 0
+    imputed_dataset: int = 0
     baseline: bool = False
 
     @property
@@ -86,10 +99,34 @@ class RoundScore:
 
     @property
     def imputed_pct(self) -> float:
-        return 100.0 * self.imputed / self.n if self.n else 0.0
+        return _pct(self.imputed, self.n)
+
+    def imputed_shares(self) -> dict[str, float]:
+        """The per cent imputed over the ``round``, its ``market`` rows and its ``dataset``
+        rows (the resolved ones)."""
+        return {
+            "round": self.imputed_pct,
+            "market": _pct(self.imputed_market, self.n_market),
+            "dataset": _pct(self.imputed_dataset, self.n_dataset),
+        }
+
+    def over_cutoff(self) -> dict[str, float]:
+        """The shares over the leaderboard's cutoff: any one leaves the forecaster out."""
+        return {k: v for k, v in self.imputed_shares().items() if v > IMPUTED_CUTOFF_PCT}
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "imputed_pct": self.imputed_pct}
+        shares = self.imputed_shares()
+        return {
+            **asdict(self),
+            "imputed_pct": self.imputed_pct,
+            "imputed_market_pct": shares["market"],
+            "imputed_dataset_pct": shares["dataset"],
+            "over_imputed_cutoff": list(self.over_cutoff()),
+        }
+
+
+def _pct(part: int, whole: int) -> float:
+    return 100.0 * part / whole if whole else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +142,8 @@ class RoundScores:
     scores: tuple[RoundScore, ...]
     unverified: tuple[str, ...] = ()
     """The methods with a forecast read from a prediction table, not from a verified trace."""
+    left_out: tuple[tuple[str, int], ...] = ()
+    """Forecasts not made for the round, by why, and how many."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -114,6 +153,7 @@ class RoundScores:
             "scored_rows": self.scored_rows,
             "scores": [s.to_json() for s in self.scores],
             "unverified_methods": list(self.unverified),
+            "left_out": dict(self.left_out),
         }
 
 
@@ -147,6 +187,7 @@ def score_round(
         if entry is None:
             continue
         label = entry.label
+        _same_round(entry, due, name)
         if label.provisional:
             if source not in MARKET_SOURCES or label.value is None:
                 continue
@@ -162,13 +203,48 @@ def score_round(
             f"no question of {name} has a label: give the labels of its resolution set",
             file=question_set,
         )
-    forecasts = _forecasts(predictions)
-    scores = [_score(m, rows, by_card) for m, by_card in sorted(forecasts.items())]
+    made_for, left_out = _made_for(predictions, round_key(due, name), due)
+    forecasts = _forecasts(made_for)
+    # a method none of whose forecasts was made for the round is scored as all imputed
+    methods = sorted({r.method for r in predictions if r.kind == "binary"})
+    scores = [_score(m, rows, forecasts.get(m, {})) for m in methods]
     scores.append(_score(ALWAYS_HALF, rows, {}, baseline=True))
     imputed = {r.card_id: r.freeze for r in rows if r.market and r.freeze is not None}
     scores.append(_score(IMPUTED_FORECASTER, rows, imputed, baseline=True))
-    unverified = tuple(sorted({r.method for r in predictions if not r.trace}))
-    return RoundScores(name, due, len(wanted), len(rows), tuple(scores), unverified)
+    unverified = tuple(sorted({r.method for r in made_for if not r.trace}))
+    return RoundScores(
+        name, due, len(wanted), len(rows), tuple(scores), unverified, tuple(left_out.items())
+    )
+
+
+def _same_round(entry: LabelEntry, due: str | None, name: str) -> None:
+    """Refuse a label read from another round's resolution set (the date its file name gives)."""
+    for source in entry.label.sources:
+        day = due_date_in(source)
+        if day is not None and due is not None and day != due:
+            raise CardError(
+                f"read from {source}, the resolution set of the round due {day}, but the "
+                f"question set {name} is due {due}: give the labels of its own resolution set",
+                file=entry.file,
+                field="sources",
+                line=entry.line,
+            )
+
+
+def _made_for(
+    predictions: Iterable[PredictionRow], this: str | None, due: str | None
+) -> tuple[list[PredictionRow], dict[str, int]]:
+    """The forecasts made for the round (see the module) and, by why, how many are not."""
+    kept: list[PredictionRow] = []
+    left: Counter[str] = Counter()
+    for row in predictions:
+        if row.trace and row.card_round != this:
+            left[f"cards of another round ({row.card_round or 'no ForecastBench round'})"] += 1
+        elif due is not None and row.as_of is not None and row.as_of.date().isoformat() > due:
+            left["made after the round's due date"] += 1
+        else:
+            kept.append(row)
+    return kept, dict(sorted(left.items()))
 
 
 def _forecasts(predictions: Iterable[PredictionRow]) -> dict[str, dict[str, float]]:
@@ -198,11 +274,13 @@ def _score(
     market: list[float] = []
     market_resolved: list[float] = []
     market_open: list[float] = []
-    right = decided = imputed = 0
+    right = decided = 0
+    imputed: Counter[bool] = Counter()  # by row.market
     for row in rows:
         p = forecast.get(row.card_id)
         if p is None:
-            p, imputed = IMPUTED, imputed + 1
+            p = IMPUTED
+            imputed[row.market] += 1
         brier = (p - row.outcome) ** 2
         if row.market:
             market.append(brier)
@@ -226,7 +304,9 @@ def _score(
         n_market=len(market),
         n_market_resolved=len(market_resolved),
         n_decided=decided,
-        imputed=0 if baseline else imputed,
+        imputed=0 if baseline else imputed.total(),
+        imputed_market=0 if baseline else imputed[True],
+        imputed_dataset=0 if baseline else imputed[False],
         baseline=baseline,
     )
 
@@ -273,8 +353,24 @@ def print_round(scores: RoundScores, console: Any) -> None:
         f"{scores.scored_rows} of the round's {scores.rows} question rows have a label "
         "(resolved, or a market still open, scored against its value); a forecaster's missing "
         "rows are imputed 0.5; overall = (dataset + market) / 2; accuracy leaves p = 0.5 out "
-        "(neither right nor wrong). The leaderboard leaves out a forecaster with more than 5% "
-        "imputed.",
+        f"(neither right nor wrong). The leaderboard leaves out a forecaster with more than "
+        f"{IMPUTED_CUTOFF_PCT:g}% imputed over the round, its market rows or its resolved "
+        "data-set rows.",
         highlight=False,
         soft_wrap=True,
     )
+    for s in scores.scores:
+        over = s.over_cutoff()
+        if over:
+            said = ", ".join(f"{where} {pct:.1f}%" for where, pct in over.items())
+            console.print(
+                f"{s.method}: over the cutoff ({said} imputed): the leaderboard leaves it out",
+                highlight=False,
+                soft_wrap=True,
+            )
+    for why, count in scores.left_out:
+        console.print(
+            f"left out: {count} forecast(s) not made for this round: {why}",
+            highlight=False,
+            soft_wrap=True,
+        )

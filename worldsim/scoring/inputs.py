@@ -18,6 +18,7 @@ from typing import Any, Literal
 from worldsim.domain.cards import parse_utc
 from worldsim.domain.errors import CardError, TraceIncomplete
 from worldsim.domain.files import check_size, csv_rows, files_in, read_jsonl
+from worldsim.domain.forecastbench import round_key
 from worldsim.trace.reader import TraceLine, looks_like_trace
 from worldsim.trace.verify import verified_lines
 
@@ -77,6 +78,9 @@ class PredictionRow:
     """The ids of the card's auxiliary endpoints (traces only: tables carry no card)."""
     trace: bool = False
     """True when the row was read from a trace (``source`` is then the trace file)."""
+    card_round: str | None = None
+    """The ForecastBench round the card was imported from (`round_key` of its provenance);
+    None for a table or a card of no round."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +199,14 @@ def rows_from_trace(
         card_hash=head["card_hash"],
         auxiliary_endpoints=_auxiliary_ids(card.get("endpoints"), path),
         trace=True,
+        card_round=_card_round(card.get("provenance")),
     )
+
+
+def _card_round(provenance: object) -> str | None:
+    if not isinstance(provenance, dict):
+        return None
+    return round_key(provenance.get("forecast_due_date"), provenance.get("question_set"))
 
 
 def _auxiliary_ids(endpoints: object, path: Path) -> tuple[str, ...]:
