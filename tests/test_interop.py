@@ -19,7 +19,9 @@ def test_a_forecastbench_set_becomes_cards_and_rejects(tmp_path: Path) -> None:
     done = invoke("cards", "import", QUESTION_SET, "-o", tmp_path)
     assert done.code == 0, done.err
     assert "4 card(s) from 5 question(s) of 2027-02-01-demo.json (due 2027-02-01)" in done.out
-    assert "2 rejected (DIR/rejects.jsonl): 1 combination; 1 no valid market close date" in done.out
+    rejects = tmp_path / "rejects.jsonl"
+    said = " ".join(done.out.split())
+    assert f"2 rejected ({rejects}): 1 combination; 1 no valid market close date" in said
     names = sorted(p.name for p in tmp_path.glob("*.yaml"))
     assert names == [
         "dbnomics-GRAIN-IDX-2027-03-02.yaml",

@@ -145,6 +145,16 @@ def test_malformed_jsonl_table(run: Runner, tmp_path: Path, labels: Path) -> Non
     assert f"{preds}:2" in err and "malformed JSON" in err
 
 
+def test_a_line_cut_inside_a_string_says_where_the_string_starts(
+    run: Runner, tmp_path: Path, labels: Path
+) -> None:
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text('{"card_id": "A", "method": "m", "p_yes": 0.6}\n{"card_id": "B\n')
+    err = _fails(run, tmp_path, preds, "--labels", labels)
+    assert f"{preds}:2" in err
+    assert err.strip().endswith("malformed JSON: Unterminated string starting at column 13")
+
+
 def test_malformed_labels_yaml(run: Runner, tmp_path: Path) -> None:
     labels = tmp_path / "l.yaml"
     labels.write_text("- card_id: A\n  outcome: yes\n- card_id: [B\n")

@@ -81,7 +81,8 @@ def import_cards(
     if reasons:
         listed = "; ".join(f"{n} {reason}" for reason, n in reasons.most_common())
         out_console.print(
-            f"{len(imported.rejects)} rejected (DIR/rejects.jsonl): {escape(listed)}",
+            f"{len(imported.rejects)} rejected ({escape(str(out / 'rejects.jsonl'))}): "
+            f"{escape(listed)}",
             highlight=False,
             soft_wrap=True,
         )
@@ -125,7 +126,7 @@ def import_labels(
     if done.left:
         listed = "; ".join(f"{n} {reason}" for reason, n in done.reasons().most_common())
         out_console.print(
-            f"{len(done.left)} row(s) left (DIR/rejects.jsonl): {escape(listed)}",
+            f"{len(done.left)} row(s) left ({escape(str(out / 'rejects.jsonl'))}): {escape(listed)}",
             highlight=False,
             soft_wrap=True,
         )

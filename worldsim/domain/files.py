@@ -192,7 +192,7 @@ def _parse(text: str, p: Path, error: type[ConfigError]) -> Any:
             return json.loads(text)
         return yaml.load(text, Loader=_StrictLoader)
     except json.JSONDecodeError as exc:
-        raise error(f"malformed JSON: {exc.msg}", file=p, line=exc.lineno) from None
+        raise error(f"malformed JSON: {_json_problem(exc)}", file=p, line=exc.lineno) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -206,6 +206,14 @@ def _parse(text: str, p: Path, error: type[ConfigError]) -> Any:
         raise error(f"data nested deeper than {bounds.MAX_NESTING} levels", file=p) from None
     except ValueError as exc:  # e.g. an integer of more digits than Python converts
         raise error(f"malformed {kind}: {_first_sentence(exc)}", file=p) from None
+
+
+def _json_problem(exc: json.JSONDecodeError) -> str:
+    """The decoder's message with its column: some messages ("Unterminated string starting
+    at") end where the position was."""
+    if exc.msg.endswith(" at"):
+        return f"{exc.msg} column {exc.colno}"
+    return f"{exc.msg} (column {exc.colno})"
 
 
 def _first_sentence(exc: Exception) -> str:
@@ -233,7 +241,7 @@ def read_jsonl(
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise error(f"malformed JSON: {exc.msg}", file=p, line=number) from None
+            raise error(f"malformed JSON: {_json_problem(exc)}", file=p, line=number) from None
         except RecursionError:
             raise error(
                 f"data nested deeper than {bounds.MAX_NESTING} levels", file=p, line=number
