@@ -105,6 +105,34 @@ def test_another_manifest_into_the_same_folder_is_refused_unless_forced(
     assert {r.seed for r in rows} == {5} and all(r.status == "complete" for r in rows)
 
 
+def test_a_study_folder_another_batch_is_running_is_refused_at_once(
+    manifest: Path, tmp_path: Path
+) -> None:
+    """Two batches into one folder would run jobs twice and fail on each other's traces: the
+    second is refused at once, one line, and writes nothing; a folder it made is removed."""
+    from worldsim.domain.paths import held_folder
+    from worldsim.study.runner import STUDY_LOCK
+
+    out = tmp_path / "study"
+    with held_folder(out, STUDY_LOCK, "held by the test"):
+        refused = subprocess.run(
+            [*WORLDSIM, "batch", str(manifest), "--out", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stderr == (
+            f"error: {out}: another batch is running this study (pid {os.getpid()})\n"
+        )
+        assert [p.name for p in out.iterdir()] == [STUDY_LOCK]
+    assert not out.exists()  # the holder made the folder and put nothing else in it
+    rows = Experiment.from_yaml(manifest).run_sync(out, fsync=False)
+    assert all(r.status == "complete" for r in rows)
+    assert (out / STUDY_LOCK).is_file()  # left behind, unlocked: the next run takes it
+
+
 def test_a_killed_study_finishes_with_the_predictions_of_an_uninterrupted_one(
     tmp_path: Path,
 ) -> None:

@@ -126,7 +126,8 @@ def import_labels(
     if done.left:
         listed = "; ".join(f"{n} {reason}" for reason, n in done.reasons().most_common())
         out_console.print(
-            f"{len(done.left)} row(s) left ({escape(str(out / 'rejects.jsonl'))}): {escape(listed)}",
+            f"{len(done.left)} row(s) left ({escape(str(out / 'rejects.jsonl'))}): "
+            f"{escape(listed)}",
             highlight=False,
             soft_wrap=True,
         )

@@ -10,10 +10,11 @@ nothing half-written.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
 import stat
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from worldsim.domain.errors import ConfigError
@@ -21,6 +22,8 @@ from worldsim.domain.errors import ConfigError
 __all__ = [
     "check_file_targets",
     "check_folder_target",
+    "flock_holder",
+    "held_folder",
     "make_folder",
     "missing_file",
     "staging_folder",
@@ -113,6 +116,48 @@ def make_folder(folder: Path) -> list[Path]:
         else:
             created.append(f)
     return created
+
+
+def flock_holder(fd: int) -> int | None:
+    """The process holding a ``flock`` on ``fd``'s file, read from ``/proc/locks`` (Linux)."""
+    st = os.fstat(fd)
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    for row in table.splitlines():
+        cols = row.split()
+        if len(cols) > 5 and cols[1] == "FLOCK" and cols[5] == inode and cols[4].isdigit():
+            return int(cols[4])
+    return None
+
+
+@contextlib.contextmanager
+def held_folder(folder: Path, lock_name: str, busy: str) -> Iterator[None]:
+    """Hold ``folder`` (created if missing) under an exclusive ``flock`` on its file
+    ``lock_name`` for the block: one writer at a time. Another process holding it is a
+    ConfigError ``busy (pid N)`` naming the folder, raised at once; a folder this call created
+    is removed again when nothing but the lock file was put in it."""
+    created = make_folder(folder)
+    lock = folder / lock_name
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        _remove_folders(created)
+        raise ConfigError(f"cannot write: {exc.strerror or exc}", file=lock) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = flock_holder(fd)
+            raise ConfigError(busy + (f" (pid {pid})" if pid else ""), file=folder) from None
+        yield
+    finally:
+        os.close(fd)
+        if created and [p.name for p in folder.iterdir()] == [lock_name]:
+            lock.unlink(missing_ok=True)
+            _remove_folders(created)
 
 
 def _remove_folders(created: list[Path]) -> None:

@@ -31,7 +31,7 @@ from typing import Protocol, TypedDict
 import anyio
 
 from worldsim.domain.errors import ConfigError, TraceError, WorldsimError
-from worldsim.domain.paths import make_folder
+from worldsim.domain.paths import held_folder, make_folder
 from worldsim.models import Budget
 from worldsim.models.limits import LimitChange
 from worldsim.scoring.labels import load_labels
@@ -305,6 +305,10 @@ class StudyOptions(TypedDict, total=False):
     executor: Executor | None
 
 
+STUDY_LOCK = ".batch.lock"
+"""The study folder's lock file: the run holding it is the one writing the folder."""
+
+
 async def run_study(
     study: Study,
     out: str | Path,
@@ -328,45 +332,49 @@ async def run_study(
 
     ``labels`` gives the cards' resolution dates (for the forecast window and
     ``near_resolution``); nothing else of a label is read.
+
+    One run at a time writes a study folder: it holds ``out/.batch.lock`` under an exclusive
+    lock while it runs, and another run of the same folder is refused at once (ConfigError).
     """
     folder = Path(out)
-    resolved = resolution_dates(labels, [c.id for c, _ in study.cards]) if labels else None
-    jobs = expand_jobs(study, resolved)
-    actions = plan_jobs(study, jobs, folder, retry_failed=retry_failed, force=force)
-    identity = _identity(study, jobs)
-    logged = {} if force else read_journal(folder)
-    walls = {trace: done.wall_s for trace, done in logged.items()}
-    rows = [
-        _row(job, folder, walls.get(job.trace.as_posix()), None)
-        if action in ("keep", "keep_failed")
-        else row_for(job_plan(job), None, None, None)
-        for job, action in zip(jobs, actions, strict=True)
-    ]
-    todo = [i for i, action in enumerate(actions) if action not in ("keep", "keep_failed")]
-    journal = _open_folder(folder, study, jobs, identity, fsync=fsync)
-    try:
-        for row in rows:  # a job that ended before its line was written (a kill between)
-            if row.status != "pending" and row.trace not in logged:
-                journal.record(_ended(row))
-        if todo:
-            await _run_jobs(
-                study,
-                jobs,
-                actions,
-                todo,
-                rows,
-                folder,
-                journal,
-                walls,
-                max_parallel_jobs=max_parallel_jobs,
-                observer=observer,
-                environ=environ,
-                fsync=fsync,
-                cache_dir=cache_dir,
-                executor=executor,
-            )
-    finally:
-        journal.close()
-        if todo or not (folder / f"{PREDICTIONS}.jsonl").is_file():
-            write_tables(folder, rows)  # also when interrupted: what is done so far
-    return StudyResult(tuple(rows), ran=len(todo), kept=len(jobs) - len(todo))
+    with held_folder(folder, STUDY_LOCK, "another batch is running this study"):
+        resolved = resolution_dates(labels, [c.id for c, _ in study.cards]) if labels else None
+        jobs = expand_jobs(study, resolved)
+        actions = plan_jobs(study, jobs, folder, retry_failed=retry_failed, force=force)
+        identity = _identity(study, jobs)
+        logged = {} if force else read_journal(folder)
+        walls = {trace: done.wall_s for trace, done in logged.items()}
+        rows = [
+            _row(job, folder, walls.get(job.trace.as_posix()), None)
+            if action in ("keep", "keep_failed")
+            else row_for(job_plan(job), None, None, None)
+            for job, action in zip(jobs, actions, strict=True)
+        ]
+        todo = [i for i, action in enumerate(actions) if action not in ("keep", "keep_failed")]
+        journal = _open_folder(folder, study, jobs, identity, fsync=fsync)
+        try:
+            for row in rows:  # a job that ended before its line was written (a kill between)
+                if row.status != "pending" and row.trace not in logged:
+                    journal.record(_ended(row))
+            if todo:
+                await _run_jobs(
+                    study,
+                    jobs,
+                    actions,
+                    todo,
+                    rows,
+                    folder,
+                    journal,
+                    walls,
+                    max_parallel_jobs=max_parallel_jobs,
+                    observer=observer,
+                    environ=environ,
+                    fsync=fsync,
+                    cache_dir=cache_dir,
+                    executor=executor,
+                )
+        finally:
+            journal.close()
+            if todo or not (folder / f"{PREDICTIONS}.jsonl").is_file():
+                write_tables(folder, rows)  # also when interrupted: what is done so far
+        return StudyResult(tuple(rows), ran=len(todo), kept=len(jobs) - len(todo))

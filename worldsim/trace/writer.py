@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 from worldsim.domain.errors import ConfigError, TraceError
 from worldsim.domain.jsonbytes import compact_into, msgspec_bytes
+from worldsim.domain.paths import flock_holder
 from worldsim.trace.records import FORMAT_VERSION
 
 if TYPE_CHECKING:
@@ -106,21 +107,6 @@ def record_line(
     return line
 
 
-def _holder_pid(fd: int) -> int | None:
-    """The process holding a ``flock`` on ``fd``'s file, read from ``/proc/locks`` (Linux)."""
-    st = os.fstat(fd)
-    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    try:
-        table = Path("/proc/locks").read_text()
-    except OSError:
-        return None
-    for row in table.splitlines():
-        cols = row.split()
-        if len(cols) > 5 and cols[1] == "FLOCK" and cols[5] == inode and cols[4].isdigit():
-            return int(cols[4])
-    return None
-
-
 _OPEN_FLAGS = {
     "new": os.O_CREAT | os.O_EXCL,
     "replace": os.O_CREAT,
@@ -164,7 +150,7 @@ class TraceLock:
             if how == "replace":
                 os.ftruncate(fd, 0)
         except BlockingIOError:
-            pid = _holder_pid(fd)
+            pid = flock_holder(fd)
             os.close(fd)
             holder = f" (pid {pid})" if pid is not None else ""
             raise ConfigError(f"another run is writing this trace{holder}", file=p) from None
