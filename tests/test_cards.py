@@ -51,13 +51,13 @@ def test_bare_date_is_utc_midnight_and_naive_datetime_is_refused() -> None:
 @pytest.mark.parametrize(
     ("change", "field", "message"),
     [
-        ({"as_of": "2027-04-01"}, "(root)", "as_of must be before deadline"),
+        ({"as_of": "2027-04-01"}, "deadline", "must be after as_of"),
         ({"as_of": "2027-01-01T00:00:00"}, "as_of", "no timezone"),
         ({"outcome": "yes"}, "(root)", "resolution field 'outcome'"),
         ({"resolution": {"x": 1}}, "(root)", "resolution field 'resolution'"),
         (
             {"endpoints": [*BASE["endpoints"], {"id": "m", "title": "Maybe", "polarity": "yes"}]},  # type: ignore[list-item]
-            "(root)",
+            "endpoints",
             "exactly two scored endpoints, found 3",
         ),
         ({"question": None}, "question", "valid string"),
@@ -83,6 +83,22 @@ def test_missing_field_is_named(tmp_path: Path) -> None:
         load_card(write(tmp_path, data))
     assert info.value.field == "deadline"
     assert "Field required" in str(info.value)
+
+
+def test_a_misspelled_required_field_is_named_beside_the_missing_one(tmp_path: Path) -> None:
+    data = {k: v for k, v in BASE.items() if k != "question"}
+    path = write(tmp_path, {**data, "questoin": BASE["question"], "domian": "x"})
+    with pytest.raises(CardError) as info:
+        load_card(path)
+    assert info.value.field == "question"
+    assert str(info.value).endswith(
+        "Field required ('questoin' is given, which is not a field: a misspelling?)"
+    )
+    # nothing alike given: the missing field alone
+    path = write(tmp_path, {**data, "domian": "x"})
+    with pytest.raises(CardError) as info:
+        load_card(path)
+    assert str(info.value).endswith("field 'question': Field required")
 
 
 def test_malformed_yaml_names_the_line(tmp_path: Path) -> None:

@@ -80,7 +80,7 @@ BAD_CARDS = {
     "order.yaml": (
         "id: x\nquestion: q\nas_of: 2027-03-01\ndeadline: 2027-02-01\nendpoints:\n"
         "  - {id: y, title: Y, polarity: 'yes'}\n  - {id: n, title: N, polarity: 'no'}\n",
-        "as_of must be before deadline",
+        "field 'deadline': must be after as_of",
     ),
     "outcome.yaml": (
         "id: x\nquestion: q\noutcome: 'yes'\nas_of: 2027-01-01\ndeadline: 2027-02-01\n"

@@ -70,7 +70,7 @@ def test_plain_question_lists(tmp_path: Path) -> None:
     ]
     assert reasons[0] == "as_of and deadline must be ISO dates"
     assert reasons[1] == "outcomes needs two or more, separated by |"
-    assert "as_of must be before deadline" in reasons[2]
+    assert reasons[2] == "field 'deadline': must be after as_of"
     assert reasons[3] == "card id 'q1' given twice"
 
     lines = tmp_path / "questions.jsonl"

@@ -96,5 +96,5 @@ def test_a_card_validates_its_opens_date(tmp_path: Path, opens: str, field_ok: b
     if field_ok:
         assert load_card(path).opens == datetime(2030, 1, 1, tzinfo=UTC)
     else:
-        with pytest.raises(CardError, match="opens must be on or after as_of"):
+        with pytest.raises(CardError, match="must be on or after as_of"):
             load_card(path)

@@ -366,21 +366,24 @@ class Card(_Model):
     @model_validator(mode="after")
     def _check(self) -> Card:
         if self.as_of >= self.deadline:
-            raise ValueError("as_of must be before deadline")
+            raise ValueError("deadline: must be after as_of")
         if self.opens is not None and not self.as_of <= self.opens < self.deadline:
-            raise ValueError("opens must be on or after as_of and before deadline")
+            raise ValueError("opens: must be on or after as_of and before deadline")
         scored = self.scored_endpoints
         if self.kind == "binary":
             if len(scored) != 2:
                 raise ValueError(
-                    f"a binary card needs exactly two scored endpoints, found {len(scored)}"
+                    f"endpoints: a binary card needs exactly two scored endpoints, found "
+                    f"{len(scored)}"
                 )
             if sorted(ep.polarity or "" for ep in scored) != ["no", "yes"]:
                 raise ValueError(
-                    "a binary card needs one scored endpoint with polarity yes, one no"
+                    "endpoints: a binary card needs one scored endpoint with polarity yes, one no"
                 )
         elif len(scored) < 2:
-            raise ValueError("a multiple-choice card needs at least two scored endpoints")
+            raise ValueError(
+                "endpoints: a multiple-choice card needs at least two scored endpoints"
+            )
         if self.seeds is not None:
             self._check_seeds(self.seeds)
         return self

@@ -9,6 +9,7 @@ Outputs are written by :mod:`worldsim.domain.paths` (``write_files``, re-exporte
 from __future__ import annotations
 
 import csv
+import difflib
 import json
 import re
 from collections.abc import Collection, Iterable, Iterator, Mapping
@@ -298,16 +299,37 @@ _UNION_TAG = re.compile(
 """Pydantic's names of union members in an error's location."""
 
 
+_NAMED = re.compile(r"([A-Za-z_]\w*(?:\.\w+)*): (.+)", re.DOTALL)
+"""A whole-model check's message that names its field first (``seeds.relations: ...``)."""
+
+
 def first_error(exc: ValidationError) -> tuple[str, str]:
     """The dotted field path and message of a validation error's first entry."""
-    err = exc.errors()[0]
+    errors = exc.errors()
+    err = errors[0]
     parts = [str(part) for part in err["loc"]]
     # a union's error names the member it tried (``constrained-float``, ``dict[str,float]``):
     # a type, not a field, so it is left out of the path
-    field = ".".join(part for part in parts if not _UNION_TAG.match(part)) or "(root)"
+    field = ".".join(part for part in parts if not _UNION_TAG.match(part))
     message = err["msg"]
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
+    if err["type"] == "missing" and parts:
+        # a required field missing beside one that is not a field: most often a misspelling
+        given = [
+            str(e["loc"][-1])
+            for e in errors
+            if e["type"] == "extra_forbidden" and tuple(e["loc"][:-1]) == tuple(err["loc"][:-1])
+        ]
+        near = difflib.get_close_matches(parts[-1], given, n=1, cutoff=0.6)
+        if near:
+            message += f" ('{near[0]}' is given, which is not a field: a misspelling?)"
+    if not field:
+        # a whole-model check names the field it is about first: "deadline: must be after as_of"
+        named = _NAMED.match(message)
+        if named is None:
+            return "(root)", message
+        field, message = named.groups()
     return field, message
 
 
