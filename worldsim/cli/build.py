@@ -21,7 +21,8 @@ __all__ = ["build_app"]
 
 build_app = command_group(
     "build",
-    "Build benchmark tasks: hindsight graphs under quality gates, and their annotation sheets.",
+    "Build benchmark tasks: questions from dated articles and markets, hindsight graphs under "
+    "quality gates, and their annotation sheets.",
 )
 
 ModelOption = Annotated[
@@ -186,7 +187,7 @@ def questions(
     articles: Annotated[
         Path | None,
         typer.Argument(
-            metavar="[ARTICLES]", help="Dated articles, JSON Lines (as `gateway ingest` reads)."
+            metavar="ARTICLES", help="Dated articles, JSON Lines (as `gateway ingest` reads)."
         ),
     ] = None,
     out: Annotated[

@@ -63,7 +63,7 @@ CacheDirOption = Annotated[
         "--cache-dir",
         metavar="DIR",
         help="The response cache's folder (default: $WORLDSIM_CACHE_DIR, else "
-        "$XDG_CACHE_HOME/worldsim, else ~/.cache/worldsim); see `worldsim cache info`.",
+        "$XDG_CACHE_HOME/worldsim, else ~/.cache/worldsim).",
     ),
 ]
 ReplayStrictOption = Annotated[

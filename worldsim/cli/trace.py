@@ -52,9 +52,9 @@ def replay(
 
     Prints in simulated order (tick, then timeline), then the report's claims and the audit
     vector, and ends by extracting p_yes again and comparing it with the recorded one. The
-    trace is checked as ``verify`` checks it: one ``verify`` refuses exits 1 with its line and
-    prints nothing; one cut off (a torn line, no terminal record, a failed run) is replayed as
-    far as it goes and exits 3.
+    trace is checked as `verify` checks it: a trace `verify` refuses exits 1 naming its bad line
+    and prints nothing else; one cut off (a torn line, no terminal record, a failed run) is
+    replayed as far as it goes and exits 3.
     """
     from worldsim.trace.replay import TickStep
     from worldsim.trace.verify import Verifying
@@ -289,7 +289,7 @@ def verify(
     """Check a trace's hash chain and invariants; exit 0 when sound and complete.
 
     The trace is checked in one streamed pass, holding only each timeline's open tick
-    (``--canonical`` also holds the content the hash covers, to sort it).
+    (with --canonical, also the content the hash covers, to sort it).
 
     Prints the trace's head (the SHA-256 of its last complete line, which pins every line
     before it) and whether its final record is signed. Exit 1 names the first bad line, a head
