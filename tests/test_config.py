@@ -155,6 +155,27 @@ def test_a_bad_config_file_is_one_line_exit_2_and_nothing_written(
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--cache", "maybe", "Input should be 'use', 'refresh' or 'off'"),
+        ("--policy", "branchy", "unknown policy 'branchy'"),
+        ("--extraction", "path-ledger/2", "unknown extraction rule 'path-ledger/2'"),
+        ("--model", "nonsense", "invalid route 'nonsense'"),
+    ],
+)
+def test_a_bad_typed_option_is_named_as_it_was_typed(
+    tmp_path: Path, option: str, value: str, says: str
+) -> None:
+    """Not by the settings field behind it (``models.cache``): the user typed the flag."""
+    out = tmp_path / "out"
+    proc = cli("run", str(DEMO_CARD), option, value, "--out", str(out))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"error: field '{option}': {says}")
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
 def test_a_role_typed_beside_a_config_file_is_named_where_it_was_given(tmp_path: Path) -> None:
     (tmp_path / "card.yaml").write_bytes(DEMO_CARD.read_bytes())
     path = _write_config(tmp_path, "card: card.yaml\nextra_roles: [nope]\n")
@@ -188,5 +209,5 @@ def test_a_strict_replay_with_the_cache_off_is_one_line_exit_2(
     args = [*command, str(DEMO_CARD), "--cache", "off", "--replay-strict", "--out", str(out)]
     proc = cli(*args)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.count("\n") == 1 and "replay_strict" in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "field '--replay-strict'" in proc.stderr
     assert "needs cache 'use'" in proc.stderr and not out.exists()

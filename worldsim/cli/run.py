@@ -21,6 +21,7 @@ from worldsim.cli.settings import (
     given_options,
     recorded_settings,
     run_config,
+    typed_flag,
     with_model_options,
 )
 from worldsim.domain import bounds
@@ -355,10 +356,13 @@ its field in a ``--config`` file."""
 def _named_where_given(
     exc: ConfigError, typed: Mapping[str, Any], config_file: Path | None
 ) -> ConfigError:
-    """``exc`` naming where the refused role setting came from: the option, when the value it
-    names was typed, else the ``--config`` file and its field."""
-    if exc.file is not None or exc.field not in _ROLE_FIELDS:
+    """``exc`` naming where the refused setting came from: the option, when the value it names
+    was typed, else (a role setting) the ``--config`` file and its field."""
+    if exc.file is not None:
         return exc
+    if exc.field not in _ROLE_FIELDS:
+        flag = typed_flag(exc.field, typed)
+        return exc if flag is None else ConfigError(exc.message, field=flag)
     option, flag, in_the_file = _ROLE_FIELDS[exc.field]
     if config_file is None or any(f"'{value}'" in exc.message for value in typed.get(option) or ()):
         return ConfigError(exc.message, field=flag)

@@ -41,6 +41,7 @@ __all__ = [
     "given_options",
     "recorded_settings",
     "run_config",
+    "typed_flag",
     "with_model_options",
 ]
 
@@ -283,6 +284,23 @@ def run_config(
     try:
         return RunConfig.from_dict(data)
     except ConfigError as exc:
+        flag = typed_flag(exc.field, options) if exc.file is None else None
+        if flag is not None:  # the value the user typed: named as they typed it
+            raise ConfigError(exc.message, field=flag) from None
         if source is None or exc.file is not None:
             raise
         raise ConfigError(exc.message, file=source, field=exc.field) from None
+
+
+def typed_flag(field: str | None, options: Mapping[str, Any]) -> str | None:
+    """The command-line option behind the settings field ``field`` (``models.cache`` →
+    ``--cache``), when the user typed it; None otherwise."""
+    if field is None:
+        return None
+    fields = [*_RUN_FIELDS.items(), *((k, f"models.{v}") for k, v in _MODEL_FIELDS.items())]
+    for option, name in fields:
+        if option in options and any(
+            field == known or field.startswith(f"{known}.") for known in (name, option)
+        ):
+            return "--" + option.replace("_", "-")
+    return None
