@@ -70,3 +70,23 @@ def test_score_attribution_lists_contributions_largest_first(tmp_path: Path) -> 
     for entry in made:
         sizes = [abs(c["amount"]) for c in entry["contributions"]]
         assert sizes == sorted(sizes, reverse=True)
+
+
+def test_a_cut_off_trace_is_skipped_with_a_warning_as_score_skips_it(tmp_path: Path) -> None:
+    """Among whole traces it is named and skipped; alone it leaves nothing: exit 3, as
+    `verify` says of a trace cut off."""
+    whole = _parent(tmp_path, NEWS_CARD).trace
+    lines = whole.read_bytes().splitlines(keepends=True)
+    cut = tmp_path / "cut" / "cut.jsonl"
+    cut.parent.mkdir()
+    cut.write_bytes(b"".join(lines[: len(lines) // 2]))
+    out = tmp_path / "attribution.json"
+    shown = invoke("score", "--attribution", whole, cut, "--json", out)
+    assert shown.code == 0, shown.err
+    assert shown.err.startswith(f"warning: {cut}: no result:") and "skipped" in shown.err
+    assert [entry["trace"] for entry in json.loads(out.read_text())] == [str(whole)]
+    alone = invoke("score", "--attribution", cut)
+    assert alone.code == 3 and alone.out == ""
+    assert (
+        alone.err.startswith("error: no completed trace to attribute (") and str(cut) in alone.err
+    )

@@ -75,7 +75,7 @@ def test_a_run_whose_route_gives_no_reply_fails_and_score_says_why(
     assert f"{tmp_path / TRACE}: no result: the run failed: stub/test-model: gave up" in scored.err
     assert "skipped" in scored.err
     alone = invoke("score", tmp_path / TRACE, "--labels", LABELS)
-    assert alone.code == 2 and "no completed predictions" in alone.err
+    assert alone.code == 3 and "no completed predictions" in alone.err  # as verify says
     assert "the run failed" in alone.err and error in alone.err
 
 

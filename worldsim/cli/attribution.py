@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from worldsim.cli._app import escape, out_console
-from worldsim.domain.errors import ConfigError
+from worldsim.cli._app import err_console, escape, out_console
+from worldsim.domain.errors import ConfigError, TraceIncomplete
 
 __all__ = ["print_attribution", "trace_files"]
 
@@ -33,7 +33,17 @@ def print_attribution(inputs: list[Path], json_path: Path | None) -> None:
     from worldsim.domain.files import write_files
     from worldsim.scoring.attribution import attribute
 
-    made = [attribute(path) for path in trace_files(inputs)]
+    made = []
+    skipped: list[str] = []
+    for path in trace_files(inputs):
+        try:
+            made.append(attribute(path))
+        except TraceIncomplete as exc:  # as score skips it: nothing to attribute yet
+            skipped.append(f"{path}: {exc.message}; skipped")
+            err_console.print(f"[yellow]warning:[/] {escape(skipped[-1])}", highlight=False)
+    if not made:
+        why = "; ".join(skipped[:3]) + (" ..." if len(skipped) > 3 else "")
+        raise TraceIncomplete(f"no completed trace to attribute ({why})")
     for a in made:
         out_console.rule(f"{a.card_id} · p_yes {a.p_yes:.4f} · {a.trace.name}", style="cyan")
         if a.parent_p_yes is not None:

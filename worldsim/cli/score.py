@@ -238,7 +238,8 @@ def score_command(
     """Score forecasts against labels: proper scores, paired comparisons, calibration.
 
     Every trace is checked as `worldsim verify` checks it: one it refuses stops the command
-    with its line (exit 1); one cut off, or a failed run, is skipped with a warning. A study
+    with its line (exit 1); one cut off, or a failed run, is skipped with a warning, and when
+    nothing else is left the command exits 3, as `verify` does for such a trace. A study
     folder is scored from the traces of its completed jobs, each required to have the head its
     job log recorded, and its tables per method, condition and forecast date follow, with
     accuracy by date. Rows read from prediction tables are marked "unverified"."""

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 from worldsim.domain.cards import load_card, parse_utc
-from worldsim.domain.errors import CardError, ConfigError
+from worldsim.domain.errors import CardError, ConfigError, TraceIncomplete
 from worldsim.domain.files import load_mapping, sha256_file
 from worldsim.domain.paths import missing_file
 from worldsim.scoring.audit import (
@@ -173,7 +173,9 @@ def score(options: ScoreOptions) -> ScoreResult:
     loaded = load_predictions(options.inputs, watch=watch, heads=options.heads)
     if not loaded.rows:
         why = "; ".join(loaded.warnings[:3]) + (" ..." if len(loaded.warnings) > 3 else "")
-        raise CardError(
+        # every input a cut-off trace: exit 3, as `verify` says of each
+        error = TraceIncomplete if loaded.warnings else CardError
+        raise error(
             "no completed predictions to score" + (f" ({why})" if why else ""),
             file=options.inputs[0],
         )
