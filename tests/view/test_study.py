@@ -232,3 +232,8 @@ def test_the_default_page_is_named_after_the_folder(
     assert default_output([study]) == study.with_name("study.html")
     monkeypatch.chdir(study)
     assert default_output([Path(".")]) == study.with_name("study.html")
+    # a folder named as given is kept as given: relative stays relative, as for a trace
+    monkeypatch.chdir(study.parent)
+    assert default_output([Path(study.name)]) == Path("study.html")
+    monkeypatch.chdir(study / "traces")
+    assert default_output([Path("..")]) == study.with_name("study.html")

@@ -125,7 +125,7 @@ def default_output(paths: Sequence[str | Path]) -> Path:
 
 def _named(path: Path) -> Path:
     """A folder given as ``.`` or ``..`` by its real name (the page is named after it)."""
-    return path.resolve() if path.is_dir() else path
+    return path.resolve() if path.is_dir() and path.name in ("", "..") else path
 
 
 def _stem(path: Path) -> str:
