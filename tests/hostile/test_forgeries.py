@@ -316,7 +316,7 @@ def test_a_run_made_to_fail_after_its_results_holds_no_result_for_any_reader(
     assert _verdict(forged)[0] == 3
     _agree(forged, tmp_path)
     scored = invoke("score", forged, "--labels", LABELS)
-    assert scored.code == 2 and "no result: the run failed: hand-made; skipped" in scored.err
+    assert scored.code == 3 and "no result: the run failed: hand-made; skipped" in scored.err
 
 
 def test_a_direct_forecast_whose_reply_and_extraction_were_both_edited_is_refused(
