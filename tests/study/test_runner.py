@@ -41,6 +41,17 @@ KEEP = (
 )
 
 
+def _batch(manifest: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    """``worldsim batch MANIFEST --out OUT`` in a process of its own."""
+    return subprocess.run(
+        [*WORLDSIM, "batch", str(manifest), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
 def _rows(out: Path) -> list[dict[str, object]]:
     lines = (out / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
     return [{k: json.loads(line)[k] for k in KEEP} for line in lines]
@@ -70,22 +81,10 @@ def test_a_batch_row_equals_the_single_run_of_the_same_job(manifest: Path, tmp_p
 
 def test_a_finished_study_does_nothing_and_says_so(manifest: Path, tmp_path: Path) -> None:
     out = tmp_path / "study"
-    first = subprocess.run(
-        [*WORLDSIM, "batch", str(manifest), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    first = _batch(manifest, out)
     assert first.returncode == 0, first.stderr
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
-    again = subprocess.run(
-        [*WORLDSIM, "batch", str(manifest), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    again = _batch(manifest, out)
     assert again.returncode == 0, again.stderr
     assert "nothing to do" in again.stdout
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == before
@@ -115,13 +114,7 @@ def test_a_study_folder_another_batch_is_running_is_refused_at_once(
 
     out = tmp_path / "study"
     with held_folder(out, STUDY_LOCK, "held by the test"):
-        refused = subprocess.run(
-            [*WORLDSIM, "batch", str(manifest), "--out", str(out)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        refused = _batch(manifest, out)
         assert refused.returncode == 2, refused.stderr
         assert refused.stderr == (
             f"error: {out}: another batch is running this study (pid {os.getpid()})\n"
@@ -143,13 +136,7 @@ def test_a_killed_study_finishes_with_the_predictions_of_an_uninterrupted_one(
         max_parallel_jobs=1,
     )
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    done = subprocess.run(
-        [*WORLDSIM, "batch", str(path), "--out", str(whole)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = _batch(path, whole)
     assert done.returncode == 0, done.stderr
     proc = subprocess.Popen(
         [*WORLDSIM, "batch", str(path), "--out", str(killed)],
@@ -170,13 +157,7 @@ def test_a_killed_study_finishes_with_the_predictions_of_an_uninterrupted_one(
     ended = read_journal(killed)
     assert 2 <= len(ended) < len(_rows(whole))
     assert not (killed / "predictions.jsonl").exists()
-    again = subprocess.run(
-        [*WORLDSIM, "batch", str(path), "--out", str(killed)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    again = _batch(path, killed)
     assert again.returncode == 0, again.stderr
     assert _rows(killed) == _rows(whole)
 

@@ -222,12 +222,10 @@ def _same_round(entry: LabelEntry, due: str | None, name: str) -> None:
     for source in entry.label.sources:
         day = due_date_in(source)
         if day is not None and due is not None and day != due:
-            raise CardError(
+            raise entry.refuse(
                 f"read from {source}, the resolution set of the round due {day}, but the "
                 f"question set {name} is due {due}: give the labels of its own resolution set",
-                file=entry.file,
                 field="sources",
-                line=entry.line,
             )
 
 

@@ -33,10 +33,10 @@ class LabelEntry:
     def outcome(self) -> str:
         return self.label.outcome
 
-    def refuse_outcome(self, message: str) -> CardError:
-        """The error for an outcome that cannot score the forecast: it names the label's file,
-        line and ``outcome``."""
-        return CardError(message, file=self.file, field="outcome", line=self.line)
+    def refuse(self, message: str, field: str = "outcome") -> CardError:
+        """The error for a label that cannot score the forecast: it names the label's file,
+        line and ``field`` (its ``outcome`` unless told)."""
+        return CardError(message, file=self.file, field=field, line=self.line)
 
 
 @dataclass(frozen=True, slots=True)

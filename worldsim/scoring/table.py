@@ -281,7 +281,7 @@ def match_labels(
             )
         if entry.label.provisional:
             if fc.kind != "binary" or entry.label.value is None:
-                raise entry.refuse_outcome(
+                raise entry.refuse(
                     f"card '{fc.card_id}' is not binary: a provisional label scores a binary "
                     "forecast only"
                 )
@@ -291,7 +291,7 @@ def match_labels(
         outcome = entry.outcome
         if fc.kind == "binary":
             if outcome not in ("yes", "no"):
-                raise entry.refuse_outcome(
+                raise entry.refuse(
                     f"outcome {outcome!r} of binary card '{fc.card_id}' is not "
                     "yes/no, 1/0 or true/false"
                 )
@@ -301,7 +301,7 @@ def match_labels(
             assert fc.p_options is not None
             options = [k for k, _ in fc.p_options]
             if outcome not in options:
-                raise entry.refuse_outcome(
+                raise entry.refuse(
                     f"outcome {outcome!r} of card '{fc.card_id}' is not one of its options "
                     f"{', '.join(options)}"
                 )
