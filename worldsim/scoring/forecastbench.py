@@ -211,7 +211,7 @@ def score_round(
     scores.append(_score(ALWAYS_HALF, rows, {}, baseline=True))
     imputed = {r.card_id: r.freeze for r in rows if r.market and r.freeze is not None}
     scores.append(_score(IMPUTED_FORECASTER, rows, imputed, baseline=True))
-    unverified = tuple(sorted({r.method for r in made_for if not r.trace}))
+    unverified = tuple(sorted({r.method for r in predictions if not r.trace}))
     return RoundScores(
         name, due, len(wanted), len(rows), tuple(scores), unverified, tuple(left_out.items())
     )
