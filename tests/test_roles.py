@@ -74,8 +74,20 @@ def test_decorator_returns_the_class_and_refuses_duplicates() -> None:
     spec = get_role("market_maker", "tick")
     assert spec.factory is MarketMaker and spec.output is None and spec.version == "python"
     assert isinstance(spec.build(OfflineModel(), seed=1), MarketMaker)
-    with pytest.raises(RoleError, match="already registered"):
-        register_role("market_maker", phase="tick")(type("Other", (), {"act": lambda s, c: []}))
+
+    async def act(self: object, ctx: object) -> list[object]:
+        return []
+
+    with pytest.raises(RoleError, match=r"already registered .*replace=True\) replaces it"):
+        register_role("market_maker", phase="tick")(type("Other", (), {"act": act}))
+    # the same class defined again, as a notebook cell run twice defines it, replaces itself
+    again = type("MarketMaker", (), {"act": act, "__module__": MarketMaker.__module__})
+    again.__qualname__ = MarketMaker.__qualname__
+    register_role("market_maker", phase="tick")(again)
+    assert get_role("market_maker", "tick").factory is again
+    register_role("market_maker", phase="tick")(MarketMaker)
+    with pytest.raises(RoleError, match="must define async 'act'"):  # a plain def
+        register_role("sync_actor", phase="tick")(type("Sync", (), {"act": lambda s, c: []}))
     with pytest.raises(RoleError, match="must define async 'review'"):
         register_role("broken_reviewer", phase="review")(type("Broken", (), {}))
     with pytest.raises(RoleError, match="runs in phase 'tick'"):
@@ -250,3 +262,62 @@ def test_a_run_plan_reads_the_prompt_folders_once(
     assert sum(key.startswith("tick:") for key in plan) >= 2
     assert plan["tick:actor"] == get_role("actor", "tick")
     assert len(readings) == 2  # the plan's one, and get_role's own just above
+
+
+@register_role("raiser", phase="tick")
+class _Raiser:
+    async def act(self, ctx: TickContext) -> Sequence[Proposal]:
+        raise ValueError("boom from my role")
+
+
+@register_role("dict_returner", phase="tick")
+class _DictReturner:
+    async def act(self, ctx: TickContext) -> Any:
+        return {"agent": ctx.agent}
+
+
+@register_role("thief", phase="tick")
+class _Thief:
+    async def act(self, ctx: TickContext) -> Sequence[Proposal]:
+        return [Proposal(agent="regulator", summary="not mine to make")]
+
+
+@pytest.mark.parametrize(
+    ("role", "says"),
+    [
+        ("raiser", "role 'raiser': act raised ValueError: boom from my role"),
+        ("dict_returner", "role 'dict_returner': act returned dict, not a list of Proposal"),
+        ("thief", "role 'thief': act proposed for agent 'regulator' when asked for agent"),
+    ],
+)
+def test_a_python_role_that_fails_or_answers_wrongly_is_one_line_naming_it(
+    tmp_path: Path, role: str, says: str
+) -> None:
+    from tests.support import ROOT, invoke
+
+    done = invoke(
+        "run", ROOT / "scenarios" / "merger-review.yaml", "--role", role, "--out", tmp_path
+    )
+    assert done.code == 2 and "Traceback" not in done.err
+    assert done.err.strip().splitlines()[-1].startswith(f"error: {says}")
+
+
+@register_role("needs_colour", phase="tick")
+class _NeedsColour:
+    def __init__(self, colour: str) -> None:
+        self.colour = colour
+
+    async def act(self, ctx: TickContext) -> Sequence[Proposal]:
+        return []
+
+
+def test_a_role_that_cannot_be_built_is_one_line_and_leaves_no_trace(tmp_path: Path) -> None:
+    from tests.support import ROOT, invoke
+
+    card = ROOT / "scenarios" / "merger-review.yaml"
+    done = invoke("run", card, "--role", "needs_colour", "--out", tmp_path)
+    assert done.code == 2 and "Traceback" not in done.err
+    (line,) = done.err.strip().splitlines()
+    assert line.startswith("error: role 'needs_colour' (python tests.test_roles._NeedsColour)")
+    assert "building it raised TypeError" in line and "'colour'" in line
+    assert list(tmp_path.iterdir()) == []  # no empty trace left to block the next run

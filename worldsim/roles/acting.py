@@ -17,7 +17,7 @@ import anyio
 import structlog
 
 from worldsim.domain.bounds import MAX_CONNECTIONS
-from worldsim.domain.errors import ModelError, RoleError
+from worldsim.domain.errors import ModelError, RoleError, WorldsimError
 from worldsim.gateway import AgentTools
 from worldsim.roles.contracts import AgentRole
 from worldsim.world.columns import MoveColumns
@@ -96,6 +96,21 @@ def agent_context(batch: TickBatch, i: int) -> TickContext:
     )
 
 
+def _proposals(name: str, agent: str, made: object) -> Sequence[Proposal]:
+    """What ``act`` returned, checked: a list of the agent's own proposals."""
+    if not isinstance(made, list | tuple) or not all(isinstance(p, Proposal) for p in made):
+        raise RoleError(
+            f"role '{name}': act returned {type(made).__name__}, not a list of Proposal"
+        )
+    strays = sorted({p.agent for p in made} - {agent})
+    if strays:
+        raise RoleError(
+            f"role '{name}': act proposed for agent '{strays[0]}' when asked for agent "
+            f"'{agent}'; it proposes for ctx.agent only"
+        )
+    return made
+
+
 class _Acting(Protocol):
     async def act(self, ctx: TickContext) -> Sequence[Proposal]: ...
 
@@ -109,10 +124,12 @@ async def act_each(role: _Acting, batch: TickBatch) -> dict[str, Sequence[Propos
     ends the run."""
     results: dict[str, Sequence[Proposal]] = {}
 
+    name = getattr(role, "name", type(role).__name__)
+
     async def act(i: int) -> None:
         agent = batch.agents[i]
         try:
-            results[agent] = await role.act(agent_context(batch, i))
+            made = await role.act(agent_context(batch, i))
         except ModelError as exc:
             if exc.ends_run:
                 raise
@@ -124,6 +141,12 @@ async def act_each(role: _Acting, batch: TickBatch) -> dict[str, Sequence[Propos
                 error=str(exc),
             )
             results[agent] = []
+            return
+        except WorldsimError:
+            raise
+        except Exception as exc:  # a plug-in's own failure: named, not a traceback
+            raise RoleError(f"role '{name}': act raised {type(exc).__name__}: {exc}") from exc
+        results[agent] = _proposals(name, agent, made)
 
     queue = iter(range(len(batch.agents)))
 

@@ -72,7 +72,13 @@ class RoleSpec:
         except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
             params = {}  # type: ignore[assignment]
         offered = {"model": model, "seed": seed}
-        role = self.factory(**{k: v for k, v in offered.items() if k in params})
+        try:
+            role = self.factory(**{k: v for k, v in offered.items() if k in params})
+        except Exception as exc:  # a plug-in's own failure: named, not a traceback
+            raise RoleError(
+                f"role '{self.name}' ({self.source}): building it raised "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
         role.name = self.name
         role.phase = self.phase
         return role
@@ -96,7 +102,8 @@ def _check(name: str, phase: str, obj: object, where: str) -> None:
             f"{where}: role '{name}' has no valid phase (one of {known})", field="phase"
         )
     method = PHASE_METHODS[phase]
-    if not callable(getattr(obj, method, None)):
+    found = getattr(obj, method, None)
+    if not callable(found) or (isinstance(obj, type) and not inspect.iscoroutinefunction(found)):
         raise RoleError(f"{where}: role '{name}' ({phase}) must define async '{method}'")
 
 
@@ -113,8 +120,12 @@ def register_role(
         where = f"{cls.__module__}.{cls.__qualname__}"
         _check(name, phase, cls, where)
         old = _PYTHON.get(name)
-        if old is not None and not replace and old.factory is not cls:
-            raise RoleError(f"role '{name}' is already registered by {old.source}")
+        # the same class defined again (a notebook cell run twice) replaces itself
+        if old is not None and not replace and old.source != f"python {where}":
+            raise RoleError(
+                f"role '{name}' is already registered by {old.source} "
+                "(register_role(..., replace=True) replaces it)"
+            )
         doc = (cls.__doc__ or "").strip().splitlines()
         _PYTHON[name] = RoleSpec(
             name=name,

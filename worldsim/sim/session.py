@@ -349,7 +349,13 @@ async def run_engine(
             path, uuid.uuid4().hex[:16], fsync=fsync, overwrite=overwrite
         )
         writer.signer = signer
-        made = [make(session, writer)]
+        try:
+            made = [make(session, writer)]
+        except BaseException:  # before the first record (a role that cannot be built)
+            with contextlib.suppress(OSError):
+                writer.path.unlink()  # held still: no run left anything in it
+            await writer.aclose()
+            raise
 
         async def body() -> RunResult:  # the engine lives only while it runs (see guarded)
             return await made.pop().run()
