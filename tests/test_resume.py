@@ -109,19 +109,24 @@ def test_a_resume_leaves_the_collectors_pace_to_the_program(
     assert verify_trace(path, canonical=True).canonical == want
 
 
-def test_complete_or_uninitialized_runs_are_not_resumed(
+def test_a_complete_run_is_not_resumed_and_one_cut_before_its_world_starts_again(
     complete: tuple[bytes, str, int], tmp_path: Path
 ) -> None:
-    blob, _, _ = complete
+    blob, want, after_init = complete
     done = tmp_path / "done.jsonl"
     done.write_bytes(blob)
     with pytest.raises(ConfigError, match="nothing to resume"):
         anyio.run(lambda: resume_run(done))
-    early = tmp_path / "early.jsonl"
+    # cut anywhere before its world: run again from its recorded settings, in the same file
     first_line = blob.index(b"\n") + 1
-    early.write_bytes(blob[:first_line])
-    with pytest.raises(ConfigError, match="before its world was initialized"):
-        anyio.run(lambda: resume_run(early))
+    for n, cut in enumerate((first_line, after_init - 1)):
+        early = tmp_path / f"early{n}.jsonl"
+        early.write_bytes(blob[:cut])
+        result = anyio.run(lambda p=early: resume_run(p, fsync=False))
+        assert result.trace == early
+        verdict = verify_trace(early, canonical=True)
+        assert verdict.exit_code == 0 and verdict.canonical == want
+        assert read_trace(early).first("run_resumed") is None
 
 
 WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]

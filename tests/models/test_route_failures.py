@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -115,3 +118,46 @@ def test_an_invalid_reply_lets_the_run_go_on_where_a_route_without_reply_ends_it
     reviewer = [c for c in calls if c.role == "governance"]
     assert [c.error is None for c in reviewer] == [True, False]
     assert [line.record.tick for line in trace.of_type("tick_committed")] == [0]
+
+
+def test_a_run_that_failed_before_its_world_resumes_by_starting_again_in_place(
+    tmp_path: Path,
+) -> None:
+    """Its trace says resumable, and `run --resume` keeps that promise: with nothing to carry
+    on from, the run starts again from its recorded settings, into the same file."""
+    with server_error() as base_url:
+        failed = run_on_stub(base_url, tmp_path, "--max-attempts", "1")
+    assert failed.returncode == 1
+    path = tmp_path / TRACE
+    before = read_trace(path)
+    assert before.first("world_initialized") is None
+    assert before.terminal is not None and before.terminal.data.resumable
+    with StubServer(seed=1) as server:
+        env = {
+            **os.environ,
+            "STUB_API_KEY": "k",
+            "STUB_BASE_URL": server.base_url,
+            "WORLDSIM_CACHE_DIR": str(tmp_path / "cache"),
+        }
+        resumed = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from worldsim.cli import main; main()",
+                "run",
+                "--resume",
+                str(path),
+                "--json",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["trace"] == str(path)
+    after = read_trace(path)
+    assert after.complete and after.started.seed == before.started.seed
+    assert after.started.config == before.started.config
+    assert invoke("verify", path).code == 0

@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 
 from worldsim.domain.config import ModelConfig, RunConfig
-from worldsim.domain.errors import ConfigError
+from worldsim.domain.errors import ConfigError, TraceError
 from worldsim.gateway.gateway import check_evidence
 from worldsim.models.pool import Shared
 from worldsim.models.recorded import RecordedReplies
@@ -27,9 +27,9 @@ from worldsim.sim.plan import (
 )
 from worldsim.sim.resume import Cut, recorded_spend, restore_point, resume_config
 from worldsim.sim.scheduler import Observer
-from worldsim.sim.session import open_session, prepare, run_budget
+from worldsim.sim.session import open_session, prepare, run_budget, run_card
 from worldsim.sim.settlement import RunResult
-from worldsim.trace.reader import Trace, read_trace
+from worldsim.trace.reader import Trace, iter_trace, read_trace
 from worldsim.trace.records import RunResumedData
 from worldsim.trace.signing import Signer
 from worldsim.trace.writer import TraceLock, TraceWriter
@@ -54,8 +54,26 @@ async def resume_run(
     (the routes always come from the trace). The budget continues from what the trace records
     as spent, unless ``shared`` holds a budget (whose spend its owner keeps) to replace it.
     ``signer`` signs the new sealed last record. The trace is locked before it is read, so no
-    other writer can add to it between the read and the resume.
+    other writer can add to it between the read and the resume. A new run cut off before its
+    world was initialized has nothing to carry on from: it runs again from its recorded
+    settings, into the same file.
     """
+    if await anyio.to_thread.run_sync(_cut_before_its_world, Path(path)):
+        # nothing to resume: the run starts again from its recorded settings, in place
+        trace = read_trace(path)  # small: its first few records
+        _check_signer(trace, signer)
+        return await run_card(
+            resume_config(trace, models),
+            trace_path=path,
+            max_trace_mb=None,
+            observer=observer,
+            overwrite=True,
+            fsync=fsync,
+            model_source=model_source,
+            environ=environ,
+            shared=shared,
+            signer=signer,
+        )
     with await anyio.to_thread.run_sync(TraceLock.take, path, "existing") as lock:
         trace = read_trace(lock.path)
         _check_signer(trace, signer)
@@ -114,6 +132,22 @@ async def resume_run(
 
             return await guarded(writer, body)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _cut_before_its_world(path: Path) -> bool:
+    """Whether ``path`` holds a new run (not a continued one) that ended or was cut off before
+    its world was initialized; read only as far as that. A trace that cannot be read says no:
+    the resume proper reports it."""
+    started = False
+    try:
+        for line in iter_trace(path):
+            if line.type == "run_started":
+                started = getattr(line.data, "parent", None) is None
+            elif line.type in ("world_initialized", "run_completed", "run_resumed"):
+                return False
+    except (ConfigError, TraceError):
+        return False
+    return started
 
 
 def _continuation(
