@@ -140,6 +140,8 @@ def test_run_config_file_runs_and_typed_options_override_it(tmp_path: Path) -> N
             "card: card.yaml\nmodels:\n  role_models: [bogus]\n",
             "field 'models.role_models': invalid role route 'bogus'",
         ),
+        ("card: card.yaml\nmodels:\n  model: nonsense\n", "field 'models.model': invalid route"),
+        ("card: card.yaml\nextraction_rule: nope/9\n", "field 'extraction_rule': unknown"),
     ],
 )
 def test_a_bad_config_file_is_one_line_exit_2_and_nothing_written(

@@ -138,6 +138,7 @@ def test_a_project_file_replaces_the_built_in_role_by_name(project: Path) -> Non
         (("temperature: 0.3", "tools: [search_web]"), "tools", "unknown tool 'search_web'"),
         (("name: market-maker", "name: Market Maker"), "name", "String should match pattern"),
         (("{{ card.question }}", "{{ card.question "), None, "template error"),
+        (("temperature: 0.3", "route: nonsense"), "route", "invalid route 'nonsense'"),
     ],
 )
 def test_a_bad_role_definition_is_one_line_naming_the_file_and_field(

@@ -353,6 +353,10 @@ _ROLE_FIELDS = {
 its field in a ``--config`` file."""
 
 
+_CONFIG_FIELDS = {"--model": "models.model", "extraction": "extraction_rule"}
+"""A setting `prepare` refuses by its option's name: its field in a ``--config`` file."""
+
+
 def _named_where_given(
     exc: ConfigError, typed: Mapping[str, Any], config_file: Path | None
 ) -> ConfigError:
@@ -362,7 +366,11 @@ def _named_where_given(
         return exc
     if exc.field not in _ROLE_FIELDS:
         flag = typed_flag(exc.field, typed)
-        return exc if flag is None else ConfigError(exc.message, field=flag)
+        if flag is not None:
+            return ConfigError(exc.message, field=flag)
+        if config_file is not None and exc.field in _CONFIG_FIELDS:
+            return ConfigError(exc.message, file=config_file, field=_CONFIG_FIELDS[exc.field])
+        return exc
     option, flag, in_the_file = _ROLE_FIELDS[exc.field]
     if config_file is None or any(f"'{value}'" in exc.message for value in typed.get(option) or ()):
         return ConfigError(exc.message, field=flag)

@@ -22,12 +22,13 @@ from pydantic import (
     field_validator,
 )
 
-from worldsim.domain.errors import RoleError
+from worldsim.domain.errors import ConfigError, RoleError
 from worldsim.domain.files import first_error
 from worldsim.domain.outputs import OUTPUTS, PHASE_OUTPUTS
 from worldsim.domain.resources import data_dirs
 from worldsim.domain.values import FrozenModel
 from worldsim.gateway.tools import GATEWAY_TOOLS
+from worldsim.models.routes import parse_route
 
 __all__ = [
     "ROLE_NAME",
@@ -70,6 +71,16 @@ class PromptFrontMatter(FrozenModel):
             allowed = ", ".join(PHASE_OUTPUTS[phase])
             raise ValueError(f"output '{output}' cannot run in phase '{phase}' (takes: {allowed})")
         return output
+
+    @field_validator("route")
+    @classmethod
+    def _a_route(cls, route: str | None) -> str | None:
+        if route is not None:
+            try:
+                parse_route(route)
+            except ConfigError as exc:
+                raise ValueError(exc.message) from None
+        return route
 
     @field_validator("tools")
     @classmethod
