@@ -41,3 +41,5 @@ def test_canonical_hash_is_pinned(card_id: str, tmp_path: Path) -> None:
     config = RunConfig(card=card, policy=load_policy("branching"), seed=0)
     result = anyio.run(lambda: run_card(config, tmp_path, fsync=False))
     assert canonical_hash(read_trace(result.trace)) == PINNED[card_id]
+    # the same from the trace's path, as verify and replay take one
+    assert canonical_hash(result.trace) == canonical_hash(str(result.trace)) == PINNED[card_id]

@@ -89,7 +89,7 @@ def role_plan(config: RunConfig) -> dict[str, RoleSpec]:
         else:
             raise ConfigError(
                 f"role '{name}' runs in phase '{spec.phase}', which a simulation does not have "
-                "(direct forecasts run with `worldsim forecast`)",
+                "(a direct role runs with `worldsim forecast`, a news role with `run --continue`)",
                 field="role",
             )
     for slot, phase in SLOTS.items():

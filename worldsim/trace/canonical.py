@@ -8,11 +8,12 @@ and replies hash the same whether they ran live, from the cache, or resumed.
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Any
 
 from worldsim.domain.contracts import lineage
 from worldsim.domain.jsonbytes import canonical_bytes
-from worldsim.trace.reader import Trace, TraceLine
+from worldsim.trace.reader import Trace, TraceLine, read_trace
 from worldsim.trace.records import accesses_of
 
 __all__ = ["CanonicalHash", "canonical_hash"]
@@ -124,8 +125,11 @@ class CanonicalHash:
         return digest.hexdigest()
 
 
-def canonical_hash(trace: Trace) -> str:
-    """The canonical hash of a trace read whole (see the module docstring)."""
+def canonical_hash(trace: Trace | str | Path) -> str:
+    """The canonical hash of a trace read whole, or of the trace file at a path (see the
+    module docstring)."""
+    if not isinstance(trace, Trace):
+        trace = read_trace(trace)
     hashed = CanonicalHash()
     for line in trace.effective:
         hashed.add(line)
