@@ -290,6 +290,9 @@ def test_replay_prints_ticks_in_simulated_order_then_the_report_and_audit(tmp_pa
     steps = [r for r in rows if "tick" in r and "timeline" in r]
     order = [(r["tick"], [int(p) for p in r["timeline"][1:].split(".")]) for r in steps]
     assert len({r["timeline"] for r in steps}) > 1 and order == sorted(order)
+    # each proposal with its agent's role, as the trace records it
+    roles = {p["role"] for r in steps for p in r["proposals"]}
+    assert roles and roles <= {"actor", "cohort"} and "actor" in roles
     outcome = next(r for r in rows if "audit" in r)
     assert outcome["report"]["claims"] and outcome["audit"]["mass_conserved"] is True
     text = cli("replay", trace).stdout

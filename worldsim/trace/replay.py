@@ -78,6 +78,7 @@ class TickStep:
                 {
                     "agent": p.agent,
                     "index": p.index,
+                    "role": p.role,
                     "endpoint": p.endpoint,
                     "direction": p.direction,
                     "magnitude": p.magnitude,
