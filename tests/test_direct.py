@@ -414,6 +414,8 @@ def test_cli_budget_and_leakage_fail_before_the_call(tmp_path: Path) -> None:
         )
         assert server.request_count == 0
     assert spent.returncode == 1 and "budget" in error_lines(spent.stderr)[0]
+    # a forecast is one call: it starts over with a higher budget, it does not resume
+    assert error_lines(spent.stderr)[0].endswith("goes on, run again with --force")
     assert leaked.returncode == 1 and "forbidden string" in error_lines(leaked.stderr)[0]
     for out in (tmp_path / "a", tmp_path / "b"):
         assert types_of(out / STUB_TRACE) == ["run_started", "run_failed"]

@@ -277,7 +277,7 @@ def test_a_capped_run_stops_within_its_cap_and_resumes_under_a_higher_one(tmp_pa
         assert first.terminal is not None and first.terminal.type == "run_failed"
         stop = first.terminal.data
         assert stop.resumable and stop.kind == "BudgetExhausted"
-        assert "budget of $0.4000 reached" in stop.error and "resumable" in stop.error
+        assert "budget of $0.4000 reached" in stop.error and "higher budget" in stop.error
         spent = recorded_spend(first)
         assert 0 < spent <= 0.4 + 1e-9
         # every request sent was answered and recorded: none was in flight at the stop
@@ -316,7 +316,8 @@ def test_a_capped_run_stops_within_its_cap_and_resumes_under_a_higher_one(tmp_pa
         assert recorded_spend(middle) <= 0.75 + 1e-9
         # the whole run costs about $1.06: stopped again, with one clear line and no traceback
         assert part.returncode == 1 and "Traceback" not in part.stderr
-        assert "budget of $0.7500 reached" in part.stderr and "resumable" in part.stderr
+        assert "budget of $0.7500 reached" in part.stderr
+        assert part.stderr.strip().endswith(f"`worldsim run --resume {trace} --max-cost-usd MORE`")
 
         more = models.model_copy(update={"max_cost_usd": 5.0})
         result = anyio.run(lambda: resume_run(trace, models=more, fsync=False, environ=env))

@@ -65,7 +65,9 @@ async def test_a_reservation_that_cannot_fit_is_refused_and_closes_the_budget(
         async with budget.reserve(0.6, make_request(tick=4)):
             pytest.fail("a reservation past the cap was granted")
     assert caught.value.tick == 4
-    assert "budget of $1.0000 reached" in str(caught.value) and "resumable" in str(caught.value)
+    assert "budget of $1.0000 reached" in str(
+        caught.value
+    ) and "a higher budget (--max-cost-usd) goes on" in str(caught.value)
     # closed: not even a call that would fit starts after the refusal
     with pytest.raises(BudgetExhausted):
         async with budget.reserve(0.1):

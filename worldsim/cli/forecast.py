@@ -87,7 +87,12 @@ def forecast(
     )
     prepare(config)  # a role of another phase, a bad route: exit 2
     preflight_routes(config.models, model_options["preflight"])
-    result = anyio.run(lambda: run_forecast(config, out, overwrite=force, signer=signer))
+    from worldsim.domain.errors import BudgetExhausted
+
+    try:
+        result = anyio.run(lambda: run_forecast(config, out, overwrite=force, signer=signer))
+    except BudgetExhausted as exc:  # a forecast is one call: it starts over, it never resumes
+        raise type(exc)(f"{exc.message}, run again with --force", call=exc.call) from None
     if json_out:
         sys.stdout.write(json.dumps(result.summary()) + "\n")
         sys.stdout.flush()

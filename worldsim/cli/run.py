@@ -4,10 +4,11 @@
 # start-up, even for --help, and string annotations would be parsed again each time
 # (about half its work). Names imported only for type checking are quoted.
 
+import contextlib
 import json
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -83,6 +84,19 @@ def _unfinished(trace: Path) -> str:
     return f"{trace} is unfinished; `worldsim run --resume {trace}` finishes it"
 
 
+@contextlib.contextmanager
+def _going_on(trace: Path) -> Iterator[None]:
+    """A run stopped by its budget names the command that goes on with a higher one."""
+    from worldsim.domain.errors import BudgetExhausted
+
+    try:
+        yield
+    except BudgetExhausted as exc:
+        raise type(exc)(
+            f"{exc.message}: `worldsim run --resume {trace} --max-cost-usd MORE`", call=exc.call
+        ) from None
+
+
 def _resume(trace: Path, ctx: typer.Context, json_out: bool, signer: "Signer | None") -> None:
     """Continue the run in ``trace`` with the settings it recorded, and the options typed now
     on top (the routes always come from the trace)."""
@@ -93,7 +107,7 @@ def _resume(trace: Path, ctx: typer.Context, json_out: bool, signer: "Signer | N
     recorded = recorded_settings(trace)  # none: resume_run says what is wrong with the trace
     options = given_options(ctx)
     models = run_config(options, base=recorded, source=trace).models if recorded else None
-    with on_interrupt(lambda: _unfinished(trace)):
+    with on_interrupt(lambda: _unfinished(trace)), _going_on(trace):
         result = anyio.run(lambda: resume_run(trace, models=models, signer=signer))
     if json_out:
         sys.stdout.write(json.dumps(result.summary()) + "\n")
@@ -416,15 +430,16 @@ def _run_each(
             with run_progress(err_console, show=show) as progress:
                 for cfg in configs:
                     label = f"{cfg.card.id} seed {cfg.seed}"
-                    result = await run_card(
-                        cfg,
-                        out,
-                        overwrite=force,
-                        observer=RunProgress(progress, label, cfg.effective_ticks),
-                        max_trace_mb=max_trace_mb,
-                        signer=signer,
-                        shared=shared,
-                    )
+                    with _going_on(out / trace_name(cfg)):
+                        result = await run_card(
+                            cfg,
+                            out,
+                            overwrite=force,
+                            observer=RunProgress(progress, label, cfg.effective_ticks),
+                            max_trace_mb=max_trace_mb,
+                            signer=signer,
+                            shared=shared,
+                        )
                     results.append(result)
                     if json_out:
                         sys.stdout.write(json.dumps(result.summary()) + "\n")

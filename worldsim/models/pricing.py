@@ -247,7 +247,7 @@ class Budget:
         limit = f"${self.max_usd:.4f}" if self.max_usd is not None else "the budget"
         return BudgetExhausted(
             f"budget of {limit} reached: spent ${self.spent_usd:.4f}, the next call could cost "
-            f"up to ${usd:.4f}; the run is resumable with a higher budget (--max-cost-usd)",
+            f"up to ${usd:.4f}; a higher budget (--max-cost-usd) goes on",
             timeline=site.timeline if site else None,
             tick=site.tick if site else None,
         )
