@@ -42,15 +42,21 @@ def run_on_stub(
     """``worldsim run CARD --model stub/test-model --no-preflight --out OUT ARGS`` through
     the entry point in a fresh interpreter, against the server at ``base_url`` (key ``k``),
     with its response cache in ``OUT/cache``."""
+    run = ["run", str(card), "--model", "stub/test-model", "--no-preflight", "--out", str(out)]
+    return cli_on_stub(base_url, out / "cache", *run, *args)
+
+
+def cli_on_stub(base_url: str, cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``worldsim ARGS`` through the entry point in a fresh interpreter, with the stub
+    route's server at ``base_url`` (key ``k``) and the response cache in ``cache``."""
     env = {
         **os.environ,
         "STUB_API_KEY": "k",
         "STUB_BASE_URL": base_url,
-        "WORLDSIM_CACHE_DIR": str(out / "cache"),
+        "WORLDSIM_CACHE_DIR": str(cache),
     }
-    run = ["run", str(card), "--model", "stub/test-model", "--no-preflight", "--out"]
     return subprocess.run(
-        [sys.executable, "-c", "from worldsim.cli import main; main()", *run, str(out), *args],
+        [sys.executable, "-c", "from worldsim.cli import main; main()", *args],
         env=env,
         capture_output=True,
         text=True,

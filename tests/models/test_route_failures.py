@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.support import DEMO_CARD, ROOT, invoke, run_on_stub
+from tests.support import DEMO_CARD, ROOT, cli_on_stub, invoke, run_on_stub
 from worldsim.domain.cards import load_card
 from worldsim.domain.config import ModelConfig, RetrySettings, RunConfig
 from worldsim.domain.errors import RouteFailed
@@ -133,27 +130,8 @@ def test_a_run_that_failed_before_its_world_resumes_by_starting_again_in_place(
     assert before.first("world_initialized") is None
     assert before.terminal is not None and before.terminal.data.resumable
     with StubServer(seed=1) as server:
-        env = {
-            **os.environ,
-            "STUB_API_KEY": "k",
-            "STUB_BASE_URL": server.base_url,
-            "WORLDSIM_CACHE_DIR": str(tmp_path / "cache"),
-        }
-        resumed = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "from worldsim.cli import main; main()",
-                "run",
-                "--resume",
-                str(path),
-                "--json",
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
+        resumed = cli_on_stub(
+            server.base_url, tmp_path / "cache", "run", "--resume", str(path), "--json"
         )
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["trace"] == str(path)
