@@ -419,6 +419,10 @@ def test_cli_budget_and_leakage_fail_before_the_call(tmp_path: Path) -> None:
     assert leaked.returncode == 1 and "forbidden string" in error_lines(leaked.stderr)[0]
     for out in (tmp_path / "a", tmp_path / "b"):
         assert types_of(out / STUB_TRACE) == ["run_started", "run_failed"]
+    # a direct forecast never resumes, even one stopped before its call: it starts over
+    resumed = cli("run", "--resume", str(tmp_path / "a" / STUB_TRACE), server=None, cwd=tmp_path)
+    assert resumed.returncode == 2 and "start it again instead" in resumed.stderr
+    assert types_of(tmp_path / "a" / STUB_TRACE) == ["run_started", "run_failed"]
     assert "regulator r" not in leaked.stderr.casefold()
 
 

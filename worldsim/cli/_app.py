@@ -28,6 +28,7 @@ __all__ = [
     "err_console",
     "escape",
     "fail",
+    "on_budget",
     "on_interrupt",
     "out_console",
     "trace_checks",
@@ -257,3 +258,15 @@ def on_interrupt(left: Callable[[], str]) -> Iterator[None]:
         yield
     except KeyboardInterrupt:
         fail(f"interrupted: {left()}", code=130)
+
+
+@contextlib.contextmanager
+def on_budget(then: str) -> Iterator[None]:
+    """A budget stop inside ends its one line with ``then``: what goes on with a higher
+    budget (a run's resume, a forecast's new start)."""
+    from worldsim.domain.errors import BudgetExhausted
+
+    try:
+        yield
+    except BudgetExhausted as exc:
+        raise type(exc)(f"{exc.message}{then}", call=exc.call) from None

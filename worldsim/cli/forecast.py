@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from worldsim.cli._app import SignKeyOption, app, escape, out_console
+from worldsim.cli._app import SignKeyOption, app, escape, on_budget, out_console
 from worldsim.cli.settings import given_options, run_config, with_model_options
 
 if TYPE_CHECKING:
@@ -87,12 +87,8 @@ def forecast(
     )
     prepare(config)  # a role of another phase, a bad route: exit 2
     preflight_routes(config.models, model_options["preflight"])
-    from worldsim.domain.errors import BudgetExhausted
-
-    try:
+    with on_budget(", run again with --force"):  # one call: it starts over, it never resumes
         result = anyio.run(lambda: run_forecast(config, out, overwrite=force, signer=signer))
-    except BudgetExhausted as exc:  # a forecast is one call: it starts over, it never resumes
-        raise type(exc)(f"{exc.message}, run again with --force", call=exc.call) from None
     if json_out:
         sys.stdout.write(json.dumps(result.summary()) + "\n")
         sys.stdout.flush()

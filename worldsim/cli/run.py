@@ -8,13 +8,20 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from worldsim.cli._app import SignKeyOption, app, err_console, on_interrupt, out_console
+from worldsim.cli._app import (
+    SignKeyOption,
+    app,
+    err_console,
+    on_budget,
+    on_interrupt,
+    out_console,
+)
 from worldsim.cli.models import preflight_routes
 from worldsim.cli.settings import (
     MaxConnectionsOption,
@@ -84,17 +91,9 @@ def _unfinished(trace: Path) -> str:
     return f"{trace} is unfinished; `worldsim run --resume {trace}` finishes it"
 
 
-@contextlib.contextmanager
-def _going_on(trace: Path) -> Iterator[None]:
+def _going_on(trace: Path) -> "contextlib.AbstractContextManager[None]":
     """A run stopped by its budget names the command that goes on with a higher one."""
-    from worldsim.domain.errors import BudgetExhausted
-
-    try:
-        yield
-    except BudgetExhausted as exc:
-        raise type(exc)(
-            f"{exc.message}: `worldsim run --resume {trace} --max-cost-usd MORE`", call=exc.call
-        ) from None
+    return on_budget(f": `worldsim run --resume {trace} --max-cost-usd MORE`")
 
 
 def _resume(trace: Path, ctx: typer.Context, json_out: bool, signer: "Signer | None") -> None:

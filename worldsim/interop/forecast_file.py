@@ -208,7 +208,8 @@ def check_forecast_file(path: Path, question_set: Path) -> Checked:
         problems.append(f"{source} {qid}{at} is not answered: ForecastBench imputes 0.5")
     if len(unanswered) > 20:
         problems.append(f"... and {len(unanswered) - 20} more questions not answered")
-    extra = [row for row in kept if row not in set(wanted)]
+    known = set(wanted)
+    extra = [row for row in kept if row not in known]
     if extra:
         problems.append(
             f"{len(extra)} forecast(s) for questions not in the set (e.g. {extra[0][0]} "
@@ -217,7 +218,11 @@ def check_forecast_file(path: Path, question_set: Path) -> Checked:
     markets = [row for row in wanted if row[0] in MARKET_SOURCES]
     for what, rows, missing in (
         ("the round", wanted, unanswered),
-        ("the round's market questions", markets, [r for r in unanswered if r in set(markets)]),
+        (
+            "the round's market questions",
+            markets,
+            [r for r in unanswered if r[0] in MARKET_SOURCES],
+        ),
     ):
         share = 100.0 * len(missing) / len(rows) if rows else 0.0
         if share > IMPUTED_CUTOFF_PCT:

@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 
 from worldsim.domain.config import ModelConfig, RunConfig
-from worldsim.domain.errors import ConfigError, TraceError
+from worldsim.domain.errors import ConfigError
 from worldsim.gateway.gateway import check_evidence
 from worldsim.models.pool import Shared
 from worldsim.models.recorded import RecordedReplies
@@ -25,11 +25,11 @@ from worldsim.sim.failure import guarded
 from worldsim.sim.plan import (
     ModelSource,
 )
-from worldsim.sim.resume import Cut, recorded_spend, restore_point, resume_config
+from worldsim.sim.resume import Cut, has_world, recorded_spend, restore_point, resume_config
 from worldsim.sim.scheduler import Observer
 from worldsim.sim.session import open_session, prepare, run_budget, run_card
 from worldsim.sim.settlement import RunResult
-from worldsim.trace.reader import Trace, iter_trace, read_trace
+from worldsim.trace.reader import Trace, read_trace
 from worldsim.trace.records import RunResumedData
 from worldsim.trace.signing import Signer
 from worldsim.trace.writer import TraceLock, TraceWriter
@@ -58,25 +58,24 @@ async def resume_run(
     world was initialized has nothing to carry on from: it runs again from its recorded
     settings, into the same file.
     """
-    if await anyio.to_thread.run_sync(_cut_before_its_world, Path(path)):
-        # nothing to resume: the run starts again from its recorded settings, in place
-        trace = read_trace(path)  # small: its first few records
-        _check_signer(trace, signer)
-        return await run_card(
-            resume_config(trace, models),
-            trace_path=path,
-            max_trace_mb=None,
-            observer=observer,
-            overwrite=True,
-            fsync=fsync,
-            model_source=model_source,
-            environ=environ,
-            shared=shared,
-            signer=signer,
-        )
     with await anyio.to_thread.run_sync(TraceLock.take, path, "existing") as lock:
         trace = read_trace(lock.path)
         _check_signer(trace, signer)
+        if _before_its_world(trace):  # nothing to carry on from: the run starts again, in place
+            config = resume_config(trace, models)
+            lock.release()  # run_card takes the trace's lock again to replace it
+            return await run_card(
+                config,
+                trace_path=path,
+                max_trace_mb=None,
+                observer=observer,
+                overwrite=True,
+                fsync=fsync,
+                model_source=model_source,
+                environ=environ,
+                shared=shared,
+                signer=signer,
+            )
         cut = Cut(trace)
         prepared = prepare(resume_config(trace, models), max_trace_mb=None)
         config, plan = prepared.config, prepared.plan
@@ -134,20 +133,16 @@ async def resume_run(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _cut_before_its_world(path: Path) -> bool:
-    """Whether ``path`` holds a new run (not a continued one) that ended or was cut off before
-    its world was initialized; read only as far as that. A trace that cannot be read says no:
-    the resume proper reports it."""
-    started = False
-    try:
-        for line in iter_trace(path):
-            if line.type == "run_started":
-                started = getattr(line.data, "parent", None) is None
-            elif line.type in ("world_initialized", "run_completed", "run_resumed"):
-                return False
-    except (ConfigError, TraceError):
-        return False
-    return started
+def _before_its_world(trace: Trace) -> bool:
+    """Whether ``trace`` is a new simulation (not a continued run, not a direct forecast) that
+    ended or was cut off before its world was initialized."""
+    started = trace.started
+    return (
+        not trace.complete
+        and started.parent is None
+        and started.kind != "direct"
+        and not has_world(trace)
+    )
 
 
 def _continuation(
