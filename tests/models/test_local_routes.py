@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -223,6 +224,22 @@ def test_models_check_prints_speeds_modes_and_an_estimate(tmp_path: Path) -> Non
 def test_models_check_refuses_the_offline_route(tmp_path: Path) -> None:
     proc = _cli("models", "check", "offline", cwd=tmp_path)
     assert proc.returncode == 2 and "offline" in proc.stderr
+
+
+def test_models_check_of_a_route_that_does_not_answer_names_it_and_its_server(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as sock:  # a port nothing listens on once it is closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = _cli(
+        "models", "check", "local/stub", "--quick", "--timeout", "5", "--json",
+        cwd=tmp_path, env={"LOCAL_BASE_URL": f"http://127.0.0.1:{port}/v1"},
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == ""
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: route local/stub (127.0.0.1:") and "did not answer" in line
 
 
 def test_the_estimate_warns_when_max_tokens_cannot_finish_within_the_timeout() -> None:

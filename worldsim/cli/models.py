@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from worldsim.cli._app import JsonOption, command_group, err_console, escape, out_console
-from worldsim.domain.errors import ConfigError
+from worldsim.domain.errors import ConfigError, WorldsimRuntimeError
 
 if TYPE_CHECKING:
     from worldsim.domain.config import ModelConfig, RouteOptions
@@ -182,7 +182,9 @@ def check(
     limit = timeout or options.timeout_s or 60.0
     m = anyio.run(lambda: measure(settings, options, quick=quick, timeout_s=limit))
     if m.error is not None and m.latency_s is None:
-        raise ConfigError(f"{route} did not answer: {m.error}", field="ROUTE")
+        raise WorldsimRuntimeError(
+            f"route {route} ({settings.base_url_host}) did not answer: {m.error}"
+        )
     result: dict[str, Any] = {"measurement": dataclasses.asdict(m)}
     lines = [f"route {route} ({settings.base_url_host})", *_describe(m)]
     if calls is not None and card is not None:
