@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
-import structlog
 from pydantic import BaseModel, Field
 
 from worldsim.domain.cards import Card, EvidenceDatabase, utc_iso
 from worldsim.domain.errors import ConfigError, GatewayRefusal
+from worldsim.domain.logs import get_logger
 from worldsim.domain.memo import IdentityMemo
 from worldsim.domain.values import FrozenModel
 from worldsim.gateway.access import (
@@ -43,7 +43,7 @@ __all__ = [
     "unretrieved_citations",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class SearchResult(FrozenModel):

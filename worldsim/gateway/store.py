@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.lowlevel
-import structlog
 
 from worldsim.domain.cards import EvidenceDoc, utc_iso
 from worldsim.domain.errors import ConfigError
+from worldsim.domain.logs import get_logger
 from worldsim.domain.paths import check_file_targets, make_folder, missing_file
 from worldsim.gateway.documents import (
     DOCUMENT_COLUMNS,
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EvidenceStore", "memory_store", "open_store"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _SCHEMA_VERSION = 1
 

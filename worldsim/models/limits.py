@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import anyio
-import structlog
+
+from worldsim.domain.logs import get_logger
 
 __all__ = [
     "ADAPTIVE_START",
@@ -36,7 +37,7 @@ ADAPTIVE_START = 4
 """A route's first limit (or its ``max_connections``, if smaller)."""
 SHRINK = 0.8
 
-logger = structlog.get_logger("worldsim.models")
+logger = get_logger("worldsim.models")
 
 Reason = str
 """``start``, ``grow``, or the kind of failure that shrank the limit (``rate_limit``,

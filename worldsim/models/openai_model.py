@@ -30,12 +30,12 @@ from collections.abc import Sequence
 from typing import Any, Final, cast
 
 import anyio
-import structlog
 from openai import AsyncOpenAI
 
 from worldsim.domain.config import OUTPUT_MODES
 from worldsim.domain.contracts import ModelRequest, ModelResponse
 from worldsim.domain.errors import BudgetExhausted, ModelError, ProviderAnomaly, RouteFailed
+from worldsim.domain.logs import get_logger
 from worldsim.models.call import (
     CallErrorEntry,
     LlmCallData,
@@ -66,7 +66,7 @@ from worldsim.models.transport import Transport
 
 __all__ = ["OpenAIModel"]
 
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 _MODE_ORDER: Final = cast("tuple[OutputMode, ...]", OUTPUT_MODES)
 _MODES: Final[tuple[OutputMode, ...]] = (*_MODE_ORDER, "tools")

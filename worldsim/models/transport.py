@@ -19,10 +19,10 @@ from typing import Any
 
 import anyio
 import openai
-import structlog
 from openai import AsyncOpenAI, AsyncStream
 
 from worldsim.domain.contracts import ModelRequest
+from worldsim.domain.logs import get_logger
 from worldsim.models.call import CallErrorEntry, OutputMode, Usage
 from worldsim.models.inflight import waiting
 from worldsim.models.limits import AdaptiveLimiter
@@ -49,7 +49,7 @@ from worldsim.models.stream import Reply, StreamState, read_stream, reply_from_j
 
 __all__ = ["Transport"]
 
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 _ROUNDING_USD = 1e-9
 """Costs are rounded to 10 decimals: a reply costing its reservation may exceed it by this."""

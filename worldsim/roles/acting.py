@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import anyio
-import structlog
 
 from worldsim.domain.bounds import MAX_CONNECTIONS
 from worldsim.domain.errors import ModelError, RoleError, WorldsimError
+from worldsim.domain.logs import get_logger
 from worldsim.gateway import AgentTools
 from worldsim.roles.contracts import AgentRole
 from worldsim.world.columns import MoveColumns
@@ -26,7 +26,7 @@ from worldsim.world.views import TickBatch, TickContext
 
 __all__ = ["Acted", "BatchRole", "act_each", "act_tick", "agent_context"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 Acted = Mapping[str, Sequence[Proposal]] | MoveColumns

@@ -7,16 +7,16 @@ import contextlib
 from collections.abc import Awaitable, Callable
 
 import anyio
-import structlog
 
 from worldsim.domain.errors import BudgetExhausted, ModelError, RoleError, TraceError, WorldsimError
+from worldsim.domain.logs import get_logger
 from worldsim.sim.settlement import RunResult
 from worldsim.trace.records import RunFailedData
 from worldsim.trace.writer import TraceWriter
 
 __all__ = ["guarded", "unwrap_error"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 def unwrap_error(exc: BaseException) -> BaseException:
