@@ -14,6 +14,7 @@ from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.contracts import Model, ModelRequest
 from worldsim.domain.errors import LeakageError
 from worldsim.domain.outputs import (
+    TEMPLATE_NAMES,
     ActorOutput,
     CohortOutput,
     GovernanceOutput,
@@ -21,6 +22,7 @@ from worldsim.domain.outputs import (
     WorldOutput,
 )
 from worldsim.domain.policy import load_policy
+from worldsim.roles.prompts import PromptRole
 from worldsim.sim.session import run_card
 from worldsim.sim.settlement import RunResult
 from worldsim.testing import ScriptedModel
@@ -232,3 +234,21 @@ def test_leakage_is_recorded_as_hashes_or_aborts_the_run(demo_card: Card, tmp_pa
     )
     assert failed.terminal is not None and failed.terminal.type == "run_failed"
     assert failed.terminal.data.kind == "LeakageError"
+
+
+def test_each_simulation_prompt_sees_exactly_the_names_its_file_is_checked_against(
+    demo_card: Card, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`TEMPLATE_NAMES` is what a model route renders each simulation prompt with: a name
+    outside it is refused when the file is read, and no name in it is missing at a call."""
+    seen: dict[str, set[str]] = {}
+    render = PromptRole.render
+
+    def recording(self: PromptRole, **context: Any) -> tuple[str, str]:
+        seen.setdefault(self.meta.output, set()).update(context)
+        return render(self, **context)
+
+    monkeypatch.setattr(PromptRole, "render", recording)
+    _run(demo_card.model_copy(update={"seeds": None}), tmp_path / "model-world")
+    _run(demo_card, tmp_path / "card-world")
+    assert seen == {output: set(names) for output, names in TEMPLATE_NAMES.items()}

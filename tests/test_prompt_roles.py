@@ -138,6 +138,8 @@ def test_a_project_file_replaces_the_built_in_role_by_name(project: Path) -> Non
         (("temperature: 0.3", "tools: [search_web]"), "tools", "unknown tool 'search_web'"),
         (("name: market-maker", "name: Market Maker"), "name", "String should match pattern"),
         (("{{ card.question }}", "{{ card.question "), None, "template error"),
+        (("{{ ticks }}", "{{ tiks }}"), None, "md:10: the template uses 'tiks' ('ticks'?)"),
+        (("{{ actor.name }}", "{{ cohort.name }}"), None, "uses 'cohort', which the ActorOutput"),
         (("temperature: 0.3", "route: nonsense"), "route", "invalid route 'nonsense'"),
     ],
 )

@@ -30,6 +30,7 @@ __all__ = [
     "INIT_ACTORS",
     "OUTPUTS",
     "PHASE_OUTPUTS",
+    "TEMPLATE_NAMES",
     "ActorMove",
     "ActorOutput",
     "AssessmentOutput",
@@ -392,3 +393,16 @@ PHASE_OUTPUTS: dict[str, tuple[str, ...]] = {
     "news": ("AssessmentOutput",),
 }
 """Which outputs each phase can apply."""
+
+_TICK_VIEW = ("card", "tick", "ticks", "timeline", "date", "endpoints", "observations")
+
+TEMPLATE_NAMES: dict[str, frozenset[str]] = {
+    "ActorOutput": frozenset({*_TICK_VIEW, "actor", "evidence"}),
+    "CohortOutput": frozenset({*_TICK_VIEW, "cohort"}),
+    "GovernanceOutput": frozenset({*_TICK_VIEW, "mass", "is_last_tick", "hypotheses", "proposals"}),
+    "WorldOutput": frozenset({"card", "ticks"}),
+    "ReportOutput": frozenset({"card", "p_yes", "timelines", "forks"}),
+}
+"""The names a prompt template of each simulation output sees (docs/roles.md). These
+templates are rendered only when a model reads the prompt, never on the offline route, so a
+name outside them is refused when the file is read rather than on a paid run's first call."""

@@ -7,6 +7,7 @@ ones, so a project can override a built-in prompt by name.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jinja2
+import jinja2.meta
 import yaml
 from pydantic import (
     Field,
@@ -24,7 +26,7 @@ from pydantic import (
 
 from worldsim.domain.errors import ConfigError, RoleError
 from worldsim.domain.files import first_error
-from worldsim.domain.outputs import OUTPUTS, PHASE_OUTPUTS
+from worldsim.domain.outputs import OUTPUTS, PHASE_OUTPUTS, TEMPLATE_NAMES
 from worldsim.domain.resources import data_dirs
 from worldsim.domain.values import FrozenModel
 from worldsim.gateway.tools import GATEWAY_TOOLS
@@ -147,12 +149,36 @@ def _parse(path: Path, mtime_ns: int, size: int) -> PromptRole:
         raise RoleError(
             f"front matter name '{meta.name}' differs from the file name", file=path, field="name"
         )
+    body_line = head.count("\n") + 3  # the file's line before the body's first
     try:
-        template = _ENV.from_string(body)
+        parsed = _ENV.parse(body)
     except jinja2.TemplateSyntaxError as exc:
-        raise RoleError(f"template error: {exc.message}", file=path, line=exc.lineno) from None
+        line = None if exc.lineno is None else exc.lineno + body_line
+        raise RoleError(f"template error: {exc.message}", file=path, line=line) from None
+    _check_names(path, meta.output, parsed, body_line)
+    template = _ENV.from_string(parsed)
     version = hashlib.sha256(raw).hexdigest()[:12]
     return PromptRole(path=path, meta=meta, template=template, version=version)
+
+
+def _check_names(path: Path, output: str, parsed: jinja2.nodes.Template, body_line: int) -> None:
+    """Refuse a template that uses a name its output's view lacks (`TEMPLATE_NAMES`)."""
+    sees = TEMPLATE_NAMES.get(output)
+    if sees is None:  # rendered on every route, the offline one included: a run shows it
+        return
+    unknown = jinja2.meta.find_undeclared_variables(parsed) - sees
+    if not unknown:
+        return
+    name = min(unknown)
+    line = min((n.lineno for n in parsed.find_all(jinja2.nodes.Name) if n.name == name), default=0)
+    close = difflib.get_close_matches(name, sees, n=1)
+    hint = f" ('{close[0]}'?)" if close else ""
+    raise RoleError(
+        f"the template uses '{name}'{hint}, which the {output} view lacks "
+        f"(it holds {', '.join(sorted(sees))})",
+        file=path,
+        line=line + body_line if line else None,
+    )
 
 
 def known_prompt_roles() -> dict[str, tuple[Path, bool]]:
