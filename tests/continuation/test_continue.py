@@ -293,3 +293,45 @@ def test_a_continued_trace_is_named_as_its_parent_then_the_date(tmp_path: Path) 
     parent = _parent(tmp_path)
     child = _continue(parent.trace)
     assert child.trace.name == parent.trace.name.removesuffix(".jsonl") + "__to20270301.jsonl"
+
+
+def test_a_chain_and_a_run_continued_straight_to_the_same_date_keep_apart(
+    tmp_path: Path,
+) -> None:
+    parent = _parent(tmp_path)
+    chained = _continue(_continue(parent.trace).trace, "2027-03-20")
+    straight = _continue(parent.trace, "2027-03-20")
+    stem = parent.trace.name.removesuffix(".jsonl")
+    assert chained.trace.name == f"{stem}__to20270301__to20270320.jsonl"
+    assert straight.trace.name == f"{stem}__to20270320.jsonl"
+    assert verify_trace(chained.trace).complete and verify_trace(straight.trace).complete
+
+
+def test_a_document_a_fraction_of_a_second_after_the_date_continued_to_stays_out(
+    tmp_path: Path,
+) -> None:
+    """The date given is the cut-off to the microsecond: not rounded up past a document."""
+    import yaml
+
+    data = yaml.safe_load(NEWS_CARD.read_text(encoding="utf-8"))
+    data["evidence"].append(
+        {
+            "id": "future-doc",
+            "published_at": "2027-03-02T08:00:00.500Z",
+            "title": "Larkport toll approved",
+            "text": "The Larkport Harbour Authority approves the ferry toll.",
+            "stance": 0.9,
+        }
+    )
+    card = tmp_path / "subsecond.yaml"
+    card.write_text(yaml.safe_dump(data), encoding="utf-8")
+    parent = _parent(tmp_path, card)
+    ran = invoke("run", "--continue", parent.trace, "--as-of", "2027-03-02T08:00:00.100Z")
+    assert ran.code == 0, ran.err
+    (child,) = tmp_path.glob("*__to*.jsonl")
+    assert child.name.endswith("__to20270302T080000.100000.jsonl")
+    lines = read_trace(child).lines
+    assert lines[0].data.parent.as_of == "2027-03-02T08:00:00.100000Z"
+    after_start = [line.raw for line in lines if line.type != "run_started"]
+    assert not any(b"future-doc" in raw for raw in after_start)
+    assert any(b"2027-03-02T08:00:00Z" in raw for raw in after_start)  # the doc just before

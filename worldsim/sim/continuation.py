@@ -35,7 +35,7 @@ from worldsim.sim.particles import (
     reweighted_timeline,
     verified_parent,
 )
-from worldsim.sim.plan import ModelSource, route_table, trace_name, with_role_routes
+from worldsim.sim.plan import ModelSource, route_table, with_role_routes
 from worldsim.sim.resume import resume_config
 from worldsim.sim.scheduler import Engine, Observer
 from worldsim.sim.session import EngineOptions, check_trace_target, prepare, run_engine
@@ -54,11 +54,13 @@ ASSESSOR = "assessor"
 
 
 def continued_name(name: str, as_of: datetime) -> str:
-    """A continued trace's file name: the run's own (``name``, `worldsim.sim.plan.trace_name`),
-    with the date it continues to."""
+    """A continued trace's file name: the file name of the trace it continues (``name``), with
+    the date it continues to (to the second, and the microsecond where it has one)."""
     stamp = as_of.strftime("%Y%m%d")
     if as_of.time() != clock.min:
         stamp += as_of.strftime("T%H%M%S")
+    if as_of.microsecond:
+        stamp += as_of.strftime(".%f")
     return name.removesuffix(".jsonl") + f"__to{stamp}.jsonl"
 
 
@@ -260,9 +262,9 @@ async def continue_run(
     config = with_role_routes(prepared.config, {ASSESSOR: cont.assessor})
     cont.config = config
     folder = Path(out) if out is not None else parent.parent
-    # named as the run it continues, then the date: not as a run started at that date
-    named = trace_name(config.model_copy(update={"forecast_date": None}))
-    path = Path(trace_path) if trace_path else folder / continued_name(named, as_of)
+    # named as the trace it continues, then the date: not as a run started at that date, and
+    # a chain (to one date, then another) apart from a run continued straight to the last
+    path = Path(trace_path) if trace_path else folder / continued_name(parent.name, as_of)
     if path.resolve() == parent.resolve():
         raise ConfigError("the continued trace would replace its parent", file=path)
     check_trace_target(path, options.get("overwrite", False))

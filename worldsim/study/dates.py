@@ -11,8 +11,9 @@ deadline. With ``start`` its first moment and ``span`` its length:
 * an ISO date (``2025-03-01``) or datetime — that moment.
 
 A run simulates from its forecast date to the card's deadline, so the date must lie in
-``[start, deadline)``; a date outside is an error naming the card. A computed date is rounded
-up to the whole second.
+``[start, deadline)``; a date outside is an error naming the card. A computed date (a
+keyword's) is rounded up to the whole second; a date given is kept to the microsecond, since
+the gateway's cut-off is that moment.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ def window(card: Card, resolved_at: datetime | None = None) -> tuple[datetime, d
     return card.opens or card.as_of, resolved_at or card.deadline
 
 
+def _whole_second(when: datetime) -> datetime:
+    """A computed date rounded up to the whole second (never earlier than computed)."""
+    return when.replace(microsecond=0) + timedelta(seconds=1) if when.microsecond else when
+
+
 def forecast_date(card: Card, name: str, resolved_at: datetime | None = None) -> datetime:
     """The moment ``name`` stands for on ``card`` (see the module's doc); a date outside
     ``[as_of, deadline)`` raises ValueError."""
@@ -60,13 +66,11 @@ def forecast_date(card: Card, name: str, resolved_at: datetime | None = None) ->
         when = start
     elif name in SEGMENTS:
         low, high = SEGMENTS[name]
-        when = start + (end - start) * ((low + high) / 2)
+        when = _whole_second(start + (end - start) * ((low + high) / 2))
     elif name == "near_resolution":
-        when = end - timedelta(days=1)
+        when = _whole_second(end - timedelta(days=1))
     else:
-        when = parse_utc(check_date_name(name))
-    if name != "card" and when.microsecond:
-        when = when.replace(microsecond=0) + timedelta(seconds=1)
+        when = parse_utc(check_date_name(name))  # that moment, to the microsecond
     if not start <= when < card.deadline:
         raise ValueError(
             f"forecast date {name} ({when.isoformat()}) of card '{card.id}' is outside its "
