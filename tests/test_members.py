@@ -264,3 +264,17 @@ def test_members_are_the_same_bits_without_vector_instructions() -> None:
         )
         outputs.append(done.stdout)
     assert outputs[0] == outputs[1] and outputs[0].strip()
+
+
+def test_continuing_a_run_whose_cohorts_have_members_is_refused_before_anything_is_written(
+    demo_card: Card, run: RunFn, tmp_path: Path
+) -> None:
+    from tests.support import invoke
+
+    parent = run(_with_members(demo_card, public=50), ticks=3).trace
+    before = sorted(parent.parent.iterdir())
+    refused = invoke("run", "--continue", parent, "--as-of", "mid")
+    assert refused.code == 2, refused.err
+    assert "cohorts have members cannot be continued" in refused.err
+    assert str(parent) in refused.err and "Traceback" not in refused.err
+    assert sorted(parent.parent.iterdir()) == before

@@ -92,6 +92,16 @@ class Continuation:
         self.as_of = as_of
         self.since = since
         self.particles = parent_particles(trace, self.tick)
+        if any(m is not None for p in self.particles for m in p.state.cohorts.members):
+            # a particle records its members by count and digest; members the ticks have
+            # moved could not be made again from the trace, so the new trace would not verify
+            raise ConfigError(
+                "a run whose cohorts have members cannot be continued: a particle records its "
+                "members by digest, and members the ticks have moved cannot be made again "
+                "from the trace; run the card from that date instead (`forecast_date` in a "
+                "--config file)",
+                file=parent,
+            )
         self.values = parent_values(trace, [p.id for p in self.particles])
         self.config = config.model_copy(update={"forecast_date": as_of})
         self.ref = ParentRef(
