@@ -52,6 +52,10 @@ def _config(*interventions: dict[str, Any]) -> RunConfig:
         ({"kind": "hypothesis", "hypothesis": "nonesuch"}, "no hypothesis 'nonesuch'"),
         ({"title": None}, "an event needs a title"),
         ({"kind": "variable", "variable": "tariff_rate"}, "needs `variable` and `value`"),
+        ({"pressure": {"deadline_extended": 0.5}}, "'deadline_extended', which is not a scored"),
+        ({"pressure": {"ghost": 0.5}}, "pushes 'ghost', which is not a scored endpoint"),
+        ({"pressure": {"cleared": 100.0}}, "pressure 100.0 on 'cleared' is outside ±50"),
+        ({"pressure": -1e9}, "outside ±50"),
     ],
 )
 def test_a_bad_intervention_is_refused_before_the_run(change: dict[str, Any], message: str) -> None:

@@ -208,7 +208,8 @@ class Intervention(_Frozen):
     title: str | None = Field(None, min_length=1, max_length=bounds.MAX_TITLE_CHARS)
     description: str = Field("", max_length=bounds.MAX_TEXT_CHARS)
     pressure: float | dict[str, float] = 0.0
-    """For an event: a shift toward yes (binary cards), or per endpoint."""
+    """For an event: a shift toward yes (binary cards), or per scored endpoint; within
+    ±``MAX_PRESSURE``, as a card event's."""
     hypothesis: str | None = None
     variable: str | None = Field(None, min_length=1, max_length=120)
     value: StrictBool | StrictInt | StrictFloat | str | None = None
@@ -222,6 +223,14 @@ class Intervention(_Frozen):
             raise ValueError(f"intervention '{self.id}': name the hypothesis to force")
         if self.kind == "variable" and (self.variable is None or self.value is None):
             raise ValueError(f"intervention '{self.id}': a variable needs `variable` and `value`")
+        shifts = self.pressure.items() if isinstance(self.pressure, dict) else [("", self.pressure)]
+        for endpoint, shift in shifts:
+            if not -bounds.MAX_PRESSURE <= shift <= bounds.MAX_PRESSURE:  # nan fails too
+                on = f" on '{endpoint}'" if endpoint else ""
+                raise ValueError(
+                    f"intervention '{self.id}': pressure {shift}{on} is outside "
+                    f"±{bounds.MAX_PRESSURE:g} (a card event's bound)"
+                )
         return self
 
 
@@ -288,6 +297,7 @@ class RunConfig(_Frozen):
         forecast_date = info.data.get("forecast_date")
         start = forecast_date if isinstance(forecast_date, datetime) else card.as_of
         hypotheses = {h.id for h in card.seeds.hypotheses} if card.seeds else set()
+        scored = {ep.id for ep in card.scored_endpoints}
         seen: set[str] = set()
         for i, iv in enumerate(interventions):
             if iv.id in seen:
@@ -300,6 +310,12 @@ class RunConfig(_Frozen):
                 )
             if iv.kind == "hypothesis" and iv.hypothesis not in hypotheses:
                 raise ValueError(f"{i}: the card has no hypothesis '{iv.hypothesis}' to force")
+            unscored = sorted(set(iv.pressure) - scored) if isinstance(iv.pressure, dict) else []
+            if iv.kind == "event" and unscored:
+                raise ValueError(
+                    f"{i}: '{iv.id}' pushes '{unscored[0]}', which is not a scored endpoint "
+                    f"of the card (pressure moves {', '.join(sorted(scored))})"
+                )
         return interventions
 
     @property

@@ -6,7 +6,8 @@ hypothesis's impact on its endpoint at its date, titled "<hypothesis> (forced)";
 intervention schedules an event (titled "<variable> set to <value>" unless it has a title) that
 sets the world variable as its tick starts (`worldsim.world.state.deliver_events`). What was done
 is returned as records for the trace; one that cannot act on this world (its hypothesis is not
-in it, a bare pressure on a multiple-choice card) is recorded as not applied, with the reason.
+in it, a pressure on an endpoint that is not scored, a bare pressure on a multiple-choice
+card) is recorded as not applied, with the reason.
 """
 
 from __future__ import annotations
@@ -58,9 +59,9 @@ def apply_interventions(
             title = iv.title or f"{iv.variable} set to {iv.value}"
             variables = ((iv.variable, iv.value),)
         elif isinstance(iv.pressure, dict):
-            unknown = sorted(set(iv.pressure) - {ep.id for ep in state.endpoints})
+            unknown = sorted(set(iv.pressure) - {ep.id for ep in state.scored})
             if unknown:
-                record["reason"] = f"the world has no endpoint '{unknown[0]}'"
+                record["reason"] = f"the world has no scored endpoint '{unknown[0]}'"
             shift = tuple(sorted((k, float(v)) for k, v in iv.pressure.items()))
         elif iv.pressure:
             if yes is None:
