@@ -313,3 +313,29 @@ def test_a_build_stopped_by_a_model_error_logs_the_failed_call_and_why(tmp_path:
     assert [line["type"] for line in lines] == ["build_started", "llm_call", "build_failed"]
     assert lines[1] == {"type": "llm_call", "role": "hindsight", "route": "x/y", "failed": True}
     assert lines[2]["error"] == "the route gave no reply"
+
+
+@pytest.mark.parametrize(
+    ("label", "message"),
+    [
+        (
+            "card_id: merger-review\noutcome: maybe\nresolved_at: 2027-03-24T00:00:00Z\n",
+            "outcome 'maybe' of card 'merger-review' is none of its endpoints",
+        ),
+        (  # the demo card's documents all come later than this resolution day
+            "card_id: merger-review\noutcome: yes\nresolved_at: 2026-08-01T00:00:00Z\n",
+            "no document on card 'merger-review''s topic was published before 2026-08-02",
+        ),
+    ],
+)
+def test_a_label_the_graph_cannot_explain_is_refused_and_nothing_is_written(
+    tmp_path: Path, label: str, message: str
+) -> None:
+    labels = tmp_path / "labels"
+    labels.mkdir()
+    (labels / "merger-review.yaml").write_text(label, encoding="utf-8")
+    before = sorted(tmp_path.rglob("*"))
+    done = invoke("build", "hindsight", DEMO_CARD, "--label", labels, "-o", tmp_path / "g.json")
+    assert done.code == 2, done.err
+    assert message in done.err and "Traceback" not in done.err
+    assert sorted(tmp_path.rglob("*")) == before

@@ -38,7 +38,7 @@ from worldsim.build.graph import (
 )
 from worldsim.build.policy import QualityPolicy
 from worldsim.build.text import content_words
-from worldsim.domain.cards import Card, EvidenceDatabase
+from worldsim.domain.cards import Card, Endpoint, EvidenceDatabase
 from worldsim.domain.contracts import Model
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.labels import Label
@@ -48,7 +48,7 @@ from worldsim.models.routes import parse_route
 from worldsim.offline.build import OFFLINE_NOTE
 from worldsim.scoring.hindsight.graph import HindsightEvent, HindsightGraph
 
-__all__ = ["MAX_DOCUMENTS", "build_hindsight", "resolution_cutoff"]
+__all__ = ["MAX_DOCUMENTS", "build_hindsight", "outcome_endpoint", "resolution_cutoff"]
 
 ROLES = ("hindsight", "graph_builder")
 MAX_DOCUMENTS = 60
@@ -113,6 +113,21 @@ async def _documents(card: Card, store: EvidenceStore, cutoff: datetime) -> list
     return sorted(docs, key=lambda d: (d["published_at"], d["id"]))
 
 
+def outcome_endpoint(card: Card, outcome: str) -> Endpoint:
+    """The endpoint a label's ``outcome`` names (its id, or its polarity on a binary card);
+    a ConfigError (field ``outcome``) if none does."""
+    for ep in card.endpoints:
+        if outcome in (ep.id, ep.polarity):
+            return ep
+    names = sorted(
+        {ep.id for ep in card.endpoints} | {ep.polarity or ep.id for ep in card.endpoints}
+    )
+    raise ConfigError(
+        f"outcome {outcome!r} of card '{card.id}' is none of its endpoints ({', '.join(names)})",
+        field="outcome",
+    )
+
+
 async def build_hindsight(
     card: Card,
     label: Label,
@@ -127,8 +142,7 @@ async def build_hindsight(
     """The hindsight graph of ``card`` resolved as ``label``; see the module's doc. ``models``
     holds the model of each role (``hindsight``, ``graph_builder``)."""
     gates = policy.graph
-    outcome_ep = next((ep for ep in card.endpoints if label.outcome in (ep.id, ep.polarity)), None)
-    outcome_title = outcome_ep.title if outcome_ep is not None else label.outcome
+    outcome_title = outcome_endpoint(card, label.outcome).title
     cutoff = resolution_cutoff(card, label)
     routes = {name: model.route for name, model in models.items()}
     versions = {name: role_version(name) for name in ROLES}
@@ -144,6 +158,13 @@ async def build_hindsight(
     )
     async with _store(card, db, card_path) as store:
         documents = await _documents(card, store, cutoff)
+    if not documents:
+        raise ConfigError(
+            f"no document on card '{card.id}''s topic was published before "
+            f"{cutoff.isoformat().replace('+00:00', 'Z')} (the end of its resolution day): "
+            "a hindsight graph explains the outcome from documents",
+            field="db",
+        )
     log.add("documents", cutoff=cutoff.isoformat(), ids=[d["id"] for d in documents])
     common: dict[str, Any] = {
         "card": card,

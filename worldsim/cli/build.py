@@ -72,7 +72,7 @@ def hindsight(
 
     from worldsim.build.calls import BuildLog, run_build
     from worldsim.build.hindsight import ROLES as HINDSIGHT_ROLES
-    from worldsim.build.hindsight import build_hindsight
+    from worldsim.build.hindsight import build_hindsight, outcome_endpoint
     from worldsim.build.policy import load_quality_policy
     from worldsim.domain.cards import load_card
     from worldsim.domain.config import ModelConfig
@@ -92,6 +92,10 @@ def hindsight(
             f"the label of card '{card.id}' is provisional: its question is still open",
             file=label,
         )
+    try:
+        outcome_endpoint(card, entries[card.id].outcome)
+    except ConfigError as exc:
+        raise entries[card.id].refuse(exc.message) from None
     policy, _ = load_quality_policy(gates)
     models = ModelConfig(model=model, cache_dir=cache_dir)
     log = BuildLog(_log_path(out))
