@@ -251,4 +251,8 @@ def test_each_simulation_prompt_sees_exactly_the_names_its_file_is_checked_again
     monkeypatch.setattr(PromptRole, "render", recording)
     _run(demo_card.model_copy(update={"seeds": None}), tmp_path / "model-world")
     _run(demo_card, tmp_path / "card-world")
-    assert seen == {output: set(names) for output, names in TEMPLATE_NAMES.items()}
+    assert seen == {
+        output: set(names)
+        for output, names in TEMPLATE_NAMES.items()
+        if output != "AssessmentOutput"  # a continued run's (tests/continuation)
+    }

@@ -335,3 +335,22 @@ def test_a_document_a_fraction_of_a_second_after_the_date_continued_to_stays_out
     after_start = [line.raw for line in lines if line.type != "run_started"]
     assert not any(b"future-doc" in raw for raw in after_start)
     assert any(b"2027-03-02T08:00:00Z" in raw for raw in after_start)  # the doc just before
+
+
+def test_the_assessor_prompt_sees_exactly_the_names_its_file_is_checked_against(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from worldsim.domain.outputs import TEMPLATE_NAMES
+    from worldsim.roles.prompts import PromptRole
+
+    seen: dict[str, set[str]] = {}
+    render = PromptRole.render
+
+    def recording(self: PromptRole, **context: Any) -> tuple[str, str]:
+        seen.setdefault(self.meta.output, set()).update(context)
+        return render(self, **context)
+
+    parent = _parent(tmp_path)
+    monkeypatch.setattr(PromptRole, "render", recording)
+    _continue(parent.trace, model_source=_Assessor({}))
+    assert seen == {"AssessmentOutput": set(TEMPLATE_NAMES["AssessmentOutput"])}

@@ -402,7 +402,11 @@ TEMPLATE_NAMES: dict[str, frozenset[str]] = {
     "GovernanceOutput": frozenset({*_TICK_VIEW, "mass", "is_last_tick", "hypotheses", "proposals"}),
     "WorldOutput": frozenset({"card", "ticks"}),
     "ReportOutput": frozenset({"card", "p_yes", "timelines", "forks"}),
+    "AssessmentOutput": frozenset(
+        {"card", "date", "tick", "timeline", "endpoints", "forks", "events", "news"}
+    ),
 }
-"""The names a prompt template of each simulation output sees (docs/roles.md). These
+"""The names a prompt template of each simulation output (and the news assessor's) sees
+(docs/roles.md). These
 templates are rendered only when a model reads the prompt, never on the offline route, so a
 name outside them is refused when the file is read rather than on a paid run's first call."""
