@@ -153,8 +153,37 @@ def test_markets_become_cards_and_a_bad_line_is_named(tmp_path: Path) -> None:
     )
     with pytest.raises(CardError) as error:
         read_markets(bad)
-    assert error.value.line == 2 and error.value.field == "prices.0"
+    assert error.value.line == 2 and error.value.field == "prices.0.1"  # the p of prices.0
     assert isinstance(markets[0], Market)
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"outcome": ["A", "B", "C"]}, "outcome", "Extra inputs are not permitted"),
+        ({"bogus_field": 1}, "bogus_field", "Extra inputs are not permitted"),
+        ({"prices": [["2027-13-01", 0.4]]}, "prices", "prices.0: '2027-13-01' is not a date"),
+        ({"outcomes": ["Only"]}, "outcomes", "at least 2 items"),
+        ({"question": "  "}, "question", "should match pattern"),
+    ],
+)
+def test_a_markets_line_is_read_strictly(
+    tmp_path: Path, change: dict[str, Any], field: str, message: str
+) -> None:
+    """A misspelled or unknown field and an impossible price date are refused, as the
+    articles file refuses them, where they were read past."""
+    line = {
+        "id": "m",
+        "question": "Will it?",
+        "open_date": "2027-01-01",
+        "close_date": "2027-03-01",
+    }
+    path = tmp_path / "markets.jsonl"
+    path.write_text(json.dumps({**line, **change}) + "\n", encoding="utf-8")
+    with pytest.raises(CardError) as error:
+        read_markets(path)
+    assert (error.value.line, error.value.field) == (1, field)
+    assert message in error.value.message
 
 
 def test_the_shipped_corpus_builds_cards_offline(tmp_path: Path) -> None:

@@ -33,9 +33,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from worldsim.build.calls import BuildLog, ask, role_version
 from worldsim.build.policy import QualityPolicy
@@ -45,6 +45,7 @@ from worldsim.domain.contracts import Model
 from worldsim.domain.errors import CardError
 from worldsim.domain.files import first_error, read_jsonl
 from worldsim.domain.outputs import QuestionProposal, QuestionReviewOutput, QuestionsOutput
+from worldsim.domain.values import FrozenModel
 from worldsim.gateway.documents import StoredDocument
 from worldsim.interop.questions import binary_endpoints, slug
 from worldsim.models.routes import parse_route
@@ -127,52 +128,60 @@ def cluster_articles(articles: Sequence[Article]) -> list[list[Article]]:
     return [[a for a, _ in cluster] for cluster in clusters]
 
 
+_Text = Annotated[str, Field(min_length=1, pattern=r"\S")]
+"""Text with something in it besides white space."""
+
+
+class _MarketLine(FrozenModel):
+    """One line of a markets file (see the module's doc): an undeclared field is refused."""
+
+    id: _Text
+    question: _Text
+    outcomes: tuple[_Text, ...] = Field(("Yes", "No"), min_length=2)
+    open_date: _Text
+    close_date: _Text
+    prices: tuple[tuple[_Text, Annotated[float, Field(strict=True, ge=0.0, le=1.0)]], ...] = ()
+    description: str | None = None
+    resolution_criteria: str | None = None
+    source: str | None = None
+    url: str | None = None
+
+    @field_validator("prices")
+    @classmethod
+    def _dated(cls, prices: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
+        for i, (date, _) in enumerate(prices):
+            try:
+                parse_utc(date)
+            except ValueError as exc:
+                raise ValueError(f"prices.{i}: {date!r} is not a date: {exc}") from None
+        return prices
+
+
 def read_markets(path: Path) -> list[Market]:
     """The markets file (see the module's doc); a bad line is a `CardError` naming it."""
     markets: list[Market] = []
     for number, row in read_jsonl(path, what="markets file"):
-
-        def bad(message: str, name: str, line: int = number) -> CardError:
-            return CardError(message, file=path, line=line, field=name)
-
-        for name in ("id", "question", "open_date", "close_date"):
-            if not isinstance(row.get(name), str) or not row[name].strip():
-                raise bad("missing or not text", name)
-        outcomes = row.get("outcomes", ["Yes", "No"])
-        if not isinstance(outcomes, list) or len(outcomes) < 2:
-            raise bad("two or more outcomes are needed", "outcomes")
-        binary = [str(o).strip().lower() for o in outcomes] == ["yes", "no"]
         try:
+            line = _MarketLine.model_validate(row)
+            binary = [o.strip().lower() for o in line.outcomes] == ["yes", "no"]
             proposal = QuestionProposal(
-                question=row["question"].strip(),
+                question=line.question.strip(),
                 kind="binary" if binary else "multiple_choice",
-                outcomes=[] if binary else [str(o) for o in outcomes],
-                resolution_criteria=str(
-                    row.get("resolution_criteria") or row.get("description") or ""
-                ),
-                opens=row["open_date"],
-                deadline=row["close_date"],
+                outcomes=[] if binary else list(line.outcomes),
+                resolution_criteria=line.resolution_criteria or line.description or "",
+                opens=line.open_date,
+                deadline=line.close_date,
             )
         except ValidationError as exc:
             name, message = first_error(exc)
-            raise bad(message, name) from None
-        prices: list[tuple[str, float]] = []
-        for i, point in enumerate(row.get("prices") or []):
-            if (
-                not isinstance(point, list)
-                or len(point) != 2
-                or not isinstance(point[1], int | float)
-                or not 0 <= point[1] <= 1
-            ):
-                raise bad("each price is [date, p] with p in [0, 1]", f"prices.{i}")
-            prices.append((str(point[0]), float(point[1])))
+            raise CardError(message, file=path, line=number, field=name) from None
         markets.append(
             Market(
-                id=row["id"].strip(),
+                id=line.id.strip(),
                 proposal=proposal,
-                prices=tuple(prices),
-                source=row.get("source"),
-                url=row.get("url"),
+                prices=tuple(line.prices),
+                source=line.source,
+                url=line.url,
             )
         )
     return markets
