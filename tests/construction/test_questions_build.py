@@ -207,8 +207,9 @@ def test_the_shipped_corpus_builds_cards_offline(tmp_path: Path) -> None:
     assert log[0]["type"] == "build_started" and log[0]["offline_rules"] is True
     assert {"merged", "kept", "rejected", "cluster", "llm_call"} <= {e["type"] for e in log}
     # the cards run: the evidence database is named from their folder
-    data = yaml.safe_load((out / f"{toll.id}.yaml").read_text(encoding="utf-8"))
-    assert data["evidence"] == {"database": "../corpus.sqlite"}
+    for built in (toll.id, "demo-market-larkport-toll"):  # a market's card reads it too
+        data = yaml.safe_load((out / f"{built}.yaml").read_text(encoding="utf-8"))
+        assert data["evidence"] == {"database": "../corpus.sqlite"}
     ran = invoke("run", out / f"{toll.id}.yaml", "--out", tmp_path / "runs", "--ticks", "2")
     assert ran.code == 0, ran.err
     again = invoke("build", "questions", "--db", db, "-o", out)

@@ -420,7 +420,7 @@ async def build_questions(
                 by_id,
                 source_file=source_file,
                 source=source,
-                evidence_db=evidence_db if market is None else None,
+                evidence_db=evidence_db,
                 url=market.url if market else None,
                 question_id=slug(market.source or "market", market.id) if market else None,
             )
