@@ -58,6 +58,7 @@ def test_plain_question_lists(tmp_path: Path) -> None:
         out.writerow(["q4", "One way?", "2027-01-01", "2027-03-01", "", "Only"])
         out.writerow(["q5", "Backwards?", "2027-03-01", "2027-01-01", "", ""])
         out.writerow(["q1", "Again?", "2027-01-01", "2027-02-01", "", ""])
+        out.writerow(["q6", "Naive?", "2027-01-01", "2027-02-01T10:00:00", "", ""])
     done = invoke("cards", "import", rows, "-o", tmp_path / "cards")
     assert done.code == 0, done.err
     assert load_card(tmp_path / "cards" / "q1.yaml").kind == "binary"
@@ -68,10 +69,13 @@ def test_plain_question_lists(tmp_path: Path) -> None:
         json.loads(line)["reason"]
         for line in (tmp_path / "cards" / "rejects.jsonl").read_text().splitlines()
     ]
-    assert reasons[0] == "as_of and deadline must be ISO dates"
+    assert reasons[0] == "field 'as_of': not an ISO date or datetime: 'soon'"
     assert reasons[1] == "outcomes needs two or more, separated by |"
     assert reasons[2] == "field 'deadline': must be after as_of"
     assert reasons[3] == "card id 'q1' given twice"
+    assert reasons[4] == (
+        "field 'deadline': datetime '2027-02-01T10:00:00' has no timezone; add 'Z' or an offset"
+    )
 
     lines = tmp_path / "questions.jsonl"
     lines.write_text(

@@ -117,7 +117,8 @@ def test_a_list_whose_every_question_is_rejected_is_refused_with_the_reasons(
     said = _refusal(source, tmp_path / "cards")
     assert said == (
         f"error: {source}: none of its 2 question(s) makes a card: "
-        "1 as_of and deadline must be ISO dates; 1 field 'deadline': must be after as_of"
+        "1 field 'as_of': not an ISO date or datetime: 'someday'; "
+        "1 field 'deadline': must be after as_of"
     )
     # one good row among them: the others are rejected, the good one imported, exit 0
     source.write_text(

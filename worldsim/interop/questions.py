@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from worldsim.domain.cards import Card
+from worldsim.domain.cards import Card, parse_utc
 from worldsim.domain.errors import CardError
 from worldsim.domain.files import first_error, read_jsonl, write_files
 from worldsim.domain.forecastbench import load_question_set
@@ -236,6 +236,19 @@ def _some(rows: list[tuple[str, dict[str, Any]]], path: Path) -> list[tuple[str,
     return rows
 
 
+def _date_problem(row: Mapping[str, Any]) -> str:
+    """Why ``as_of`` or ``deadline`` is no date, in the date parser's words."""
+    for name in ("as_of", "deadline"):
+        value = row.get(name)
+        if not isinstance(value, str) or not value.strip():
+            return f"field '{name}': missing"
+        try:
+            parse_utc(value.strip())
+        except ValueError as exc:
+            return f"field '{name}': {exc}"
+    return "as_of and deadline must be ISO dates"  # pragma: no cover - one of them failed
+
+
 def _plain(
     rows: Iterable[tuple[str, dict[str, Any]]], name: str
 ) -> Iterator[tuple[str, dict[str, Any] | str]]:
@@ -246,7 +259,7 @@ def _plain(
             continue
         as_of, deadline = iso_utc(row.get("as_of")), iso_utc(row.get("deadline"))
         if as_of is None or deadline is None:
-            yield where, "as_of and deadline must be ISO dates"
+            yield where, _date_problem(row)
             continue
         qid = _text(str(row.get("id") or "")) or slug(text.lower())[:60]
         outcomes = [o.strip() for o in _text(row.get("outcomes")).split("|") if o.strip()]
