@@ -90,6 +90,22 @@ def test_a_finished_study_does_nothing_and_says_so(manifest: Path, tmp_path: Pat
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == before
 
 
+def test_a_torn_last_line_of_the_job_log_is_cut_by_the_next_batch_and_reads_ever_after(
+    manifest: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "study"
+    experiment = Experiment.from_yaml(manifest)
+    experiment.run_sync(out, fsync=False)
+    log = out / "jobs.jsonl"
+    whole = log.read_bytes()
+    log.write_bytes(whole + b'{"trace": "traces/mer')  # a study killed mid-append
+    assert len(read_journal(out)) == len(experiment.jobs())  # the torn line is left out
+    for _ in range(2):  # a rerun, then another: each reads the log it left
+        experiment.run_sync(out, fsync=False)
+        assert log.read_bytes() == whole
+        assert len(read_journal(out)) == len(experiment.jobs())
+
+
 def test_another_manifest_into_the_same_folder_is_refused_unless_forced(
     manifest: Path, tmp_path: Path
 ) -> None:

@@ -52,7 +52,9 @@ class Journal:
         self._fsync = fsync
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if os.fstat(self._fd).st_size and not _ends_with_newline(self.path):
-            os.write(self._fd, b"\n")  # a torn line from a killed study stays apart
+            # a torn line from a killed study: its job never ended as far as the log knows,
+            # so it runs again; cutting the fragment keeps every line the log holds whole
+            os.ftruncate(self._fd, self.path.read_bytes().rfind(b"\n") + 1)
 
     def record(self, finished: Finished) -> None:
         """Append one whole line (and with ``fsync``, make it durable)."""
