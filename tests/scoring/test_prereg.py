@@ -179,6 +179,19 @@ def test_invalid_prereg_cannot_be_locked(run: Runner, study: dict[str, Path]) ->
     assert not study["lock"].exists()
 
 
+def test_a_negative_bootstrap_seed_is_refused_at_lock_and_on_the_command_line(
+    run: Runner, study: dict[str, Path]
+) -> None:
+    study["prereg"].write_text(PREREG.replace("seed: 3", "seed: -7"))
+    locked = run(
+        "prereg", "lock", study["prereg"], "--predictions", study["traces"], "-o", study["lock"]
+    )
+    assert locked.code == 2 and "bootstrap.seed" in locked.err and "prereg.yaml" in locked.err
+    assert not study["lock"].exists()
+    typed = run("score", study["traces"], "--labels", study["labels"], "--seed", "-1")
+    assert typed.code == 2 and "--seed" in typed.err and "Traceback" not in typed.err
+
+
 def test_no_prereg_means_every_statistic_is_exploratory(
     run: Runner, tmp_path: Path, study: dict[str, Path]
 ) -> None:

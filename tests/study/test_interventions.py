@@ -142,6 +142,13 @@ def test_a_study_measures_the_intervention_without_labels(tmp_path: Path) -> Non
     (effect,) = json.loads(report.read_text(encoding="utf-8"))["effects"]
     assert effect["n_pairs"] == 6
     assert effect["low"] <= effect["mean_diff"] <= effect["high"] < 0  # a veto lowers p_yes
+    assert (effect["n_resamples"], effect["seed"]) == (10_000, 0)  # score's one default
+    told = tmp_path / "told.json"
+    again = invoke(
+        "score", study, "--effect", "control:veto", "--bootstrap", "10000", "--json", told
+    )
+    assert again.code == 0, again.err
+    assert json.loads(told.read_text(encoding="utf-8"))["effects"] == [effect]
 
     assert invoke("score", study, "--effect", "control:nope").code == 2
     bare = invoke("score", study)

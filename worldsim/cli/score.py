@@ -99,10 +99,11 @@ TieEpsOption = Annotated[
 ]
 BootstrapOption = Annotated[
     int | None,
-    typer.Option("--bootstrap", metavar="N", help="Bootstrap resamples (default 10000)."),
+    typer.Option("--bootstrap", metavar="N", min=1, help="Bootstrap resamples (default 10000)."),
 ]
 SeedOption = Annotated[
-    int | None, typer.Option("--seed", metavar="N", help="Bootstrap seed (default 0).")
+    int | None,
+    typer.Option("--seed", metavar="N", min=0, help="Bootstrap seed (default 0)."),
 ]
 LevelOption = Annotated[
     float | None, typer.Option("--level", metavar="P", help="Interval level (default 0.95).")

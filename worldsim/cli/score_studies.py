@@ -74,6 +74,7 @@ def study_effects(
     if not effects:
         return []
     from worldsim.scoring.effects import paired_effect, parse_effect
+    from worldsim.scoring.paired import DEFAULT_RESAMPLES
     from worldsim.study.folder import open_study, usable_rows, verified_jobs
 
     pairs = [parse_effect(e) for e in effects]
@@ -95,9 +96,9 @@ def study_effects(
                         rows,
                         control,
                         treatment,
-                        n_resamples=bootstrap or 2000,
-                        seed=seed or 0,
-                        level=level or 0.95,
+                        n_resamples=DEFAULT_RESAMPLES if bootstrap is None else bootstrap,
+                        seed=0 if seed is None else seed,
+                        level=0.95 if level is None else level,
                     ),
                 )
             )

@@ -29,7 +29,7 @@ from worldsim.scoring.hindsight import DEFAULT_DATE_WINDOW_DAYS
 from worldsim.scoring.inputs import LineWatcher, LoadedPredictions, load_predictions, read_csv
 from worldsim.scoring.labels import LabelSet, load_labels
 from worldsim.scoring.metrics import MethodSummary, summarise
-from worldsim.scoring.paired import Comparison, Metric, compare
+from worldsim.scoring.paired import DEFAULT_RESAMPLES, Comparison, Metric, compare
 from worldsim.scoring.prereg import Lock, Prereg, verify_lock
 from worldsim.scoring.recalibrate import add_recalibrated
 from worldsim.scoring.table import (
@@ -57,7 +57,6 @@ __all__ = [
 ]
 
 DEFAULT_TIE_EPS: tuple[float, ...] = (0.0, 0.0001, 0.001)
-DEFAULT_RESAMPLES = 10_000
 
 
 @dataclass(frozen=True, slots=True)

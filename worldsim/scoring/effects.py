@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from worldsim.domain.errors import ConfigError
-from worldsim.scoring.paired import bootstrap_mean
+from worldsim.scoring.paired import DEFAULT_RESAMPLES, bootstrap_mean
 
 __all__ = ["Effect", "paired_effect", "parse_effect"]
 
@@ -29,6 +29,8 @@ class Effect:
     low: float
     high: float
     level: float
+    n_resamples: int
+    seed: int
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -47,7 +49,7 @@ def paired_effect(
     control: str,
     treatment: str,
     *,
-    n_resamples: int = 2000,
+    n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     level: float = 0.95,
 ) -> Effect:
@@ -77,4 +79,6 @@ def paired_effect(
     diffs = [forecasts[treatment][k] - forecasts[control][k] for k in keys]
     interval = bootstrap_mean(diffs, n_resamples=n_resamples, seed=seed, level=level)
     mean = math.fsum(diffs) / len(diffs)
-    return Effect(control, treatment, len(keys), mean, interval.lo, interval.hi, level)
+    return Effect(
+        control, treatment, len(keys), mean, interval.lo, interval.hi, level, n_resamples, seed
+    )

@@ -20,6 +20,7 @@ from worldsim.domain.errors import ConfigError
 from worldsim.scoring.table import MatchedTable
 
 __all__ = [
+    "DEFAULT_RESAMPLES",
     "BootstrapInterval",
     "Comparison",
     "SignTest",
@@ -31,6 +32,9 @@ __all__ = [
 ]
 
 Metric = Literal["brier", "log"]
+
+DEFAULT_RESAMPLES = 10_000
+"""The bootstrap's resamples unless told (`score --bootstrap`): comparisons and effects alike."""
 
 #: Resamples drawn per block, to bound memory on large card sets.
 _BLOCK = 2048

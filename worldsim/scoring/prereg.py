@@ -25,6 +25,7 @@ from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.domain.files import first_error, load_mapping, load_model, sha256_file
 from worldsim.domain.values import FrozenModel
 from worldsim.scoring.inputs import rows_from_table
+from worldsim.scoring.paired import DEFAULT_RESAMPLES
 from worldsim.scoring.recalibrate import SUFFIX as RECALIBRATED
 from worldsim.scoring.table import Blend
 from worldsim.trace.reader import looks_like_trace, trace_head
@@ -50,8 +51,8 @@ _READABLE_SCHEMAS = frozenset({"worldsim.prereg-lock/1", LOCK_SCHEMA})
 
 
 class BootstrapSettings(FrozenModel):
-    n_resamples: int = Field(10_000, ge=100)
-    seed: int = 0
+    n_resamples: int = Field(DEFAULT_RESAMPLES, ge=100)
+    seed: int = Field(0, ge=0, le=2**63 - 1)
     level: float = Field(0.95, gt=0.0, lt=1.0)
 
 
