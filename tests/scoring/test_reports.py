@@ -243,3 +243,15 @@ def test_contamination_filter_takes_as_of_from_a_cards_folder(run: Runner, tmp_p
     assert doc["contamination"]["methods"] == {}
     result = run("score", preds, "--labels", labels, "--cutoffs", cutoffs)
     assert result.code == 2 and "as_of" in result.err and "p.csv" in result.err
+
+
+@pytest.mark.parametrize("second", ["--csv", "--markdown"])
+def test_two_reports_naming_one_file_are_refused_before_anything_is_written(
+    run: Runner, tmp_path: Path, pair: tuple[Path, Path], second: str
+) -> None:
+    preds, labels = pair
+    report = tmp_path / "out" / "a.json"
+    result = run("score", preds, "--labels", labels, "--json", report, second, report)
+    assert result.code == 2
+    assert f"--json and {second} name the same file" in result.err
+    assert not report.parent.exists()

@@ -249,6 +249,7 @@ def score_command(
     from worldsim.scoring.table import Blend
     from worldsim.study.folder import expand_study_inputs, unfinished_notes
 
+    _one_file_each({"--json": json_path, "--csv": csv_path, "--markdown": markdown_path})
     if attribution:
         from worldsim.cli.attribution import print_attribution
 
@@ -334,6 +335,18 @@ def _document(
     if studied:
         doc["studies"] = {str(folder): tables.to_json() for folder, tables in studied}
     return doc
+
+
+def _one_file_each(targets: dict[str, Path | None]) -> None:
+    """Refuse two report options naming one file: the later report would replace the other."""
+    seen: dict[Path, str] = {}
+    for flag, path in targets.items():
+        if path is None:
+            continue
+        where = path.resolve()
+        if where in seen:
+            raise ConfigError(f"{seen[where]} and {flag} name the same file", file=path)
+        seen[where] = flag
 
 
 def _write_reports(
