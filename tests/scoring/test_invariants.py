@@ -122,3 +122,18 @@ def test_bootstrap_uses_only_the_seeded_generator() -> None:
     np.random.seed(99)  # global state must not matter
     b = bootstrap_mean(d, n_resamples=3000, seed=1, level=0.9)
     assert (a.lo, a.hi) == (b.lo, b.hi)
+
+
+@given(
+    st.lists(st.floats(0.0, 1.0), min_size=1, max_size=40),
+    st.integers(1, 200),
+)
+def test_each_forecast_lands_in_the_bin_whose_bounds_hold_it(ps: list[float], n_bins: int) -> None:
+    """Bin i holds [lo, hi) as reported (the last bin holds 1 too), whatever rounding p·B
+    would do: 0.57 is in [0.57, 0.58) of 100 bins."""
+    cal = calibrate([(p, 1) for p in ps], n_bins=n_bins)
+    for b in cal.bins:
+        held = [p for p in ps if b.lo <= p < b.hi or (p == 1.0 and b.hi == 1.0)]
+        assert b.count == len(held)
+    hundred = calibrate([(0.57, 1), (0.29, 0)], n_bins=100)
+    assert [(b.lo, b.count) for b in hundred.bins if b.count] == [(0.29, 1), (0.57, 1)]

@@ -50,6 +50,17 @@ def wilson_interval(successes: int, n: int, level: float = 0.95) -> tuple[float,
     return max(0.0, min(phat, centre - half)), min(1.0, max(phat, centre + half))
 
 
+def _bin_of(p: float, n_bins: int) -> int:
+    """The bin ``i`` with ``i/B <= p < (i+1)/B`` as the bounds are computed (``p·B`` alone can
+    round below a bound: 0.57·100 is 56.99999…); 1 joins the last bin."""
+    i = min(n_bins - 1, int(p * n_bins))
+    if i + 1 < n_bins and (i + 1) / n_bins <= p:
+        return i + 1
+    if i > 0 and p < i / n_bins:
+        return i - 1
+    return i
+
+
 def calibrate(
     pairs: Sequence[tuple[float, int]], *, n_bins: int = 10, level: float = 0.95
 ) -> Calibration:
@@ -58,7 +69,7 @@ def calibrate(
         raise ValueError("n_bins must be positive")
     members: list[list[tuple[float, int]]] = [[] for _ in range(n_bins)]
     for p, y in pairs:
-        members[min(n_bins - 1, int(p * n_bins))].append((p, y))
+        members[_bin_of(p, n_bins)].append((p, y))
     bins: list[Bin] = []
     total = len(pairs)
     ece = 0.0
