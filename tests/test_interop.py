@@ -219,3 +219,27 @@ def test_a_resolution_set_labels_the_imported_cards_and_scores_a_study(tmp_path:
     scored = invoke("score", tmp_path / "study", "--labels", labels, "--json", report)
     assert scored.code == 0, scored.err
     assert "n_matched=4" in scored.out  # every imported card found its imported label
+
+
+def test_two_rows_that_resolve_one_question_differently_make_no_label(tmp_path: Path) -> None:
+    data = json.loads((ROOT / "scenarios" / "forecastbench" / "resolution_set.json").read_text())
+    rows = data["resolutions"] if isinstance(data, dict) else data
+    resolved = next(r for r in rows if r.get("resolved_to") in (0, 1, 0.0, 1.0) and r["resolved"])
+    flipped = {**resolved, "resolved_to": 1 - resolved["resolved_to"]}
+    source = tmp_path / "resolutions.json"
+    for extra, reason in ((resolved, "a row repeated"), (flipped, "contradicts resolutions.")):
+        rows_now = [*rows, extra]
+        source.write_text(
+            json.dumps({**data, "resolutions": rows_now} if isinstance(data, dict) else rows_now)
+        )
+        labels = tmp_path / f"labels-{reason[:5]}"
+        made = invoke("cards", "labels", source, "-o", labels)
+        assert made.code == 0, made.err
+        rejects = [json.loads(x) for x in (labels / "rejects.jsonl").read_text().splitlines()]
+        assert any(reason in r["reason"] for r in rejects)
+        named = [p for p in labels.glob("*.yaml") if resolved["id"] in p.stem]
+        if extra is flipped:  # neither answer is taken
+            assert named == []
+            assert any("contradicted by a later row" in r["reason"] for r in rejects)
+        else:
+            assert len(named) == 1

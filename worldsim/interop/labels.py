@@ -14,7 +14,8 @@ resolution date, direction), named after the card: ``<source>-<id>`` for a marke
   its date for a resolution date. A later resolution set of the round replaces it.
 * Left, with the reason: combination rows (a list of ids and a direction; they have no card),
   an unresolved data-set row, a resolved value other than 0 or 1, a second row for a market
-  question (the resolved one, else the latest, is kept), a row repeated, and with ``cards``
+  question (the resolved one, else the latest, is kept), a row repeated, two rows of one
+  question, source, date and direction that resolve it differently (both), and with ``cards``
   a question that is not among them.
 
 Each label lists the resolution set's file name in ``sources``. A folder takes the labels of
@@ -101,17 +102,29 @@ def import_labels(
         )
     left: list[tuple[str, str]] = []
     kept: dict[str, _Row] = {}
-    seen: set[tuple[str, str, str, str]] = set()
+    seen: dict[tuple[str, str, str, str], _Row] = {}
+    contradicted: set[tuple[str, str, str, str]] = set()
     for i, item in enumerate(items):
         where = f"resolutions.{i}"
         made = _row(item, where, p.name)
         if isinstance(made, str):
             left.append((where, made))
             continue
-        if made.key in seen:
-            left.append((where, "a row repeated (same id, source, date and direction)"))
+        earlier = seen.get(made.key)
+        if earlier is not None:
+            if earlier.data == made.data:
+                left.append((where, "a row repeated (same id, source, date and direction)"))
+            else:  # two answers to one question: neither is taken
+                contradicted.add(made.key)
+                left.append(
+                    (
+                        where,
+                        f"contradicts {earlier.where} (same id, source, date and "
+                        "direction, another resolution): neither is kept",
+                    )
+                )
             continue
-        seen.add(made.key)
+        seen[made.key] = made
         if cards is not None and made.card_id not in cards:
             left.append((where, "no card of this question among the cards given"))
             continue
@@ -122,6 +135,10 @@ def import_labels(
             left.append((first.where, f"another row of market question '{made.card_id}' kept"))
             continue
         kept[made.card_id] = made
+    for card_id, row in list(kept.items()):
+        if row.key in contradicted:
+            del kept[card_id]
+            left.append((row.where, "contradicted by a later row: neither is kept"))
     labels: list[Label] = []
     for card_id in sorted(kept):
         try:
