@@ -112,3 +112,15 @@ def test_cli_refuses_a_bad_manifest_with_one_line_and_writes_nothing(tmp_path: P
     assert str(path) in proc.stderr and "methods.1.label" in proc.stderr
     assert proc.stdout == ""
     assert not out.exists()
+
+
+def test_two_forecast_dates_at_one_moment_of_a_card_are_refused(tmp_path: Path) -> None:
+    """``card`` and the card's own as_of are the same jobs: given both, each unit would count
+    one seed twice."""
+    from worldsim.study.experiment import Experiment
+
+    path = write_manifest(tmp_path, forecast_dates=["card", "2027-01-04"])
+    with pytest.raises(ConfigError) as info:
+        Experiment.from_yaml(path).jobs()
+    assert (info.value.file, info.value.field) == (str(path), "forecast_dates.1")
+    assert "is card's moment (2027-01-04T00:00:00Z): give it once" in info.value.message

@@ -56,9 +56,18 @@ def expand_jobs(study: Study, resolved: Mapping[str, datetime | None] | None = N
         dates: list[tuple[str, datetime]] = []
         for i, name in enumerate(study.manifest.forecast_dates):
             try:
-                dates.append((name, forecast_date(card, name, ends)))
+                when = forecast_date(card, name, ends)
             except ValueError as exc:
                 raise ConfigError(str(exc), file=study.path, field=f"forecast_dates.{i}") from None
+            same = next((other for other, moment in dates if moment == when), None)
+            if same is not None:  # the same jobs twice, counted as two units
+                raise ConfigError(
+                    f"forecast date {name} of card '{card.id}' is {same}'s moment "
+                    f"({when.isoformat().replace('+00:00', 'Z')}): give it once",
+                    file=study.path,
+                    field=f"forecast_dates.{i}",
+                )
+            dates.append((name, when))
         for method in study.methods:
             base = method.config(card, card_path)
             if base.condition == "near_resolution" and ends is not None:
