@@ -3,12 +3,14 @@ one, the standard library's logging otherwise (never standard output)."""
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-from structlog.testing import capture_logs
+import structlog
+from structlog.testing import LogCapture
 
 from worldsim.domain.logs import get_logger
 
@@ -34,9 +36,17 @@ def test_a_program_that_configured_nothing_sees_warnings_on_stderr_and_its_stdou
 
 def test_a_program_that_configured_structlog_gets_every_event_through_it() -> None:
     log = get_logger("worldsim.somewhere")
-    with capture_logs() as logs:
+    before = structlog.get_config()
+    capture = LogCapture()
+    structlog.configure(
+        processors=[capture], wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG)
+    )
+    try:
         log.info("quiet_event", n=1)
         log.warning("loud_event", n=2)
+    finally:
+        structlog.configure(**before)
+    logs = capture.entries
     assert [(e["event"], e["log_level"], e["n"]) for e in logs] == [
         ("quiet_event", "info", 1),
         ("loud_event", "warning", 2),

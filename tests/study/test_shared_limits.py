@@ -50,5 +50,7 @@ def test_a_throttled_study_slows_down_and_predicts_the_same(tmp_path: Path) -> N
         for line in (tmp_path / "busy" / "limits.jsonl").read_text(encoding="utf-8").splitlines()
     ]
     assert {entry["route"] for entry in log} == {"stub/test-model"}
-    assert any(entry["reason"] == "rate_limit" for entry in log)
+    # the server's pushes back shrink the limit; on a loaded machine a timeout may shrink it to
+    # 1 first, and a push back at 1 changes nothing to log
+    assert any(entry["reason"] in ("rate_limit", "timeout") for entry in log)
     assert all(1 <= entry["limit"] <= 12 for entry in log)
