@@ -407,6 +407,6 @@ TEMPLATE_NAMES: dict[str, frozenset[str]] = {
     ),
 }
 """The names a prompt template of each simulation output (and the news assessor's) sees
-(docs/roles.md). These
-templates are rendered only when a model reads the prompt, never on the offline route, so a
-name outside them is refused when the file is read rather than on a paid run's first call."""
+(docs/roles.md). These templates are rendered only when a model reads the prompt, never on the
+offline route, so a name outside them is refused when the file is read rather than on a paid
+run's first call."""
