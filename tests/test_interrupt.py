@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tests.support import DEMO_CARD, ROOT
 from worldsim.testing import StubServer
+from worldsim.trace.reader import read_trace
 from worldsim.trace.verify import verify_trace
 
 WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]
@@ -56,6 +57,10 @@ def test_an_interrupted_run_names_its_trace_and_the_resume_that_finishes_it(
             f"error: interrupted: {trace} is unfinished; `worldsim run --resume {trace}` "
             "finishes it (0 of 2 runs finished)"
         ]
+        # the held calls were in flight: each request the server read is in a trace
+        received = server.request_count
+        calls = [c for t in tmp_path.glob("*.jsonl") for c in read_trace(t).of_type("llm_call")]
+        assert sum(c.record.data.attempts for c in calls) >= received > 6
         server.release()
         resumed = subprocess.run(
             [*WORLDSIM, "run", "--resume", str(trace), "--json"],

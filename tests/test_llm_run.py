@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+import json
+import random
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -10,11 +14,14 @@ import pytest
 
 from worldsim.domain.cards import Card
 from worldsim.domain.config import ModelConfig, RetrySettings, RunConfig
-from worldsim.domain.errors import BudgetExhausted, ConfigError
+from worldsim.domain.errors import BudgetExhausted, ConfigError, RouteFailed
 from worldsim.domain.policy import load_policy
+from worldsim.models.call import CANCELLED
 from worldsim.sim.session import run_card
 from worldsim.sim.settlement import RunResult
 from worldsim.testing import Faults, StubServer, worst_case_usage
+from worldsim.testing._fake import fake_value
+from worldsim.testing.stub_wire import requested_schema
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
 from worldsim.trace.verify import verify_trace
@@ -158,6 +165,47 @@ def test_the_budget_stops_the_run_cleanly(demo_card: Card, tmp_path: Path) -> No
     trace = read_trace(tmp_path / "merger-review__branching__stub-test-model__ticks2__s3.jsonl")
     assert trace.terminal is not None and trace.terminal.type == "run_failed"
     assert trace.terminal.data.resumable and trace.terminal.data.kind == "BudgetExhausted"
+
+
+def test_calls_in_flight_when_a_route_fails_are_traced_and_the_run_resumes(
+    demo_card: Card, tmp_path: Path
+) -> None:
+    # the initializer is answered; two of the first tick's calls are held while a third fails
+    # for good (one attempt), which stops the run with the held ones in flight
+    gate = threading.Event()
+    numbers = itertools.count()
+
+    def script(body: dict[str, Any]) -> str:
+        number = next(numbers)
+        if number in (1, 2):
+            gate.wait(30)
+        return json.dumps(fake_value(requested_schema(body) or {}, random.Random(number)))
+
+    once = FAST.model_copy(update={"max_attempts": 1, "timeout_s": 30.0})
+    with StubServer(script, seed=6, fault_sequence=[None, None, None, "server_error"]) as server:
+        with pytest.raises(RouteFailed):
+            _run(demo_card, server, tmp_path, ticks=3, retry=once)
+        received = server.request_count
+        gate.set()
+    path = tmp_path / "merger-review__branching__stub-test-model__ticks3__s3.jsonl"
+    calls = [line.record.data for line in read_trace(path).of_type("llm_call")]
+    assert received >= 4
+    assert sum(c.attempts for c in calls) >= received  # every request the server read
+    cut = [c for c in calls if c.error == CANCELLED]
+    assert len(cut) >= 2
+    for c in cut:
+        assert c.attempts == 1 and c.errors[-1].kind == "cancelled"
+        assert c.cache == "miss" and c.reply is None and c.timeline == "t0" and c.tick == 0
+    assert verify_trace(path).exit_code == 3  # a failed run, resumable
+
+    from worldsim.sim.resuming import resume_run
+
+    models = ModelConfig(retry=FAST, cache_dir=tmp_path / "cache")
+    with StubServer(seed=6) as server:
+        result = anyio.run(
+            lambda: resume_run(path, models=models, fsync=False, environ=_env(server))
+        )
+    assert verify_trace(result.trace).exit_code == 0
 
 
 def test_a_missing_base_url_fails_before_any_trace(demo_card: Card, tmp_path: Path) -> None:

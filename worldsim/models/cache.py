@@ -49,7 +49,7 @@ from worldsim.domain.errors import (
     WorldsimRuntimeError,
 )
 from worldsim.domain.jsonbytes import canonical_bytes
-from worldsim.models.call import request_hash
+from worldsim.models.call import abandoned_call, request_hash
 from worldsim.models.closing import Closing
 from worldsim.models.schema import extract_json
 
@@ -276,6 +276,11 @@ class CachedModel(ModelWrapper):
         except (ModelError, BudgetExhausted) as exc:
             if exc.call:
                 exc.call["cache"] = "miss"
+            raise
+        except anyio.get_cancelled_exc_class() as cancelled:
+            abandoned = abandoned_call(cancelled, take=False)
+            if abandoned is not None:
+                abandoned["cache"] = "miss"
             raise
         call = {**response.call, "cache": "miss"}
         with anyio.CancelScope(shield=True):  # a paid reply is kept even if the run is ending

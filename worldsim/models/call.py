@@ -20,6 +20,7 @@ from worldsim.domain.contracts import ModelRequest
 from worldsim.domain.jsonbytes import canonical_bytes
 
 __all__ = [
+    "CANCELLED",
     "AttemptFailed",
     "CacheStatus",
     "CallErrorEntry",
@@ -28,6 +29,8 @@ __all__ = [
     "PromptMessage",
     "ProviderAnomalyEntry",
     "Usage",
+    "abandon",
+    "abandoned_call",
     "output_schema",
     "output_schema_of",
     "request_hash",
@@ -68,7 +71,8 @@ class CallErrorEntry(BaseModel):
     attempt: int
     kind: str
     """``rate_limit``, ``server_error``, ``timeout``, ``connection``, ``bad_response``,
-    ``format_rejected``, ``invalid_output``, ``deadline`` or ``client_error``."""
+    ``format_rejected``, ``invalid_output``, ``deadline``, ``client_error`` or ``cancelled``
+    (the run stopped while the attempt was in flight)."""
     status: int | None = None
     message: str = ""
     wait_s: float | None = None
@@ -181,6 +185,28 @@ class LlmCallData(BaseModel):
             output_mode=output_mode,
             messages=[PromptMessage(role=m.role, content=clean(m.content)) for m in request.chat()],
         )
+
+
+CANCELLED = "cancelled: the run stopped while the call was in flight"
+"""The ``error`` of a call that was sent and then cancelled: a failed route, the budget or an
+interrupt stopped the run around it. Its cost is what the budget counted: the usage the server
+reported for a cut stream, its reservation when tokens had come, else nothing."""
+
+_ABANDONED = "_worldsim_abandoned_call"
+
+
+def abandon(cancelled: BaseException, call: LlmCallData) -> None:
+    """Hand ``call``, which the ``cancelled`` exception cut short after it was sent, to the
+    tracing wrapper above it: a cancellation must go on as it is, so the record rides on it."""
+    setattr(cancelled, _ABANDONED, call.model_dump(mode="json"))
+
+
+def abandoned_call(cancelled: BaseException, *, take: bool = True) -> dict[str, Any] | None:
+    """The record :func:`abandon` put on ``cancelled``: taken off it (it is traced once), or
+    left there for a wrapper to add to."""
+    held = vars(cancelled)
+    call: dict[str, Any] | None = held.pop(_ABANDONED, None) if take else held.get(_ABANDONED)
+    return call
 
 
 def output_schema(output_type: type[BaseModel]) -> dict[str, Any]:

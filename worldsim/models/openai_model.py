@@ -37,10 +37,12 @@ from worldsim.domain.contracts import ModelRequest, ModelResponse
 from worldsim.domain.errors import BudgetExhausted, ModelError, ProviderAnomaly, RouteFailed
 from worldsim.domain.logs import get_logger
 from worldsim.models.call import (
+    CANCELLED,
     CallErrorEntry,
     LlmCallData,
     OutputMode,
     ProviderAnomalyEntry,
+    abandon,
 )
 from worldsim.models.closing import Closing
 from worldsim.models.conversation import Answer, Conversation
@@ -176,6 +178,12 @@ class OpenAIModel(Closing):
             raise self._stopped(talk, exc) from None
         except CallFailed as failure:
             raise self._failed(talk, failure) from None
+        except anyio.get_cancelled_exc_class() as cancelled:
+            if talk.attempts:  # sent, perhaps paid: the tracing wrapper records it
+                record = self._record(talk, error=CANCELLED)
+                record.reply = None  # never used, so never scanned for leaks either
+                abandon(cancelled, record)
+            raise
         record = self._record(talk)
         return ModelResponse(answer.output, answer.text, record.model_dump(mode="json"))
 

@@ -109,6 +109,11 @@ class Attempt:
         self._scope = scope
         self._end = end  # the deadline on the event loop's clock (inf: none)
 
+    @property
+    def timed_out(self) -> bool:
+        """Whether the attempt's own limit cut it (rather than the run stopping around it)."""
+        return self._scope.cancel_called
+
     def progress(self) -> None:
         """Something arrived: the attempt has ``timeout_s`` again (never past the deadline).
 

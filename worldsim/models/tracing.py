@@ -17,7 +17,7 @@ from worldsim.domain.contracts import (
     ModelResponse,
 )
 from worldsim.domain.errors import BudgetExhausted, ModelError
-from worldsim.models.call import LlmCallData
+from worldsim.models.call import LlmCallData, abandoned_call
 
 __all__ = ["BatchTracingModel", "Emit", "TracingModel", "traced"]
 
@@ -41,6 +41,11 @@ class TracingModel:
         except (ModelError, BudgetExhausted) as exc:
             if exc.call:
                 await self._record_shielded(exc.call)
+            raise
+        except anyio.get_cancelled_exc_class() as cancelled:
+            call = abandoned_call(cancelled)  # a call sent, then cut short by the run's stop
+            if call is not None:
+                await self._record_shielded(call)
             raise
         if response.call:
             await self._record_shielded(response.call)

@@ -21,7 +21,7 @@ import anyio
 import openai
 from openai import AsyncOpenAI, AsyncStream
 
-from worldsim.domain.contracts import ModelRequest
+from worldsim.domain.contracts import CallSite, ModelRequest
 from worldsim.domain.logs import get_logger
 from worldsim.models.call import CallErrorEntry, OutputMode, Usage
 from worldsim.models.inflight import waiting
@@ -135,7 +135,9 @@ class Transport:
         body = self._as_sent(payload)
         try:
             return await call_with_retries(
-                functools.partial(self._attempt, body, mode, request, self._bound(body), on_cut),
+                functools.partial(
+                    self._attempt, body, mode, request, self._bound(body), on_cut, on_error
+                ),
                 self._retry,
                 on_error,
                 limiter=self.limiter,
@@ -239,35 +241,52 @@ class Transport:
         request: ModelRequest,
         bound: float,
         on_cut: Callable[[float], None],
+        on_error: Callable[[CallErrorEntry], None],
         attempt: Attempt,
     ) -> Reply:
-        site = request.site
         async with self.budget.reserve(bound, request, route=self.route) as spend:
             state = StreamState()
-            failure: Exception | None = None
-            async with anyio.create_task_group() as reports:
-                reports.start_soon(self._report_waiting, state, site.role, payload)
-                try:
-                    with waiting(self.route, site.role, site.agent, state):
-                        reply = await self._send(payload, mode, attempt, state)
-                except BaseException as exc:
-                    if state.tokens:  # generated, perhaps billed, then cut
-                        charge = self._cut_charge(state.usage, bound)
-                        on_cut(charge)
-                        spend.settle(charge)
-                    if not isinstance(exc, Exception):
-                        raise  # cancellation: the task group passes it on as it is
-                    failure = exc  # raised below, outside the group, so not wrapped in one
-                finally:
-                    reports.cancel_scope.cancel()
-            if failure is not None:
-                raise failure
+            try:
+                reply = await self._watched(payload, mode, attempt, state, request.site)
+            except BaseException as exc:
+                if state.tokens:  # generated, perhaps billed, then cut
+                    charge = self._cut_charge(state.usage, bound)
+                    on_cut(charge)
+                    spend.settle(charge)
+                if not isinstance(exc, Exception) and not attempt.timed_out:
+                    # the run stopped around it (its own timeout is the retries' to record):
+                    # it was sent, so it is traced
+                    on_error(CallErrorEntry(attempt=attempt.number, kind="cancelled"))
+                raise
             cost = self.cost(reply.usage, reply.model)
             if cost is not None and bound > 0 and cost > bound + _ROUNDING_USD:
                 spend.settle(bound)  # the most the request could cost: what the cap counted on
                 raise self._over_reported(reply, cost, bound)
             spend.settle(cost)
             return reply
+
+    async def _watched(
+        self,
+        payload: dict[str, Any],
+        mode: OutputMode,
+        attempt: Attempt,
+        state: StreamState,
+        site: CallSite,
+    ) -> Reply:
+        """Send one attempt, in the in-flight list and reported while it runs."""
+        failure: Exception | None = None
+        async with anyio.create_task_group() as reports:
+            reports.start_soon(self._report_waiting, state, site.role, payload)
+            try:
+                with waiting(self.route, site.role, site.agent, state):
+                    reply = await self._send(payload, mode, attempt, state)
+            except Exception as exc:
+                failure = exc  # raised below, outside the group, so not wrapped in one
+            finally:
+                reports.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return reply
 
     async def _report_waiting(self, state: StreamState, role: str, payload: dict[str, Any]) -> None:
         """A plain line every ``wait_report_s`` while the attempt runs: slow, not hung."""
