@@ -19,8 +19,7 @@ from worldsim.domain.policy import load_policy
 from worldsim.models.call import CANCELLED
 from worldsim.sim.session import run_card
 from worldsim.sim.settlement import RunResult
-from worldsim.testing import Faults, StubServer, worst_case_usage
-from worldsim.testing._fake import fake_value
+from worldsim.testing import Faults, StubServer, fake_value, worst_case_usage
 from worldsim.testing.stub_wire import requested_schema
 from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace

@@ -124,3 +124,42 @@ def test_two_forecast_dates_at_one_moment_of_a_card_are_refused(tmp_path: Path) 
         Experiment.from_yaml(path).jobs()
     assert (info.value.file, info.value.field) == (str(path), "forecast_dates.1")
     assert "is card's moment (2027-01-04T00:00:00Z): give it once" in info.value.message
+
+
+def _labels(folder: Path, merger_resolved_at: str) -> Path:
+    labels = folder / "labels"
+    labels.mkdir()
+    dates = {"merger-review": merger_resolved_at, "product-launch": "2027-06-01"}
+    for card, resolved_at in dates.items():
+        text = f"card_id: {card}\noutcome: 'yes'\nresolved_at: {resolved_at}\n"
+        (labels / f"{card}.yaml").write_text(text, encoding="utf-8")
+    return labels
+
+
+def test_a_forecast_date_at_or_after_the_labels_resolution_is_refused(tmp_path: Path) -> None:
+    """The answer was known by then: the evidence up to that date may hold it."""
+    from worldsim.study.experiment import Experiment
+
+    path = write_manifest(tmp_path, cards=CARDS[:1], forecast_dates=["card", "2027-02-10T12:00Z"])
+    labels = _labels(tmp_path, "2027-02-10")
+    with pytest.raises(ConfigError) as info:
+        Experiment.from_yaml(path).jobs(labels)
+    assert (info.value.file, info.value.field) == (str(path), "forecast_dates.1")
+    assert "is not before its label's resolution (2027-02-10T00:00:00Z)" in info.value.message
+    assert len(Experiment.from_yaml(path).jobs()) == 8  # without labels, the deadline bounds it
+
+
+def test_a_label_resolved_before_its_cards_window_opens_is_blamed_on_the_label(
+    tmp_path: Path,
+) -> None:
+    from worldsim.study.experiment import Experiment
+
+    path = write_manifest(tmp_path)
+    labels = _labels(tmp_path, "2026-12-01")
+    with pytest.raises(ConfigError) as info:
+        Experiment.from_yaml(path).jobs(labels)
+    assert info.value.file == str(labels / "merger-review.yaml")
+    assert info.value.field == "resolved_at"
+    assert "resolved at 2026-12-01, not after its forecast window opens (2027-01-04)" in str(
+        info.value.message
+    )

@@ -38,7 +38,7 @@ from worldsim.build.graph import (
 )
 from worldsim.build.policy import QualityPolicy
 from worldsim.build.text import content_words
-from worldsim.domain.cards import Card, Endpoint, EvidenceDatabase
+from worldsim.domain.cards import Card, Endpoint, EvidenceDatabase, iso_text
 from worldsim.domain.contracts import Model
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.labels import Label
@@ -104,7 +104,7 @@ async def _documents(card: Card, store: EvidenceStore, cutoff: datetime) -> list
         docs.append(
             {
                 "id": doc.id,
-                "published_at": doc.published_at.isoformat().replace("+00:00", "Z"),
+                "published_at": iso_text(doc.published_at),
                 "title": doc.title,
                 "snippet": doc.text[:SNIPPET_CHARS],
                 "stance": doc.stance,
@@ -235,7 +235,7 @@ async def build_hindsight(
         "rounds": rounds,
         "offline_rules": offline,
         "explanation": explained.explanation,
-        "cutoff": cutoff.isoformat().replace("+00:00", "Z"),
+        "cutoff": iso_text(cutoff),
         "note": OFFLINE_NOTE if offline else None,
     }
     graph, _ = working.graph(

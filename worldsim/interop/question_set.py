@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from worldsim.domain import bounds
-from worldsim.domain.cards import parse_utc
+from worldsim.domain.cards import iso_text, parse_utc
 from worldsim.domain.forecastbench import (
     MARKET_SOURCES,
     SOURCES,
@@ -266,7 +266,7 @@ def iso_utc(value: object, *, clamp: bool = False) -> str | None:
         if not clamp or not _after_latest(value.strip()):
             return None
         moment = bounds.LATEST_DATE
-    return moment.isoformat().replace("+00:00", "Z")
+    return iso_text(moment)
 
 
 def _after_latest(text: str) -> bool:

@@ -20,6 +20,7 @@ from typing import Unpack
 
 import anyio
 
+from worldsim.domain.cards import iso_text
 from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.errors import ConfigError, NewsLeavesNoPath
 from worldsim.gateway.gateway import gateway_for_card
@@ -27,7 +28,7 @@ from worldsim.models import LeakageGuard
 from worldsim.models.tracing import traced
 from worldsim.roles.prompts import PromptRole
 from worldsim.roles.registry import RoleSpec, get_role
-from worldsim.sim.news import assess, iso_text, news_items, news_record
+from worldsim.sim.news import assess, news_items, news_record
 from worldsim.sim.particles import (
     Particle,
     parent_particles,

@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Sequence
 from datetime import datetime
 
-from worldsim.domain.cards import Card
+from worldsim.domain.cards import Card, iso_text
 from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest
 from worldsim.domain.errors import ModelError
 from worldsim.domain.outputs import AssessmentOutput, NewsLikelihood
@@ -25,16 +25,11 @@ from worldsim.trace.lineage import DocumentLikelihood, LikelihoodData, NewsData
 from worldsim.world.particles import likelihood_product
 from worldsim.world.views import NewsContext, NewsItem, RoleView
 
-__all__ = ["EPSILON", "assess", "iso_text", "news_items", "news_record"]
+__all__ = ["EPSILON", "assess", "news_items", "news_record"]
 
 EPSILON = 1e-6
 """The least likelihood a document may have under a particle: no single document, however
 unlikely an assessor finds it, sets a particle's mass to exactly zero (pruning does that)."""
-
-
-def iso_text(moment: datetime) -> str:
-    """A date as the news records write it: ISO, UTC written ``Z``."""
-    return moment.isoformat().replace("+00:00", "Z")
 
 
 def news_items(docs: Sequence[StoredDocument]) -> tuple[NewsItem, ...]:

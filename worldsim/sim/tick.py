@@ -17,7 +17,7 @@ from datetime import datetime
 import anyio
 import numpy as np
 
-from worldsim.domain.cards import Card
+from worldsim.domain.cards import Card, iso_text
 from worldsim.domain.config import RunConfig
 from worldsim.domain.errors import ModelError, StateError
 from worldsim.domain.rng import AgentSeeds, rng_for
@@ -112,7 +112,7 @@ class _Tick:
         await self.stage.writer.emit(
             "tick_started",
             TickStartedData(
-                date=self.stage.dates[self.k].isoformat().replace("+00:00", "Z"),
+                date=iso_text(self.stage.dates[self.k]),
                 observations=[
                     Observation(id=ev.id, title=ev.title, description=ev.description)
                     for ev in self.observations

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from worldsim.domain.cards import iso_text
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.files import load_document, write_files
 from worldsim.domain.version import __version__
@@ -105,7 +106,7 @@ def job_plan(job: Job) -> dict[str, Any]:
         "method": job.method,
         "condition": job.condition,
         "forecast_date": job.date_name,
-        "as_of": job.when.isoformat().replace("+00:00", "Z"),
+        "as_of": iso_text(job.when),
         "seed": job.seed,
         "kind": job.config.card.kind,
         "trace": job.trace.as_posix(),

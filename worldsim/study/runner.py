@@ -35,7 +35,9 @@ from worldsim.domain.paths import held_folder, make_folder
 from worldsim.models import Budget
 from worldsim.models.limits import LimitChange
 from worldsim.scoring.labels import load_labels
+from worldsim.scoring.units import date_text
 from worldsim.sim.resume import has_world
+from worldsim.study.dates import window
 from worldsim.study.execution import Action, Executor, JobRunner, JobSettings, LocalExecutor
 from worldsim.study.jobs import Job, expand_jobs
 from worldsim.study.journal import JOURNAL, Finished, Journal, read_journal
@@ -97,10 +99,24 @@ class StudyResult:
         return sum(r.status == "pending" for r in self.rows)
 
 
-def resolution_dates(labels: Path, card_ids: list[str]) -> dict[str, datetime | None]:
-    """Each card's resolution date from its label, and nothing else of the label."""
+def resolution_dates(labels: Path, study: Study) -> dict[str, datetime | None]:
+    """Each card's resolution date from its label, and nothing else of the label. A label
+    resolved before its card's forecast window opens is refused (CardError naming the label's
+    file, line and ``resolved_at``): there is no moment left to forecast it from."""
     entries = load_labels(labels).entries
-    return {card: entries[card].label.resolved_at if card in entries else None for card in card_ids}
+    dates: dict[str, datetime | None] = {}
+    for card, _ in study.cards:
+        entry = entries.get(card.id)
+        resolved = entry.label.resolved_at if entry is not None else None
+        start = window(card)[0]
+        if entry is not None and resolved is not None and resolved <= start:
+            raise entry.refuse(
+                f"card '{card.id}' resolved at {date_text(resolved)}, not after its forecast "
+                f"window opens ({date_text(start)}): there is nothing left to forecast",
+                field="resolved_at",
+            )
+        dates[card.id] = resolved
+    return dates
 
 
 def _identity(study: Study, jobs: list[Job]) -> str:
@@ -338,7 +354,7 @@ async def run_study(
     """
     folder = Path(out)
     with held_folder(folder, STUDY_LOCK, "another batch is running this study"):
-        resolved = resolution_dates(labels, [c.id for c, _ in study.cards]) if labels else None
+        resolved = resolution_dates(labels, study) if labels else None
         jobs = expand_jobs(study, resolved)
         actions = plan_jobs(study, jobs, folder, retry_failed=retry_failed, force=force)
         identity = _identity(study, jobs)
