@@ -159,6 +159,37 @@ def test_a_bad_role_definition_is_one_line_naming_the_file_and_field(
         assert not (project / "t").exists()  # nothing written
 
 
+def test_a_role_file_saved_with_a_bom_and_windows_line_ends_reads_as_plain_utf8(
+    project: Path,
+) -> None:
+    from worldsim.roles.prompts import load_prompt_file
+
+    plain = load_prompt_file(project / "agents" / "market-maker.md")
+    path = project / "agents" / "market-maker.md"
+    path.write_bytes(b"\xef\xbb\xbf" + MARKET_MAKER.replace("\n", "\r\n").encode())
+    windows = load_prompt_file(path)
+    view = {
+        "card": {"question": "Q?"},
+        "tick": 1,
+        "ticks": 3,
+        "date": "2027-01-05",
+        "endpoints": [{"id": "yes", "title": "Yes", "p": 0.5}],
+        "actor": {"name": "A"},
+    }
+    assert windows.meta == plain.meta
+    assert windows.render(**view) == plain.render(**view)
+    assert "\r" not in "".join(windows.render(**view))
+
+
+def test_a_role_file_that_is_not_utf8_is_one_line_naming_it(project: Path) -> None:
+    (project / "agents" / "latin.md").write_bytes(b"---\nname: latin\n---\nCaf\xe9\n")
+    proc = cli("roles", cwd=project)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {project / 'agents' / 'latin.md'}: not UTF-8 text (byte 23): save it as UTF-8"
+    ]
+
+
 def test_an_unknown_role_on_the_command_line_names_the_known_ones(tmp_path: Path) -> None:
     proc = cli("run", str(DEMO_CARD), "--role", "oracle", "--out", str(tmp_path / "t"))
     assert proc.returncode == 2

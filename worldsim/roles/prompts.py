@@ -131,7 +131,10 @@ def load_prompt_file(path: Path) -> PromptRole:
 @functools.lru_cache(maxsize=256)
 def _parse(path: Path, mtime_ns: int, size: int) -> PromptRole:
     raw = path.read_bytes()
-    text = raw.decode("utf-8")
+    try:  # a byte-order mark and Windows line ends are read as a plain UTF-8 file's
+        text = raw.decode("utf-8-sig").replace("\r\n", "\n")
+    except UnicodeDecodeError as exc:
+        raise RoleError(f"not UTF-8 text (byte {exc.start}): save it as UTF-8", file=path) from None
     if not text.startswith("---\n"):
         raise RoleError("prompt role must start with YAML front matter ('---')", file=path)
     head, sep, body = text[4:].partition("\n---\n")
