@@ -102,6 +102,17 @@ def invoke(*args: str | Path) -> Outcome:
 Edit = Callable[[list[dict[str, Any]]], None]
 
 
+def kill_job(study: Path, trace: Path, keep: int) -> None:
+    """Leave a study's job as a kill mid-run would: its trace's first ``keep`` lines, and no
+    line in the job log (which hears of a job only once it ended)."""
+    lines = trace.read_bytes().splitlines(keepends=True)
+    trace.write_bytes(b"".join(lines[:keep]))
+    name = trace.relative_to(study).as_posix()
+    log = study / "jobs.jsonl"
+    logged = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(ln for ln in logged if json.loads(ln)["trace"] != name))
+
+
 def cut_mid_run(source: Path, target: Path) -> Path:
     """Write to ``target`` the lines of the trace ``source`` up to its middle committed tick:
     a run cut off there (no terminal record), to restore or resume."""

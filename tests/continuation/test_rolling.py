@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.study.conftest import write_manifest
-from tests.support import ROOT, invoke
+from tests.support import ROOT, invoke, kill_job
 from worldsim.domain.errors import ConfigError
 from worldsim.study.experiment import Experiment
 from worldsim.study.manifest import load_study
@@ -150,8 +150,7 @@ def test_a_rerun_resumes_a_continued_job_cut_after_its_reweighting(
     whole = read_trace(late)
     weighed = whole.first("reweighting")
     assert weighed is not None
-    lines = late.read_bytes().splitlines(keepends=True)
-    late.write_bytes(b"".join(lines[: weighed.number + 6]))  # cut a few records after it
+    kill_job(study, late, keep=weighed.number + 6)  # cut a few records after it
     result = Experiment.from_yaml(_study(tmp_path)).run_sync(study, fsync=False)
     assert all(r.status == "complete" for r in result)
     resumed = read_trace(late)

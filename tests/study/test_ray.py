@@ -20,6 +20,7 @@ from tests.study.conftest import (
     stub_manifest,
     write_manifest,
 )
+from tests.support import kill_job
 from worldsim.domain.config import RetrySettings
 from worldsim.domain.errors import ConfigError
 from worldsim.study.experiment import Experiment
@@ -81,8 +82,7 @@ def test_a_torn_job_is_resumed_on_ray_to_the_same_trace(tmp_path: Path, local_ra
     first = experiment.run_sync(tmp_path / "ray", fsync=False, executor=RayExecutor())
     branching = next(r for r in first if r.method == "branching")
     file = tmp_path / "ray" / branching.trace
-    lines = file.read_bytes().splitlines(keepends=True)
-    file.write_bytes(b"".join(lines[: len(lines) // 2]))  # killed half-way
+    kill_job(tmp_path / "ray", file, keep=len(file.read_bytes().splitlines()) // 2)
     again = experiment.run_sync(tmp_path / "ray", fsync=False, executor=RayExecutor())
     resumed = next(r for r in again if r.method == "branching")
     assert resumed.status == "complete"

@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 from tests.study.conftest import CARDS, priced_manifest, write_manifest
+from tests.support import kill_job
 from worldsim.domain.config import RetrySettings
 from worldsim.sim.session import run_card
 from worldsim.study.experiment import Experiment
@@ -214,14 +215,30 @@ def test_a_torn_job_is_resumed_from_the_cache_without_a_single_request(tmp_path:
         paid = server.request_count
         assert first.status == "complete" and paid > 0
         trace = out / first.trace
-        lines = trace.read_bytes().splitlines(keepends=True)
+        lines = trace.read_bytes().splitlines()
         cut = next(i for i, ln in enumerate(lines) if b'"tick_committed"' in ln)
-        trace.write_bytes(b"".join(lines[: cut + 1]))  # killed after its first tick
+        kill_job(out, trace, keep=cut + 1)  # killed after its first tick
         (resumed,) = experiment.run_sync(out, fsync=False)
         assert server.request_count == paid  # nothing paid twice
         assert resumed.status == "complete"
         assert resumed.canonical_hash == first.canonical_hash
         assert resumed.p_yes == first.p_yes
+
+
+def test_a_finished_jobs_trace_cut_short_since_is_refused_not_resumed(
+    manifest: Path, tmp_path: Path
+) -> None:
+    """Cut after the job log recorded its head, the trace is another one: whatever its records
+    say (a forged extraction, say), a resume would anchor them."""
+    out = tmp_path / "study"
+    assert _batch(manifest, out).returncode == 0
+    trace = next(out.glob("traces/*/branching/card__s0.jsonl"))
+    data = trace.read_bytes()
+    trace.write_bytes(data[: len(data) - 40])
+    again = _batch(manifest, out)
+    assert again.returncode == 1, again.stderr
+    assert f"{trace}: trace differs from the one the study recorded" in again.stderr
+    assert trace.read_bytes() == data[: len(data) - 40]  # left as found
 
 
 def _score_study(out: Path) -> subprocess.CompletedProcess[str]:

@@ -126,6 +126,11 @@ def _identity(study: Study, jobs: list[Job]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def _grew_from(trace: Trace, head: str) -> bool:
+    """Whether ``head`` is the head of one of the trace's lines: the trace is that one and more."""
+    return any(hashlib.sha256(line.raw).hexdigest() == head for line in trace.lines)
+
+
 def _action(job: Job, out: Path, heads: Mapping[str, str | None], retry_failed: bool) -> Action:
     path = out / job.trace
     if not path.exists():
@@ -137,13 +142,15 @@ def _action(job: Job, out: Path, heads: Mapping[str, str | None], retry_failed: 
             return "restart"  # killed before its first record
         raise
     recorded = heads.get(job.trace.as_posix())
-    if trace.complete:
-        if recorded is not None and recorded != trace.head:
+    if recorded is not None and recorded != trace.head:
+        # an ended job's trace may only have grown since (a resume of its failure, cut short)
+        if trace.complete or not _grew_from(trace, recorded):
             raise TraceError(
                 "trace differs from the one the study recorded (its head hash changed); "
                 "remove it, or run with --force",
                 file=path,
             )
+    if trace.complete:
         return "keep"
     resumable = job.config.kind == "multiverse" and has_world(trace)
     terminal = trace.terminal
