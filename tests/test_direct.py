@@ -578,6 +578,21 @@ def test_cli_cache_dir_and_cache_off(tmp_path: Path, user_cache: Path) -> None:
     assert not user_cache.exists()
 
 
+def test_a_forecast_the_cache_answers_costs_nothing(tmp_path: Path, user_cache: Path) -> None:
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("models:\n  test-model: {input: 10.0, output: 10.0}\n", encoding="utf-8")
+    out, extra = tmp_path / "traces", ("--json", "--force", "--prices", str(prices))
+    with StubServer(scripted(reply(0.37))) as server:
+        runs = [cli(*forecast_args(out, *extra), server=server, cwd=tmp_path) for _ in range(2)]
+        shown = cli(*forecast_args(out, *extra[1:]), server=server, cwd=tmp_path)
+        assert server.request_count == 1
+    assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
+    first, again = (json.loads(r.stdout) for r in runs)
+    assert (first["cache"], again["cache"]) == ("miss", "hit")
+    assert first["cost_usd"] > 0 and again["cost_usd"] == 0.0
+    assert "cache hit · cost $0.0000" in shown.stdout, shown.stdout
+
+
 def test_cli_offline_multiple_choice_answers_with_the_base_rates_and_replays(
     tmp_path: Path,
 ) -> None:

@@ -158,6 +158,12 @@ class LlmCallData(BaseModel):
     messages: list[PromptMessage]
     """The prompt as sent (system and user messages, after redaction)."""
 
+    @property
+    def paid_usd(self) -> float:
+        """What this call cost the run: nothing when the cache answered it (its ``cost_usd`` is
+        then the first call's), else its ``cost_usd`` (0 when unpriced)."""
+        return 0.0 if self.cache == "hit" else self.cost_usd or 0.0
+
     @classmethod
     def for_request(
         cls,

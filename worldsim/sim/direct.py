@@ -81,6 +81,9 @@ class DirectResult(Settled):
 
     @property
     def cost_usd(self) -> float | None:
+        """What the forecast cost: 0 when the cache answered it, ``None`` when unpriced."""
+        if self.call.get("cache") == "hit":
+            return 0.0
         cost = self.call.get("cost_usd")
         return float(cost) if isinstance(cost, int | float) else None
 

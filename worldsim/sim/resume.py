@@ -54,11 +54,7 @@ def recorded_spend(trace: Trace) -> float:
     """What the run has paid so far: the cost of every ``llm_call`` in the trace that was not a
     cache hit, voided ticks included (their calls were paid; on resume the cache answers them).
     A resumed run's budget starts from here."""
-    return math.fsum(
-        line.data.cost_usd
-        for line in trace.lines
-        if line.type == "llm_call" and line.data.cache != "hit" and line.data.cost_usd
-    )
+    return math.fsum(line.data.paid_usd for line in trace.of_type("llm_call"))
 
 
 def has_world(trace: Trace) -> bool:

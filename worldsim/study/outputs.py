@@ -150,7 +150,7 @@ def row_for(
             continue  # answered from the cache: nothing was paid
         calls += 1
         tokens += data.usage.input_tokens + data.usage.output_tokens
-        cost += data.cost_usd or 0.0
+        cost += data.paid_usd
     extraction = next(
         (ln.data for ln in reversed(trace.effective) if ln.type == "extraction"), None
     )

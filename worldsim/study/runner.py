@@ -142,14 +142,14 @@ def _action(job: Job, out: Path, heads: Mapping[str, str | None], retry_failed: 
             return "restart"  # killed before its first record
         raise
     recorded = heads.get(job.trace.as_posix())
-    if recorded is not None and recorded != trace.head:
-        # an ended job's trace may only have grown since (a resume of its failure, cut short)
-        if trace.complete or not _grew_from(trace, recorded):
-            raise TraceError(
-                "trace differs from the one the study recorded (its head hash changed); "
-                "remove it, or run with --force",
-                file=path,
-            )
+    # an ended job's trace may only have grown since (a resume of its failure, cut short)
+    changed = recorded is not None and recorded != trace.head
+    if changed and (trace.complete or not _grew_from(trace, recorded or "")):
+        raise TraceError(
+            "trace differs from the one the study recorded (its head hash changed); "
+            "remove it, or run with --force",
+            file=path,
+        )
     if trace.complete:
         return "keep"
     resumable = job.config.kind == "multiverse" and has_world(trace)
