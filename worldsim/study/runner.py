@@ -143,8 +143,11 @@ def _action(job: Job, out: Path, heads: Mapping[str, str | None], retry_failed: 
         raise
     recorded = heads.get(job.trace.as_posix())
     # an ended job's trace may only have grown since (a resume of its failure, cut short)
-    changed = recorded is not None and recorded != trace.head
-    if changed and (trace.complete or not _grew_from(trace, recorded or "")):
+    if (
+        recorded is not None
+        and recorded != trace.head
+        and (trace.complete or not _grew_from(trace, recorded))
+    ):
         raise TraceError(
             "trace differs from the one the study recorded (its head hash changed); "
             "remove it, or run with --force",
