@@ -593,6 +593,37 @@ def test_a_forecast_the_cache_answers_costs_nothing(tmp_path: Path, user_cache: 
     assert "cache hit · cost $0.0000" in shown.stdout, shown.stdout
 
 
+def _choice(*pairs: tuple[str, float]) -> dict[str, Any]:
+    return {
+        "probabilities": [{"endpoint": e, "p": p} for e, p in pairs],
+        "rationale": "The guild ballot favours the front-runner.",
+        "drivers": [],
+        "uncertainties": [],
+        "leakage_warning": False,
+    }
+
+
+def test_a_reply_naming_an_outcome_the_card_lacks_is_repaired_once(tmp_path: Path) -> None:
+    """A multiple-choice reply that fits the schema but not the card goes back to the model
+    with the problem, as a schema violation does, and the call records it."""
+    card = ROOT / "scenarios" / "award-best-picture.yaml"
+    wrong = _choice(("film_a", 0.5), ("film_b", 0.2), ("film_c", 0.2), ("film_e", 0.1))
+    right = _choice(("film_a", 0.4), ("film_b", 0.2), ("film_c", 0.3), ("film_d", 0.1))
+    args = ("forecast", str(card), "--model", ROUTE, "--out", str(tmp_path / "t"), "--json")
+    with StubServer(scripted(wrong, right)) as server:
+        proc = cli(*args, "--cache", "off", server=server, cwd=tmp_path)
+        repair = server.requests[1].body["messages"][-1]["content"]
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["p_options"]["film_c"] == pytest.approx(0.3)
+    assert "unknown outcome 'film_e'" in repair
+    (call,) = (
+        ln.record.data
+        for ln in read_trace(tmp_path / "t" / json.loads(proc.stdout)["trace"]).of_type("llm_call")
+    )
+    assert call.attempts == 2 and call.errors[0].kind == "invalid_output"
+    assert "unknown outcome 'film_e'" in call.errors[0].message
+
+
 def test_cli_offline_multiple_choice_answers_with_the_base_rates_and_replays(
     tmp_path: Path,
 ) -> None:

@@ -96,6 +96,10 @@ class ModelRequest:
     tool_handler: ToolHandler | None = None
     """Runs one tool call: (name, JSON arguments) → JSON result; required with ``tools``."""
     max_tool_rounds: int = 3
+    check: Callable[[BaseModel], str | None] | None = None
+    """A further check of a reply that fits ``output_type`` (a direct forecast's outcome ids
+    against the card's, say): the problem it names makes the reply invalid, repaired once as a
+    schema violation is. Never sent, cached or traced."""
     view: Any = None
     """The role's structured view beside the messages: its context (who acts, the tick's
     snapshot, the endpoints, the proposals under review) and the prompt's variables. Models that

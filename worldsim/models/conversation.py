@@ -117,10 +117,14 @@ class Conversation:
             self.messages.append({"role": "tool", "tool_call_id": cid, "content": result})
 
     def _validated(self, reply: Reply, text: str) -> Answer | None:
+        check = self.request.check
         try:
             output = self.request.output_type.model_validate_json(extract_json(text))
         except ValidationError as exc:
-            problem = describe_invalid(exc, reply.finish_reason)
+            problem: str | None = describe_invalid(exc, reply.finish_reason)
+        else:
+            problem = check(output) if check is not None else None
+        if problem is not None:
             self.failed(
                 CallErrorEntry(attempt=self.attempts, kind="invalid_output", message=problem)
             )

@@ -21,6 +21,7 @@ trace records its reply as an ``offline`` call.
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from worldsim.domain.cards import Card, card_hash
 from worldsim.domain.config import RunConfig
@@ -137,7 +138,20 @@ def direct_request(card: Card, *, seed: int = 0, role_name: str | None = None) -
         temperature=role.meta.temperature,
         seed=seed,
         max_tokens=role.meta.max_tokens,
+        check=functools.partial(_reply_problem, card),
     )
+
+
+def _reply_problem(card: Card, output: BaseModel) -> str | None:
+    """What makes a reply that fits its schema no forecast of ``card`` (an outcome id the card
+    lacks, say), for the model to repair; ``None`` when it is one."""
+    if not isinstance(output, ForecastOutput | ChoiceForecastOutput):
+        return None  # not a forecast at all: the caller says so
+    try:
+        extract_reply(card, output)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def _local_call(route: str, request: ModelRequest, response: ModelResponse) -> dict[str, Any]:
