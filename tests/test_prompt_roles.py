@@ -190,6 +190,26 @@ def test_a_role_file_that_is_not_utf8_is_one_line_naming_it(project: Path) -> No
     ]
 
 
+@pytest.mark.parametrize(
+    ("role", "message"),
+    [
+        ("nosuch", "unknown role 'nosuch'"),
+        ("governance", "role 'governance' runs in phase 'review', not 'tick'"),
+    ],
+)
+def test_a_cards_actor_with_a_bad_role_names_the_card_and_the_actor(
+    tmp_path: Path, role: str, message: str
+) -> None:
+    text = DEMO_CARD.read_text(encoding="utf-8")
+    card = tmp_path / "card.yaml"
+    card.write_text(text.replace("activity: 0.3}", f"activity: 0.3, role: {role}}}", 1))
+    proc = cli("run", str(card), "--out", "t", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: {card}: field 'seeds.actors.5.role': {message}")
+    assert not (tmp_path / "t").exists()
+
+
 def test_an_unknown_role_on_the_command_line_names_the_known_ones(tmp_path: Path) -> None:
     proc = cli("run", str(DEMO_CARD), "--role", "oracle", "--out", str(tmp_path / "t"))
     assert proc.returncode == 2

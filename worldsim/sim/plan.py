@@ -74,10 +74,14 @@ def role_plan(config: RunConfig) -> dict[str, RoleSpec]:
     """
     check_extraction_rule(config.extraction_rule)
     slots = {slot: config.roles.get(slot, slot) for slot in SLOTS}
-    tick_names = set(BUILTIN_TICK_ROLES)
+    named_in: dict[str, str] = {}  # a card's own tick role: the first field that names it
     seeds = config.card.seeds
     if seeds is not None:
-        tick_names |= {a.role for a in seeds.actors} | {c.role for c in seeds.cohorts}
+        for i, actor in enumerate(seeds.actors):
+            named_in.setdefault(actor.role, f"seeds.actors.{i}.role")
+        for i, cohort in enumerate(seeds.cohorts):
+            named_in.setdefault(cohort.role, f"seeds.cohorts.{i}.role")
+    tick_names = set(BUILTIN_TICK_ROLES) | set(named_in)
     roles = registered_roles()
     plan: dict[str, RoleSpec] = {}
     for name in config.added_roles:
@@ -95,7 +99,12 @@ def role_plan(config: RunConfig) -> dict[str, RoleSpec]:
     for slot, phase in SLOTS.items():
         plan[slot] = get_role(slots[slot], phase, roles=roles)
     for name in sorted(tick_names):
-        plan[f"tick:{name}"] = get_role(config.roles.get(name, name), "tick", roles=roles)
+        try:
+            plan[f"tick:{name}"] = get_role(config.roles.get(name, name), "tick", roles=roles)
+        except RoleError as exc:
+            if name not in named_in or name in config.roles:
+                raise
+            raise RoleError(exc.message, file=config.card_path, field=named_in[name]) from None
     return plan
 
 
