@@ -160,6 +160,25 @@ async def test_a_zero_budget_refuses_every_call_and_spend_may_start_above_zero()
     assert held.cost_usd == 0.05
 
 
+@pytest.mark.asyncio
+async def test_a_refusal_after_the_budget_closed_says_so_and_how_it_is_raised() -> None:
+    budget = Budget(1.0, raised_by="raise it where it was set")
+    with pytest.raises(BudgetExhausted) as first:
+        async with budget.reserve(2.0):
+            pass
+    with pytest.raises(BudgetExhausted) as later:  # 0.1 would fit, but the budget is closed
+        async with budget.reserve(0.1):
+            pass
+    assert str(first.value) == (
+        "budget of $1.0000 reached: spent $0.0000, the next call could cost up to $2.0000; "
+        "raise it where it was set"
+    )
+    assert str(later.value) == (
+        "budget of $1.0000 reached: spent $0.0000, an earlier call that did not fit closed it; "
+        "raise it where it was set"
+    )
+
+
 def test_a_negative_budget_or_spend_is_a_config_error() -> None:
     from worldsim.domain.errors import ConfigError
 

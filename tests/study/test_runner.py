@@ -299,7 +299,17 @@ def test_one_budget_is_shared_by_every_job_and_continued_on_a_rerun(tmp_path: Pa
         assert 0 < len(complete) < len(rows)
         assert sum(r.cost_usd for r in rows) <= cap
         assert all("budget" in (r.error or "") for r in rows if r.status != "complete")
+        refused = [r.error or "" for r in rows if r.status != "complete"]
+        assert all("`worldsim batch --retry-failed`" in e for e in refused), refused
+        assert not any("--max-cost-usd" in e for e in refused)
         asked = server.request_count
         again = experiment.run_sync(tmp_path / "study", retry_failed=True, fsync=False)
         assert server.request_count == asked  # the spend is continued: nothing more is asked
         assert [r.status for r in again] == [r.status for r in rows]
+        # a larger budget in the manifest is the same study: the failed jobs go on
+        larger = priced_manifest(tmp_path, 100.0, FAST.model_dump())
+        more = Experiment.from_yaml(larger, environ=env)
+        finished = more.run_sync(tmp_path / "study", retry_failed=True, fsync=False)
+        assert all(r.status == "complete" for r in finished)
+        kept = {r.trace: r.canonical_hash for r in complete}
+        assert {r.trace: r.canonical_hash for r in finished if r.trace in kept} == kept

@@ -137,7 +137,13 @@ class Budget:
     what its trace records as spent, and a budget shared by many runs can be persisted.
     """
 
-    def __init__(self, max_usd: float | None = None, *, spent_usd: float = 0.0) -> None:
+    def __init__(
+        self,
+        max_usd: float | None = None,
+        *,
+        spent_usd: float = 0.0,
+        raised_by: str = "a higher budget (--max-cost-usd) goes on",
+    ) -> None:
         if max_usd is not None and max_usd < 0:
             raise ConfigError("the budget must not be negative", field="max_cost_usd")
         if spent_usd < 0:
@@ -146,6 +152,8 @@ class Budget:
         self.spent_usd = spent_usd
         self.reserved_usd = 0.0
         self.closed = False
+        self.raised_by = raised_by
+        """What a refusal says goes on: how the budget is raised where it was set."""
         self.distrusted: dict[str, str] = {}
         """Route → the message its calls are refused with (`distrust`)."""
         self._outstanding = 0
@@ -210,8 +218,8 @@ class Budget:
             if self.closed or self._outstanding == 0:
                 # waiters were woken by the release that left nothing outstanding: each
                 # re-checks, finds the budget closed and is refused in turn
-                self.closed = True
-                raise self._refusal(usd, request)
+                closed_before, self.closed = self.closed, True
+                raise self._refusal(usd, request, closed_before)
             if self._settled is None:
                 self._settled = anyio.Event()
             await self._settled.wait()
@@ -242,12 +250,18 @@ class Budget:
             tick=site.tick if site else None,
         )
 
-    def _refusal(self, usd: float, request: ModelRequest | None) -> BudgetExhausted:
+    def _refusal(
+        self, usd: float, request: ModelRequest | None, closed_before: bool
+    ) -> BudgetExhausted:
         site = request.site if request is not None else None
         limit = f"${self.max_usd:.4f}" if self.max_usd is not None else "the budget"
+        why = (
+            "an earlier call that did not fit closed it"
+            if closed_before
+            else f"the next call could cost up to ${usd:.4f}"
+        )
         return BudgetExhausted(
-            f"budget of {limit} reached: spent ${self.spent_usd:.4f}, the next call could cost "
-            f"up to ${usd:.4f}; a higher budget (--max-cost-usd) goes on",
+            f"budget of {limit} reached: spent ${self.spent_usd:.4f}, {why}; {self.raised_by}",
             timeline=site.timeline if site else None,
             tick=site.tick if site else None,
         )

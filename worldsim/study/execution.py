@@ -23,9 +23,22 @@ from worldsim.sim.resuming import resume_run
 from worldsim.sim.session import EngineOptions, forecast, run_card
 from worldsim.study.jobs import Job
 
-__all__ = ["Action", "Executor", "JobRunner", "JobSettings", "LocalExecutor", "execute_job"]
+__all__ = [
+    "STUDY_BUDGET_RAISED_BY",
+    "Action",
+    "Executor",
+    "JobRunner",
+    "JobSettings",
+    "LocalExecutor",
+    "execute_job",
+]
 
 Action = Literal["keep", "keep_failed", "run", "restart", "resume"]
+
+STUDY_BUDGET_RAISED_BY = (
+    "raise the manifest's max_cost_usd, then `worldsim batch --retry-failed` goes on"
+)
+"""What a study's budget refusal says goes on (a study's budget is its manifest's)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -207,10 +207,16 @@ def _check_method(
             raise _error(path, f"{where}.{field}", exc.message) from None
 
 
+_HOW_IT_RUNS = frozenset({"max_connections", "max_cost_usd", "max_parallel_jobs"})
+"""Manifest fields that say how the study runs, not what it computes: a rerun may change them
+(a larger budget goes on with `--retry-failed`)."""
+
+
 def _sha256(manifest: Manifest, cards: tuple[tuple[Card, Path], ...]) -> str:
-    """The study's identity: the manifest's content and the content of every card it names."""
+    """The study's identity: the manifest's content but how it runs (`_HOW_IT_RUNS`), and the
+    content of every card it names."""
     identity = {
-        "manifest": manifest.model_dump(mode="json"),
+        "manifest": manifest.model_dump(mode="json", exclude=set(_HOW_IT_RUNS)),
         "cards": {card.id: card_hash(card) for card, _ in cards},
     }
     return hashlib.sha256(canonical_ascii_bytes(identity)).hexdigest()

@@ -35,7 +35,13 @@ from worldsim.domain.files import write_files
 from worldsim.models import Budget
 from worldsim.models.limits import AdaptiveLimiter, LimitChange, RouteLimiters, Ticket
 from worldsim.models.pool import Shared
-from worldsim.study.execution import Action, JobRunner, JobSettings, execute_job
+from worldsim.study.execution import (
+    STUDY_BUDGET_RAISED_BY,
+    Action,
+    JobRunner,
+    JobSettings,
+    execute_job,
+)
 from worldsim.study.jobs import Job
 
 __all__ = ["Governor", "RayExecutor"]
@@ -72,7 +78,7 @@ class Governor:
         max_connections: int,
         per_route: dict[str, int],
     ) -> None:
-        self.budget = Budget(max_usd, spent_usd=spent_usd)
+        self.budget = Budget(max_usd, spent_usd=spent_usd, raised_by=STUDY_BUDGET_RAISED_BY)
         self.changes: list[LimitChange] = []
         self.limiters = RouteLimiters(max_connections, per_route, on_change=self._changed)
         self._reserved: dict[str, float] = {}

@@ -38,7 +38,14 @@ from worldsim.scoring.labels import load_labels
 from worldsim.scoring.units import date_text
 from worldsim.sim.resume import has_world
 from worldsim.study.dates import window
-from worldsim.study.execution import Action, Executor, JobRunner, JobSettings, LocalExecutor
+from worldsim.study.execution import (
+    STUDY_BUDGET_RAISED_BY,
+    Action,
+    Executor,
+    JobRunner,
+    JobSettings,
+    LocalExecutor,
+)
 from worldsim.study.jobs import Job, expand_jobs
 from worldsim.study.journal import JOURNAL, Finished, Journal, read_journal
 from worldsim.study.limits import study_limiters
@@ -195,7 +202,7 @@ def _study_budget(study: Study, jobs: list[Job], out: Path) -> Budget:
         trace = _read(out / job.trace) if (out / job.trace).exists() else None
         if trace is not None:
             spent += row_for(job_plan(job), trace, None, None).cost_usd
-    return Budget(cap, spent_usd=spent)
+    return Budget(cap, spent_usd=spent, raised_by=STUDY_BUDGET_RAISED_BY)
 
 
 def _row(job: Job, folder: Path, wall_s: float | None, error: str | None) -> PredictionRow:
@@ -279,7 +286,12 @@ async def _run_jobs(
         async with limiter:
             if await runner.exhausted():
                 cap = study.manifest.max_cost_usd
-                rows[i] = row_for(job_plan(job), None, None, f"study budget of ${cap} reached")
+                rows[i] = row_for(
+                    job_plan(job),
+                    None,
+                    None,
+                    f"study budget of ${cap} reached; {STUDY_BUDGET_RAISED_BY}",
+                )
             else:
                 if observer is not None:
                     observer.job_started(job, action)
