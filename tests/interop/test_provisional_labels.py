@@ -50,7 +50,7 @@ def test_a_provisional_date_is_never_a_resolution_date(tmp_path: Path) -> None:
     closed_id = next(
         k for k, v in made.items() if v["outcome"] in ("yes", "no") and k.startswith("polymarket")
     )
-    dates = resolution_dates(labels, [open_id, closed_id])
+    dates = resolution_dates(labels, [load_card(cards / f"{i}.yaml") for i in (open_id, closed_id)])
     assert dates[open_id] is None
     assert dates[closed_id] is not None
     card = load_card(cards / f"{open_id}.yaml")

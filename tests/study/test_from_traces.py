@@ -118,6 +118,36 @@ def test_a_trace_replaced_after_the_study_is_refused_by_score_and_flagged_by_vie
     assert "differs from the job log" in html
 
 
+def test_two_jobs_traces_swapped_with_their_heads_are_refused_by_score_and_flagged_by_view(
+    finished: Path, tmp_path: Path
+) -> None:
+    """Each trace is sound and has the head its (edited) log line says, but ran the other
+    job: its seed is not the one the study planned for that trace."""
+    from worldsim.view.build import write_views
+
+    study = _copy(finished, tmp_path)
+    log = study / "jobs.jsonl"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    a, b = sorted(line["trace"] for line in lines if "merger-review/direct/" in line["trace"])
+    (study / a).rename(study / "swap")
+    (study / b).rename(study / a)
+    (study / "swap").rename(study / b)
+    heads = {line["trace"]: line["head"] for line in lines}
+    for line in lines:
+        line["head"] = {a: heads[b], b: heads[a]}.get(line["trace"], line["head"])
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    scored = invoke("score", study, "--labels", LABELS)
+    assert scored.code == 1
+    assert f"{study / a}: the trace is not its job's: it ran card" in " ".join(scored.err.split())
+    assert "seed 1" in scored.err and "seed 0" in scored.err
+    args = ("export", study, "--method", "direct", "--organization", "lab", "--format", "csv")
+    exported = invoke(*args, "-o", tmp_path / "sub.csv")
+    assert exported.code == 1 and "the trace is not its job" in exported.err
+    assert not (tmp_path / "sub.csv").exists()
+    out, _ = write_views([study], tmp_path / "study.html")
+    assert "the trace is not its job" in out.read_text()
+
+
 def test_the_job_log_records_each_finished_jobs_head_once_per_run(finished: Path) -> None:
     log = read_journal(finished)
     lock = json.loads((finished / "experiment.lock.json").read_text())

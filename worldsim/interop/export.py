@@ -109,7 +109,7 @@ def study_forecasts(folder: Path, method: str) -> tuple[list[JobForecast], int]:
     each read from its trace, verified with the head the study's job log recorded (the
     forecast, the rule, the card, the report), and how many of the method's jobs are not such.
     The one place export reads a study: a trace replaced since the study ran is refused as
-    ``verify --expect-head`` refuses it (exit 1)."""
+    ``verify --expect-head`` refuses it, and one that ran another job than its plan's (exit 1)."""
     study = open_study(folder)
     if study is None:
         raise ConfigError("not a study folder (no experiment.lock.json)", file=folder)
@@ -118,6 +118,7 @@ def study_forecasts(folder: Path, method: str) -> tuple[list[JobForecast], int]:
         raise ConfigError(
             f"no method '{method}' in this study (it has {', '.join(methods)})", field="--method"
         )
+    study.refuse_other_jobs()
     heads = study.heads()
     jobs: list[JobForecast] = []
     left_out = 0

@@ -43,7 +43,8 @@ class Experiment:
 
     def jobs(self, labels: Path | None = None) -> list[Job]:
         """Every job, in the order the rows come back."""
-        return expand_jobs(self.study, resolution_dates(labels, self.study) if labels else None)
+        cards = [card for card, _ in self.study.cards]
+        return expand_jobs(self.study, resolution_dates(labels, cards) if labels else None)
 
     async def run(self, out: str | Path, **options: Unpack[StudyOptions]) -> list[PredictionRow]:
         """Run what is not done yet into ``out``, with ``options`` as `run_study` takes them;

@@ -12,15 +12,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from worldsim.domain.cards import parse_utc
 from worldsim.domain.errors import ConfigError, TraceError
 from worldsim.domain.files import read_jsonl
 from worldsim.scoring.inputs import PredictionRow as ScoredRow
 from worldsim.study.journal import Finished, read_journal
 from worldsim.study.outputs import PLAN_KEYS, PREDICTIONS, PredictionRow, read_lock, row_for
-from worldsim.trace.reader import read_trace
+from worldsim.trace.reader import iter_trace, read_trace, trace_head
 from worldsim.trace.verify import verify_trace
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "VerifiedJob",
     "expand_study_inputs",
     "open_study",
+    "other_job",
     "scored_rows",
     "table_disagreements",
     "unfinished_notes",
@@ -57,6 +60,20 @@ class StudyFolder:
             if done is not None and done.status == "complete" and done.head is not None:
                 out[self.path / plan["trace"]] = done.head
         return out
+
+    def refuse_other_jobs(self) -> None:
+        """Refuse (TraceError naming it) a completed job's trace that another job ran: its
+        ``run_started`` names another card, method, seed or date than the job's plan. The
+        head the job log recorded then pins the rest."""
+        for plan in self.plans:
+            path = self.path / plan["trace"]
+            done = self.finished.get(plan["trace"])
+            if done is None or not path.is_file():
+                continue  # not run, or missing: the reader says so
+            first = next(iter_trace(path), None)
+            problem = other_job(plan, first.data) if first is not None else None
+            if problem is not None and trace_head(path) == done.head:
+                raise TraceError(problem, file=path)  # else the reader's head check refuses it
 
     @property
     def unfinished(self) -> str | None:
@@ -102,6 +119,28 @@ def open_study(folder: Path) -> StudyFolder | None:
     return StudyFolder(folder, lock, plans, read_journal(folder))
 
 
+def other_job(plan: Mapping[str, Any], started: Any) -> str | None:
+    """What says a trace whose ``run_started`` is ``started`` is not the run of the job
+    ``plan`` planned (another card, method, seed or forecast date); ``None`` when it is."""
+    moment = started.forecast_date or started.card.get("as_of")
+    ran = (started.card.get("id"), started.method, started.seed, _moment(moment))
+    planned = (plan["card_id"], plan["method"], plan["seed"], _moment(plan["as_of"]))
+    if ran == planned:
+        return None
+    return (
+        f"the trace is not its job's: it ran card {ran[0]}, method {ran[1]}, seed {ran[2]} at "
+        f"{moment}, where the study planned card {planned[0]}, method {planned[1]}, seed "
+        f"{planned[2]} at {plan['as_of']}"
+    )
+
+
+def _moment(value: object) -> datetime | None:
+    try:
+        return parse_utc(value)
+    except ValueError:
+        return None
+
+
 def _plan(job: object, folder: Path, i: int) -> dict[str, Any]:
     lock = folder / "experiment.lock.json"
     if not isinstance(job, dict) or any(key not in job for key in PLAN_KEYS):
@@ -129,6 +168,7 @@ def expand_study_inputs(inputs: Iterable[Path]) -> tuple[list[Path], list[Path],
             expanded.append(path)
             continue
         studies.append(path)
+        study.refuse_other_jobs()
         found = study.heads()
         expanded.extend(found)
         heads.update(found)
@@ -189,6 +229,9 @@ def _verified(study: StudyFolder, plan: dict[str, Any]) -> VerifiedJob:
     if not result.complete:
         why = f"the job log says complete; {result.why_incomplete}"
         return VerifiedJob(missing, "invalid", why)
+    problem = other_job(plan, trace.started)
+    if problem is not None:
+        return VerifiedJob(missing, "invalid", problem)
     row = row_for(plan, trace, done.wall_s, None)
     return VerifiedJob(row, "ok", "verifies; head matches the job log")
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -30,6 +30,7 @@ from typing import Protocol, TypedDict
 
 import anyio
 
+from worldsim.domain.cards import Card
 from worldsim.domain.errors import ConfigError, TraceError, WorldsimError
 from worldsim.domain.paths import held_folder, make_folder
 from worldsim.models import Budget
@@ -106,13 +107,13 @@ class StudyResult:
         return sum(r.status == "pending" for r in self.rows)
 
 
-def resolution_dates(labels: Path, study: Study) -> dict[str, datetime | None]:
+def resolution_dates(labels: Path, cards: Iterable[Card]) -> dict[str, datetime | None]:
     """Each card's resolution date from its label, and nothing else of the label. A label
     resolved before its card's forecast window opens is refused (CardError naming the label's
     file, line and ``resolved_at``): there is no moment left to forecast it from."""
     entries = load_labels(labels).entries
     dates: dict[str, datetime | None] = {}
-    for card, _ in study.cards:
+    for card in cards:
         entry = entries.get(card.id)
         resolved = entry.label.resolved_at if entry is not None else None
         start = window(card)[0]
@@ -376,7 +377,8 @@ async def run_study(
     """
     folder = Path(out)
     with held_folder(folder, STUDY_LOCK, "another batch is running this study"):
-        resolved = resolution_dates(labels, study) if labels else None
+        cards = [card for card, _ in study.cards]
+        resolved = resolution_dates(labels, cards) if labels else None
         jobs = expand_jobs(study, resolved)
         actions = plan_jobs(study, jobs, folder, retry_failed=retry_failed, force=force)
         identity = _identity(study, jobs)

@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from worldsim.domain.errors import ConfigError, TraceError
-from worldsim.study.folder import StudyFolder, open_study, table_disagreements
+from worldsim.study.folder import StudyFolder, open_study, other_job, table_disagreements
 from worldsim.study.outputs import row_for
 from worldsim.view.extract import Verified, verified
 
@@ -108,6 +108,9 @@ def _check(study: StudyFolder, plan: dict[str, Any]) -> tuple[dict[str, Any], Jo
     if head != done.head:
         note = f"head {head[:12]} differs from the job log's {done.head[:12]}"
         return refused, JobCheck("anchor", note, result)
+    problem = other_job(plan, result.trace.started)
+    if problem is not None:
+        return refused, JobCheck("invalid", problem, result)
     row = row_for(plan, result.trace, done.wall_s, None).to_dict()
     return row, JobCheck("ok", "verifies; head matches the job log", result)
 
