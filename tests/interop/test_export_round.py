@@ -174,3 +174,47 @@ def test_labels_of_another_rounds_resolution_set_are_refused(
     (line,) = err.strip().splitlines()
     assert f"error: {labels}" in line and "field 'sources'" in line
     assert "the round due 2026-03-01, but the question set 2025-10-26-llm.json is due" in line
+
+
+def test_a_combination_row_of_a_combination_the_round_holds_checks_clean(tmp_path: Path) -> None:
+    """The 2024-07-21 llm round held combination questions (their id lists are the real
+    resolution set's); ForecastBench's reader keeps a forecast of one and resolves it. One the
+    round does not hold is never scored, and the check says so."""
+    from worldsim.domain.forecastbench import question_rows
+
+    resolved = json.loads((DATA / "2024-07-21_resolution_set.json").read_text(encoding="utf-8"))
+    combos = {tuple(r["id"]): r for r in resolved["resolutions"] if isinstance(r["id"], list)}
+    doc = json.loads(HUMAN.read_text(encoding="utf-8"))
+    single = {q["id"]: q for q in doc["questions"]}
+    doc["question_set"] = "2024-07-21-llm.json"
+    for ids in combos:
+        parts = [single[i] for i in ids]
+        doc["questions"].append({**parts[0], "id": list(ids), "combination_of": parts})
+    question_set = tmp_path / "2024-07-21-llm.json"
+    question_set.write_text(json.dumps(doc), encoding="utf-8")
+    rows = [
+        {"id": qid, "source": source, "forecast": 0.5, "resolution_date": day}
+        for source, qid, day in question_rows(doc)
+    ]
+    held = next(iter(combos.values()))
+    combination = {
+        "id": held["id"],
+        "source": held["source"],
+        "direction": held["direction"],
+        "forecast": 0.3,
+        "resolution_date": held["resolution_date"],
+    }
+    submission = {
+        "organization": "Lab",
+        "model": "m",
+        "model_organization": "Lab",
+        "question_set": "2024-07-21-llm.json",
+        "forecasts": [*rows, combination],
+    }
+    path = tmp_path / "sub.json"
+    path.write_text(json.dumps(submission), encoding="utf-8")
+    assert check_forecast_file(path, question_set).problems == ()
+    submission["forecasts"].append({**combination, "id": [held["id"][1], held["id"][0]]})
+    path.write_text(json.dumps(submission), encoding="utf-8")
+    (problem,) = check_forecast_file(path, question_set).problems
+    assert problem == f"forecasts.{len(rows) + 1}: a combination question the round does not hold"

@@ -181,6 +181,20 @@ def test_the_check_names_what_forecastbenchs_reader_would_drop(
     assert done.code == 1 and says in done.out
 
 
+def test_the_check_counts_every_problem_it_lists_and_those_it_leaves_out(
+    round_study: dict[str, Path], tmp_path: Path
+) -> None:
+    out, _ = _export(round_study)
+    changed = _rewritten(out, lambda d: d.update(forecasts=d["forecasts"][:-30]), tmp_path)
+    checked = check_forecast_file(changed, LLM)
+    listed = [p for p in checked.problems if "is not answered" in p]
+    assert (len(listed), checked.imputed) == (20, 30)
+    assert "... and 10 more questions not answered" in checked.problems
+    others = len(checked.problems) - 21  # besides the unanswered ones: the cut-off lines
+    done = invoke("export", "--check", changed, "--question-set", LLM)
+    assert done.code == 1 and done.out.splitlines()[-1] == f"{30 + others} problem(s)"
+
+
 @pytest.mark.parametrize("spelled", ["2025-10-26-llm", "2025-10-26", "2025-10-26-llm.json "])
 def test_a_question_set_spelled_as_the_resolver_reads_it_checks_clean(
     round_study: dict[str, Path], spelled: str, tmp_path: Path

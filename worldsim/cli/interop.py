@@ -253,7 +253,7 @@ def _check(path: Path, question_set: Path | None) -> None:
             f"{escape(str(path))}: {escape(problem)}", highlight=False, soft_wrap=True
         )
     if not checked.ok:
-        out_console.print(f"{len(checked.problems)} problem(s)", highlight=False)
+        out_console.print(f"{checked.count} problem(s)", highlight=False)
         raise typer.Exit(1)
     out_console.print(
         f"OK: {escape(str(path))} answers all {checked.questions} question(s) of the round due "

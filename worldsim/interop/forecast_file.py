@@ -45,6 +45,7 @@ from worldsim.domain.forecastbench import (
     QuestionRow,
     due_date_in,
     horizon_dates,
+    is_combination,
     load_question_set,
     question_rows,
 )
@@ -52,6 +53,7 @@ from worldsim.domain.forecastbench import (
 __all__ = [
     "Checked",
     "check_forecast_file",
+    "combinations_of",
     "naive_forecasts",
     "read_rows",
 ]
@@ -69,19 +71,31 @@ class Checked:
     due: str | None = None
     imputed: int = 0
     questions: int = 0
+    untold: int = 0
+    """Problems counted but not listed: unanswered questions past the first twenty."""
 
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    @property
+    def count(self) -> int:
+        """How many problems there are, the unlisted ones included (a line says how many of
+        them ``problems`` leaves out)."""
+        return len(self.problems) - (1 if self.untold else 0) + self.untold
 
 
 def _refused(problem: str) -> Checked:
     return Checked((problem,))
 
 
-def read_rows(data: Any) -> tuple[list[str], dict[QuestionRow, float], str | None]:
+def read_rows(
+    data: Any, combinations: frozenset[tuple[str, ...]] | None = None
+) -> tuple[list[str], dict[QuestionRow, float], str | None]:
     """The reader's file-level rules and row rules on a loaded file: (problems, the kept rows'
-    forecasts, the due date)."""
+    forecasts, the due date). A combination row (a list of ids) is the reader's to keep and
+    resolve when the round holds that combination (``combinations``: their id lists, as the
+    set gives them); it is not among the kept rows, which are single questions."""
     if not data or not isinstance(data, dict):
         return ["the file is not a JSON object: the reader drops it"], {}, None
     missing = [k for k in _REQUIRED if not data.get(k)]
@@ -138,7 +152,9 @@ def read_rows(data: Any) -> tuple[list[str], dict[QuestionRow, float], str | Non
         qid = row.get("id")
         direction = row.get("direction")
         if isinstance(qid, list) or (isinstance(direction, list) and direction):
-            problems.append(f"{where}: a combination question, which the round does not hold")
+            ids = tuple(str(x) for x in qid) if isinstance(qid, list) else ()
+            if combinations is None or ids not in combinations:
+                problems.append(f"{where}: a combination question the round does not hold")
             continue
         if not isinstance(qid, str) or not qid:
             problems.append(f"{where}: id {qid!r} is not text: it matches no question")
@@ -181,7 +197,7 @@ def check_forecast_file(path: Path, question_set: Path) -> Checked:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         return _refused(f"cannot be read as JSON ({exc}): the reader drops it")
-    problems, kept, due = read_rows(data)
+    problems, kept, due = read_rows(data, combinations_of(doc))
     if due is None:
         return Checked(tuple(problems))
     set_name = str(doc.get("question_set") or question_set.name)
@@ -230,7 +246,18 @@ def check_forecast_file(path: Path, question_set: Path) -> Checked:
                 f"{share:.1f}% of {what} imputed: the leaderboard leaves out a forecaster with "
                 f"more than {IMPUTED_CUTOFF_PCT:g}%"
             )
-    return Checked(tuple(problems), kept, due, len(unanswered), len(wanted))
+    untold = max(0, len(unanswered) - 20)
+    return Checked(tuple(problems), kept, due, len(unanswered), len(wanted), untold)
+
+
+def combinations_of(doc: object) -> frozenset[tuple[str, ...]]:
+    """The id lists of a question set's combination questions."""
+    questions = doc.get("questions") if isinstance(doc, dict) else None
+    return frozenset(
+        tuple(str(x) for x in q["id"])
+        for q in (questions if isinstance(questions, list) else ())
+        if isinstance(q, dict) and is_combination(q) and isinstance(q.get("id"), list)
+    )
 
 
 def _resolved_as(question_set: str) -> str:
