@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.continuation.test_continue import NEWS_CARD, _Assessor, _continue, _parent
-from tests.support import ROOT, invoke
+from tests.support import ROOT, forge, invoke
 from worldsim.domain.errors import ConfigError
 from worldsim.scoring.attribution import attribute
 from worldsim.trace.reader import read_trace
+from worldsim.world.particles import reweighted_value
 
 BINARY = sorted(
     p.stem for p in (ROOT / "scenarios").glob("*.yaml") if p.stem != "award-best-picture"
@@ -51,6 +53,30 @@ def test_pruning_is_a_contribution_of_its_own(tmp_path: Path) -> None:
     child = _continue(parent.trace, model_source=_Assessor({"t0": 1e-4}))
     _adds_up(child.trace)
     assert [c.kind for c in attribute(child.trace).contributions].count("pruning") == 1
+
+
+def test_a_continued_run_whose_values_are_not_its_parents_is_refused(tmp_path: Path) -> None:
+    """What ``verify --parent`` refuses, the attribution refuses: re-weighted values forged
+    (and re-chained) to 0.99 would be reported as the news's effect."""
+    from worldsim.domain.errors import TraceError
+
+    parent = _parent(tmp_path, NEWS_CARD)
+    child = _continue(parent.trace)
+
+    def edit(records: list[dict[str, Any]]) -> None:
+        for record in records:
+            if record["type"] == "reweighting":
+                rows = record["data"]["rows"]
+                for row in rows:
+                    row["value"] = 0.99
+                weights = [row["posterior"] for row in rows]
+                record["data"]["p_yes_reweighted"] = reweighted_value(weights, [0.99] * len(rows))
+
+    forge(child.trace, child.trace, edit)
+    with pytest.raises(TraceError, match="not those of their subtrees in the parent"):
+        attribute(child.trace)
+    shown = invoke("score", "--attribution", child.trace)
+    assert shown.code == 1 and "not those of their subtrees" in shown.err
 
 
 def test_a_multiple_choice_card_is_not_attributed(tmp_path: Path) -> None:

@@ -166,7 +166,12 @@ def _with_news(
     ref: Mapping[str, Any],
     value: Callable[[Leaf], float],
 ) -> Attribution:
-    parent = _read(parent_path(result.trace, ref["path"]), expect_head=ref["head"])
+    from worldsim.sim.particles import check_lineage
+    from worldsim.trace.reader import read_trace
+
+    where = parent_path(result.trace, ref["path"])
+    check_lineage(read_trace(result.trace), where)  # what `verify --parent` checks
+    parent = _read(where, expect_head=ref["head"])
     particles = [r.tl for r in records if r.type == "particle"]
     prior = {r.tl: r.data["mass"] for r in records if r.type == "particle"}
     leaves = {tl: (mass, leaf_value) for tl, (mass, leaf_value) in _leaves(parent, value).items()}
