@@ -73,7 +73,12 @@ envelope:
   `p_yes`, `timelines`, `forks` and `forks_rejected` are those of the records before it, and
   the audit's `mass_sum`, `unresolved_mass` and `extraction_rule` those of the extraction. A
   `forecast_graph` record's digest is checked against the graph the run's records give, and
-  `run_started.card_hash` against the card the record holds.
+  `run_started.card_hash` against the card the record holds. The result is the one the run's
+  own settings give: the extraction's `rule` is `run_started.extraction_rule`, and a
+  multiverse run's recorded settings (`run_started.config`) name the same rule and the same
+  `ticks` (or none: the policy's); every record's `tick` lies within `run_started.ticks`, and a
+  timeline that ends at the deadline ends in the last of them. A trace re-extracted under
+  another rule, with every number made again, is refused.
 * The *effective* history leaves out the records a `run_resumed` marker voids (see "resume" in
   docs/concepts.md); every other line is passed on as soon as it is known to count (a
   timeline's record once that timeline commits a boundary after it; a continued run's

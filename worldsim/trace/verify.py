@@ -187,6 +187,7 @@ class Verifying:
         card = first.data.card
         if public_card_hash(card) != first.data.card_hash:
             raise first.error("card_hash is not the SHA-256 of the card the record holds")
+        _check_settings(first)
         stream = itertools.chain([first], lines)
         recorded: ExtractionData | None = None
         recomputed: ExtractionData | None = None
@@ -235,6 +236,22 @@ class Verifying:
             mass_sum=recomputed.mass_sum if recomputed is not None else None,
             failure=terminal.data.error if terminal and terminal.type == "run_failed" else None,
         )
+
+
+def _check_settings(started: TraceLine) -> None:
+    """A multiverse run's header and its recorded settings name the same extraction rule and
+    ticks (the settings' ticks unset: the policy's, which the header holds)."""
+    data = started.data
+    if data.kind == "direct":
+        return
+    config = data.config
+    if config.get("extraction_rule") != data.extraction_rule:
+        raise started.error(
+            f"config.extraction_rule {config.get('extraction_rule')!r} is not the run's "
+            f"extraction_rule {data.extraction_rule!r}"
+        )
+    if config.get("ticks") not in (None, data.ticks):
+        raise started.error(f"config.ticks {config['ticks']!r} is not the run's ticks {data.ticks}")
 
 
 def _drain(passed: deque[TraceLine]) -> Iterator[TraceLine]:
