@@ -91,7 +91,8 @@ envelope:
   makes each of them exit 1 with `verify`'s line, writing nothing; a sound trace that holds no
   result (cut off, or a failed run; `verify` exits 3) is skipped with a warning by `score`,
   `export` and `prereg lock`, makes `hindsight` exit 3, and is shown, marked incomplete, by
-  `replay` and `view`, which then exit 3.
+  `replay` and `view`, which then exit 3. So do the library's readers, `worldsim.replay` and
+  `worldsim.canonical_hash`: a trace `verify` refuses raises its TraceError.
 
 ## What a trace proves
 

@@ -24,10 +24,11 @@ from worldsim.trace.canonical import CanonicalHash
 from worldsim.trace.effective import stream_effective
 from worldsim.trace.ending import Ending
 from worldsim.trace.forecast import RecordView, record_view
-from worldsim.trace.reader import Trace, TraceLine, TraceStream, check_line
+from worldsim.trace.reader import Trace, TraceLine, TraceStream, check_line, read_trace
 from worldsim.trace.records import ExtractionData
 from worldsim.trace.replay import (
     REPLAYED_TYPES,
+    ReplayResult,
     TickStep,
     extract_again,
     replay_direct,
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Verification",
     "Verifying",
+    "canonical_hash",
+    "replay",
     "stream_records",
     "trace_records",
     "verified_lines",
@@ -285,6 +288,26 @@ def verify_trace(
     for _ in reading:
         pass
     return reading.result
+
+
+def replay(source: str | Path | Trace) -> ReplayResult:
+    """Rebuild the whole multiverse from a trace (a path, or one already read) and extract p_yes
+    again, in ``verify``'s own pass: a trace ``verify`` refuses raises its TraceError, and one
+    cut off replays what it holds (``recorded`` None when it holds no extraction)."""
+    trace = source if isinstance(source, Trace) else read_trace(source)
+    steps: list[TickStep] = []
+    found = verify_trace(trace, on_step=steps.append)
+    return ReplayResult(trace, tuple(steps), found.recorded, found.recomputed, found.mass_sum)
+
+
+def canonical_hash(source: str | Path | Trace) -> str:
+    """The canonical hash of a trace (a path, or one already read), as ``verify --canonical``
+    gives it (:mod:`worldsim.trace.canonical`): a trace ``verify`` refuses raises its
+    TraceError; one cut off in its first record, TraceIncomplete."""
+    found = verify_trace(source, canonical=True)
+    if found.canonical is None:
+        raise TraceIncomplete(f"no canonical hash: {found.why_incomplete}", file=found.path)
+    return found.canonical
 
 
 def verified_lines(path: str | Path, *, expect_head: str | None = None) -> Iterator[TraceLine]:
