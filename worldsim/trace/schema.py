@@ -126,9 +126,11 @@ more:
   SHA-256 of the raw 32-byte public key. `verify` checks the signature of the final terminal
   record only (a resumed run is signed again at its new end, and must be: a run started with a
   key names it in `run_started.signed_by`, and `run --resume` refuses another key or none);
-  without `--public-key` it reports "signed by key ID (not checked)" or "unsigned" and does not
-  fail. Anyone can strip a signature
-  and reseal: an unsigned trace proves nothing about who wrote it, and `--public-key` refuses it.
+  a trace whose final record is signed by another key than `signed_by` names, or not signed,
+  is refused, with or without `--public-key`. Otherwise, without `--public-key`, it reports
+  "signed by key ID (not checked)" or "unsigned" and does not fail. Anyone can strip a
+  signature (and `signed_by`) and re-chain: an unsigned trace proves nothing about who wrote
+  it, and `--public-key` refuses it.
 * **None of them prove** that the model calls really happened or returned what is recorded,
   that the key holder (or whoever recorded a head) was honest, that the documents a run read
   were what the gateway served, or when anything happened: `ts` values are wall-clock claims

@@ -219,6 +219,8 @@ class Verifying:
         last, terminal, head = read.last, read.terminal, read.head
         assert last is not None  # the first line was read
         scan.ending.check(terminal)
+        if terminal is not None:
+            _check_signer(first, terminal)
         if self.expect_head is not None and head != self.expect_head:
             raise TraceError(f"head is {head}, expected {self.expect_head}", file=path)
         if self.public_key is not None:
@@ -360,6 +362,19 @@ def _no_sound_line(read: Trace | TraceStream, *, checks: bool) -> Verification:
             note=exc.message,
         )
     raise AssertionError("a trace with no sound line has no tail")
+
+
+def _check_signer(started: TraceLine, terminal: TraceLine) -> None:
+    """A run started to be signed ends signed by the key ``run_started.signed_by`` names (a
+    resume refuses another key or none): a final record sealed again with another key, or
+    without one, was not written by the run."""
+    wanted = started.data.signed_by
+    data = terminal.data
+    if wanted and (data.key_id != wanted or not data.signature):
+        signed = f"signed by key {data.key_id}" if data.signature else "not signed"
+        raise terminal.error(
+            f"{terminal.type} is {signed}, not by the key run_started.signed_by names ({wanted})"
+        )
 
 
 def _check_signature(last: TraceLine, terminal: TraceLine | None, public_key: PublicKey) -> None:
