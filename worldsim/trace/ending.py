@@ -74,7 +74,7 @@ class Ending:
         if (
             kind == "timeline_ended"
             and (end := line.data).status == "deadline"
-            and (end.end_tick != self.ticks - 1)
+            and end.end_tick != self.ticks - 1
         ):
             raise self._fail(
                 line,
