@@ -17,8 +17,8 @@ from worldsim.domain.cards import load_card
 from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
 from worldsim.sim.session import run_card
-from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
+from worldsim.trace.verify import canonical_hash
 
 PINNED = {
     "award-best-picture": "bb14fdf1283793e583909ca0043b186debcaea22cbe686873bb49c0d240de6b9",

@@ -40,11 +40,10 @@ from worldsim.roles.registry import register_role
 from worldsim.sim.session import run_card
 from worldsim.sim.settlement import RunResult
 from worldsim.testing import ScriptedModel
-from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
 from worldsim.trace.records import ProposalsData, ReviewData
 from worldsim.trace.tickbytes import Kept, KeptProposals, review_payload
-from worldsim.trace.verify import verify_trace
+from worldsim.trace.verify import canonical_hash, verify_trace
 from worldsim.world.columns import EvidenceColumns, MoveColumns, TickProposals, TickReview
 from worldsim.world.deltas import LedgerUpdate
 from worldsim.world.evidence import Evidence, EvidenceTrail

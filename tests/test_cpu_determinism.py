@@ -26,7 +26,7 @@ from worldsim.domain.cards import load_card
 from worldsim.domain.config import RunConfig
 from worldsim.domain.policy import load_policy
 from worldsim.sim.session import run_card
-from worldsim.trace.canonical import canonical_hash
+from worldsim.trace.verify import canonical_hash
 from worldsim.trace.reader import read_trace
 
 root = Path(sys.argv[1])

@@ -21,9 +21,8 @@ from worldsim.models import ModelOptions, ModelPool, RetryPolicy, RouteTable
 from worldsim.models.leakage import LeakageGuard, fingerprint
 from worldsim.sim.direct import DirectResult, forecast_card
 from worldsim.testing import StubServer
-from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
-from worldsim.trace.verify import verify_trace
+from worldsim.trace.verify import canonical_hash, verify_trace
 from worldsim.trace.writer import TraceWriter
 
 WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]

@@ -13,8 +13,8 @@ from tests.conftest import RunFn
 from worldsim.domain.cards import Card
 from worldsim.domain.policy import BranchPolicy, load_policy
 from worldsim.roles.registry import register_role
-from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
+from worldsim.trace.verify import canonical_hash
 from worldsim.world.moves import BranchCandidate, Proposal, Review
 from worldsim.world.views import ReviewContext, TickContext
 

@@ -21,9 +21,8 @@ from worldsim.sim.session import run_card
 from worldsim.sim.settlement import RunResult
 from worldsim.testing import Faults, StubServer, fake_value, worst_case_usage
 from worldsim.testing.stub_wire import requested_schema
-from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
-from worldsim.trace.verify import verify_trace
+from worldsim.trace.verify import canonical_hash, verify_trace
 
 KEY = "sk-planted-secret-0123456789abcdef"
 FAST = RetrySettings(

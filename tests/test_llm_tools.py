@@ -15,9 +15,8 @@ from worldsim.domain.policy import load_policy
 from worldsim.sim.session import run_card
 from worldsim.testing import StubServer
 from worldsim.testing.stub_server import StubReply
-from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
-from worldsim.trace.verify import verify_trace
+from worldsim.trace.verify import canonical_hash, verify_trace
 
 FUTURE = "mr-f01"
 

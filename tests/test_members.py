@@ -21,9 +21,8 @@ from tests.test_llm_roles import _run as run_scripted
 from worldsim.domain import bounds
 from worldsim.domain.cards import Card, load_card
 from worldsim.domain.errors import CardError, StateError
-from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
-from worldsim.trace.verify import verify_trace
+from worldsim.trace.verify import canonical_hash, verify_trace
 from worldsim.world.build import build_world
 from worldsim.world.members import initial, mean, update
 from worldsim.world.state import (

@@ -19,8 +19,8 @@ from worldsim.domain.policy import load_policy
 from worldsim.scoring.labels import load_labels
 from worldsim.scoring.metrics import binary_scores, multiclass_scores
 from worldsim.sim.session import RunResult, run_card
-from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
+from worldsim.trace.verify import canonical_hash
 
 CARD = load_card(DEMO_CARD)
 

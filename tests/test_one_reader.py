@@ -27,9 +27,8 @@ from worldsim.domain.policy import load_policy
 from worldsim.scoring.hindsight.forecast import load_forecast_events, trace_records
 from worldsim.scoring.inputs import load_predictions
 from worldsim.sim.session import run_card
-from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
-from worldsim.trace.verify import verify_trace
+from worldsim.trace.verify import canonical_hash, verify_trace
 
 READER = ("worldsim/trace/reader.py", "worldsim/trace/lines.py")
 ENCODER = "worldsim/domain/jsonbytes.py"

@@ -17,9 +17,9 @@ from tests.support import cut_mid_run
 from worldsim.domain.jsonbytes import compact_bytes, floats_in
 from worldsim.sim.resume import Cut, restore_point, resume_config
 from worldsim.sim.resuming import resume_run
-from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
 from worldsim.trace.records import ProposalData, ProposalsData, proposals_of
+from worldsim.trace.verify import canonical_hash
 from worldsim.world.moves import Proposal, Proposers
 from worldsim.world.state import ShiftPressure
 

@@ -25,9 +25,8 @@ from worldsim.sim.resume import recorded_spend
 from worldsim.sim.resuming import resume_run
 from worldsim.sim.session import run_card
 from worldsim.testing import StubServer, worst_case_usage
-from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import Trace, read_trace
-from worldsim.trace.verify import verify_trace
+from worldsim.trace.verify import canonical_hash, verify_trace
 
 
 def _whole_run(config: RunConfig, out: Path, min_forks: int) -> tuple[bytes, str, int]:

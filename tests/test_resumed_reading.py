@@ -30,9 +30,8 @@ from worldsim.scoring.hindsight.graph import load_hindsight
 from worldsim.scoring.inputs import rows_from_trace
 from worldsim.sim.resuming import resume_run
 from worldsim.sim.session import run_card
-from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import iter_effective, read_trace
-from worldsim.trace.verify import verify_trace
+from worldsim.trace.verify import canonical_hash, verify_trace
 from worldsim.trace.writer import TraceWriter
 
 GRAPH = ROOT / "scenarios" / "hindsight" / "merger-review.json"

@@ -17,9 +17,9 @@ from worldsim.domain.jsonbytes import floats_in
 from worldsim.gateway.access import Access, Logged, RetrievalRecord, access_json
 from worldsim.sim.resume import Cut, restore_point, resume_config
 from worldsim.sim.resuming import resume_run
-from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
 from worldsim.trace.records import RetrievalsData, accesses_of
+from worldsim.trace.verify import canonical_hash
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,9 @@ from worldsim.domain.config import RunConfig
 from worldsim.domain.errors import TraceError, TraceIncomplete
 from worldsim.domain.policy import load_policy
 from worldsim.sim.session import run_card
-from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
-from worldsim.trace.replay import TickStep, replay
-from worldsim.trace.verify import Verification, verify_trace
+from worldsim.trace.replay import TickStep
+from worldsim.trace.verify import Verification, canonical_hash, replay, verify_trace
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,8 @@ from tests.support import DEMO_CARD, ROOT
 from worldsim.domain.cards import load_card
 from worldsim.domain.errors import TraceError
 from worldsim.trace.reader import read_trace
-from worldsim.trace.replay import replay
 from worldsim.trace.schema import render_markdown
-from worldsim.trace.verify import verify_trace
+from worldsim.trace.verify import replay, verify_trace
 from worldsim.trace.writer import TraceWriter, genesis_hash, utc_stamp
 
 

@@ -21,8 +21,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tests.support import DEMO_CARD, forge, invoke
+from worldsim.domain.errors import TraceError
 from worldsim.trace.reader import read_trace, trace_head
-from worldsim.trace.signing import load_public_key, load_signer
+from worldsim.trace.signing import Signer, load_public_key, load_signer
 from worldsim.trace.verify import verify_trace
 from worldsim.trace.writer import seal_line
 
@@ -145,11 +146,22 @@ def test_a_signature_kept_on_a_rewritten_record_is_refused(
     assert "run_completed forks_rejected" in cli("verify", counted).err
 
 
-def test_a_stripped_signature_reads_as_unsigned_and_fails_the_key(
+def test_a_stripped_signature_reads_as_unsigned_only_with_the_start_rewritten(
     keys: dict[str, Path], signed: Path, tmp_path: Path
 ) -> None:
+    """Stripped from the final record alone, the signature the run's start names is missing:
+    refused. Stripped with the start's ``signed_by`` (every line re-chained), the trace reads
+    as unsigned, and the key refuses it."""
     stripped = tmp_path / "stripped.jsonl"
     _rewrite_last(signed, stripped, {"key_id": "", "signature": ""}, reseal=True)
+    alone = cli("verify", stripped)
+    assert alone.code == 1 and "run_completed is not signed, not by the key" in alone.err
+
+    def unsigned(records: list[dict[str, Any]]) -> None:
+        records[0]["data"]["signed_by"] = ""
+        records[-1]["data"]["key_id"] = ""
+
+    forge(signed, stripped, unsigned)
     plain = cli("verify", stripped)
     assert plain.code == 0 and "unsigned" in plain.err
     proc = cli("verify", stripped, "--public-key", keys["public"])
@@ -311,3 +323,35 @@ def test_keygen_outside_any_work_tree_gives_no_gitignore_advice(
     assert made.code == 0, made.err
     assert "gitignore" not in made.out + made.err
     assert (tmp_path / "loose" / "mykey.key").is_file()
+
+
+def _resealed(signed: Path, target: Path, signer: Signer) -> Path:
+    """The final record sealed again and signed by ``signer`` (its key id with it)."""
+    lines = signed.read_bytes().splitlines()
+    last = json.loads(lines[-1])
+    last["data"].update(key_id=signer.key_id, seal="", signature="")
+    raw = seal_line(json.dumps(last, separators=(",", ":"), ensure_ascii=False).encode(), signer)
+    target.write_bytes(b"".join(line + b"\n" for line in [*lines[:-1], raw]))
+    return target
+
+
+def test_a_run_resealed_with_another_key_than_its_start_names_is_refused(
+    keys: dict[str, Path], signed: Path, tmp_path: Path
+) -> None:
+    """Signed again with another key, the final record's signature is sound for that key; the
+    run's start names the key it was to be signed with, and ``verify`` refuses it, with or
+    without a public key."""
+    mine, other = load_signer(keys["private"]), load_signer(keys["other_private"])
+    resigned = _resealed(signed, tmp_path / "resigned.jsonl", other)
+    assert read_trace(resigned).lines[-1].data.key_id == other.key_id  # the chain holds
+    expected = (
+        f"{resigned}:{len(read_trace(resigned).lines)}: run_completed is signed by key "
+        f"{other.key_id}, not by the key run_started.signed_by names ({mine.key_id})"
+    )
+    for public_key in (None, load_public_key(keys["other_public"])):
+        with pytest.raises(TraceError) as caught:
+            verify_trace(resigned, public_key=public_key)
+        assert str(caught.value) == expected
+    checked = cli("verify", resigned)
+    assert checked.code == 1 and expected in checked.err
+    assert len(checked.err.strip().splitlines()) == 1

@@ -23,8 +23,8 @@ from worldsim.models.cache import CACHE_FILE, cache_key, default_cache_dir, prun
 from worldsim.sim.session import run_card
 from worldsim.study.experiment import Experiment
 from worldsim.testing import StubServer
-from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
+from worldsim.trace.verify import canonical_hash
 
 KEY = "sk-test-user-cache-0123456789"
 FAST = RetrySettings(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import worldsim.trace.replay as replay_module
+import worldsim.trace.verify as verify_module
 from tests.support import collector_paces, forge
 from worldsim.domain.errors import TraceError
 from worldsim.trace.reader import read_trace
@@ -47,7 +47,7 @@ def test_a_replay_leaves_the_collectors_pace_to_the_program(
     """The multiverse is rebuilt, and p_yes extracted again from its leaves, at the pace the
     program set (the threshold is read as the extraction runs, the last step of a replay)."""
     trace = read_trace(branching_demo_trace)
-    with collector_paces(monkeypatch, replay_module, "extract_again") as seen:
-        result = replay_module.replay(trace)
+    with collector_paces(monkeypatch, verify_module, "extract_again") as seen:
+        result = verify_module.replay(trace)
     assert result.recomputed is not None and result.recorded == result.recomputed
     assert seen == [700]

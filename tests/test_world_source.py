@@ -20,8 +20,8 @@ from worldsim.domain.outputs import WorldOutput
 from worldsim.domain.policy import load_policy
 from worldsim.sim.resuming import resume_run
 from worldsim.sim.session import forecast, run_card
-from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import Trace, read_trace
+from worldsim.trace.verify import canonical_hash
 
 
 def _sources(trace: Trace) -> tuple[str, str]:

@@ -35,9 +35,8 @@ if TYPE_CHECKING:
     from worldsim.sim.settlement import RunResult
     from worldsim.study.experiment import Experiment
     from worldsim.trace import Trace, read_trace
-    from worldsim.trace.canonical import canonical_hash
-    from worldsim.trace.replay import ReplayResult, replay
-    from worldsim.trace.verify import Verification, verify_trace
+    from worldsim.trace.replay import ReplayResult
+    from worldsim.trace.verify import Verification, canonical_hash, replay, verify_trace
     from worldsim.world.extraction import EXTRACTION_RULES, Leaf, extract
     from worldsim.world.moves import BranchCandidate, Proposal, Report, Review
     from worldsim.world.state import WorldState
@@ -77,7 +76,7 @@ __getattr__, __dir__ = lazy_exports(
         "WorldsimError": "worldsim.domain.errors",
         "WorldsimRuntimeError": "worldsim.domain.errors",
         "__version__": "worldsim.domain.version",
-        "canonical_hash": "worldsim.trace.canonical",
+        "canonical_hash": "worldsim.trace.verify",
         "collector_paced": "worldsim.domain.collector",
         "extract": "worldsim.world.extraction",
         "load_card": "worldsim.domain.cards",
@@ -86,7 +85,7 @@ __getattr__, __dir__ = lazy_exports(
         "read_trace": "worldsim.trace",
         "register_role": "worldsim.roles.registry",
         "registered_roles": "worldsim.roles.registry",
-        "replay": "worldsim.trace.replay",
+        "replay": "worldsim.trace.verify",
         "run_card": "worldsim.sim.session",
         "verify_trace": "worldsim.trace.verify",
     },

@@ -116,7 +116,7 @@ def test_a_rolling_study_on_ray_writes_the_traces_the_local_executor_writes(
 ) -> None:
     ray = pytest.importorskip("ray")
     from worldsim.study.ray_executor import RayExecutor
-    from worldsim.trace.canonical import canonical_hash
+    from worldsim.trace.verify import canonical_hash
 
     ray.init(
         address="local",
@@ -142,7 +142,7 @@ def test_a_rerun_resumes_a_continued_job_cut_after_its_reweighting(
 ) -> None:
     import shutil
 
-    from worldsim.trace.canonical import canonical_hash
+    from worldsim.trace.verify import canonical_hash
 
     study = tmp_path / "study"
     shutil.copytree(rolled, study)

@@ -26,8 +26,8 @@ from worldsim.domain.errors import ConfigError
 from worldsim.study.experiment import Experiment
 from worldsim.study.ray_executor import RayExecutor
 from worldsim.testing import StubServer
-from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
+from worldsim.trace.verify import canonical_hash
 
 ray = pytest.importorskip("ray")
 WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]

@@ -23,8 +23,8 @@ from worldsim.study.experiment import Experiment
 from worldsim.study.journal import read_journal
 from worldsim.study.outputs import job_plan
 from worldsim.testing import StubServer
-from worldsim.trace.canonical import canonical_hash
 from worldsim.trace.reader import read_trace
+from worldsim.trace.verify import canonical_hash
 
 WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]
 KEEP = (

@@ -61,7 +61,7 @@ from worldsim.study.outputs import (
     write_lock,
     write_tables,
 )
-from worldsim.trace.canonical import canonical_hash
+from worldsim.trace.canonical import CanonicalHash
 from worldsim.trace.reader import Trace, read_trace
 
 __all__ = [
@@ -209,7 +209,7 @@ def _study_budget(study: Study, jobs: list[Job], out: Path) -> Budget:
 def _row(job: Job, folder: Path, wall_s: float | None, error: str | None) -> PredictionRow:
     """The row of a job that has run, from its trace as it stands (with its canonical hash)."""
     trace = _read(folder / job.trace)
-    canonical = canonical_hash(trace) if trace is not None and trace.complete else None
+    canonical = CanonicalHash.of(trace.effective) if trace is not None and trace.complete else None
     return row_for(job_plan(job), trace, wall_s, error, canonical=canonical)
 
 

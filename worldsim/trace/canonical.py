@@ -8,15 +8,15 @@ and replies hash the same whether they ran live, from the cache, or resumed.
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 from worldsim.domain.contracts import lineage
 from worldsim.domain.jsonbytes import canonical_bytes
-from worldsim.trace.reader import Trace, TraceLine, read_trace
+from worldsim.trace.reader import TraceLine
 from worldsim.trace.records import accesses_of
 
-__all__ = ["CanonicalHash", "canonical_hash"]
+__all__ = ["CanonicalHash"]
 
 _PHASE = {
     "run_started": 0,
@@ -114,6 +114,16 @@ class CanonicalHash:
         key = (group, path, tick if tick is not None else -1, _PHASE[t], agent, index)
         self._entries.append((key, canonical_bytes([t, tl, tick, _content(t, data)])))
 
+    @classmethod
+    def of(cls, lines: Iterable[TraceLine]) -> str:
+        """The hash of effective lines a caller has already checked (a trace its own process
+        just wrote); a trace from elsewhere is hashed by ``worldsim.trace.verify.canonical_hash``,
+        which verifies it first."""
+        hashed = cls()
+        for line in lines:
+            hashed.add(line)
+        return hashed.hexdigest()
+
     def hexdigest(self) -> str:
         entries = sorted(self._entries, key=lambda e: e[0])
         digest = hashlib.sha256(b"[")
@@ -123,14 +133,3 @@ class CanonicalHash:
             digest.update(entry)
         digest.update(b"]")
         return digest.hexdigest()
-
-
-def canonical_hash(trace: Trace | str | Path) -> str:
-    """The canonical hash of a trace read whole, or of the trace file at a path (see the
-    module docstring)."""
-    if not isinstance(trace, Trace):
-        trace = read_trace(trace)
-    hashed = CanonicalHash()
-    for line in trace.effective:
-        hashed.add(line)
-    return hashed.hexdigest()

@@ -6,6 +6,10 @@ condition builds one), its extraction, its report and its audit, each once, in t
 claims to be complete and lacks one of them, holds one twice or out of order, or ends with a
 record that disagrees with them, was not written by a run: `Ending.check` refuses it. The
 forecast graph the record names by its digest is derived again from the run's records.
+
+Its records also keep to the run's own settings: every tick within ``run_started.ticks`` (a
+timeline that ends at the deadline, in the last one), the extraction under
+``run_started.extraction_rule``.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ class Ending:
 
     def __init__(self, path: Path, run: str, started: Mapping[str, Any]) -> None:
         self.path = path
+        self.rule: str = started["extraction_rule"]
+        self.ticks: int = started["ticks"]
         direct = started.get("kind") == "direct"
         condition = started.get("condition")
         self.graph_expected = not direct and (condition is None or condition in GRAPH_CONDITIONS)
@@ -63,6 +69,18 @@ class Ending:
             return
         if self.results and kind not in ("llm_call", "run_completed", "run_failed"):
             raise self._fail(line, f"{kind} written after the run's results")
+        if line.tick is not None and not 0 <= line.tick < self.ticks:
+            raise self._fail(line, f"tick {line.tick} outside the run's {self.ticks} ticks")
+        if (
+            kind == "timeline_ended"
+            and (end := line.data).status == "deadline"
+            and end.end_tick != self.ticks - 1
+        ):
+            raise self._fail(
+                line,
+                f"timeline ended at the deadline in tick {end.end_tick}, not in the last of "
+                f"the run's {self.ticks} ticks",
+            )
         if kind in ("timeline_started", "particle") and line.tl is not None:
             self.timelines.add(line.tl)
         elif kind == "fork":
@@ -78,6 +96,13 @@ class Ending:
         recorded = self.results.get("forecast_graph")
         if recorded is not None:
             self._check_graph(recorded)
+        extracted = self.results.get("extraction")
+        if extracted is not None and extracted.data.rule != self.rule:
+            raise self._fail(
+                extracted,
+                f"extraction rule '{extracted.data.rule}' is not the run's "
+                f"(run_started.extraction_rule '{self.rule}')",
+            )
         if terminal is None or terminal.type != "run_completed":
             return
         expected = RESULTS if self.graph_expected else RESULTS[1:]

@@ -15,7 +15,7 @@ from worldsim.domain.outputs import ChoiceForecastOutput, ForecastOutput
 from worldsim.models.schema import extract_json
 from worldsim.trace.audit import MASS_TOLERANCE
 from worldsim.trace.particles import ParticleCheck
-from worldsim.trace.reader import Trace, TraceLine, read_trace
+from worldsim.trace.reader import Trace, TraceLine
 from worldsim.trace.records import TICK_TYPES, ExtractionData
 from worldsim.world.extraction import Leaf, extract
 from worldsim.world.outcome import DIRECT_RULE, direct_extraction, direct_options
@@ -33,7 +33,6 @@ __all__ = [
     "ReplayResult",
     "TickStep",
     "extract_again",
-    "replay",
     "replay_direct",
     "replay_lines",
     "replay_steps",
@@ -330,29 +329,6 @@ def replay_lines(
         )
     yield ("extraction", (recorded, tuple(ended.values()), recorded_at))
     yield ("cursors", (cursors, pending_children))
-
-
-def replay(path_or_trace: str | Path | Trace) -> ReplayResult:
-    """Rebuild the whole multiverse and re-extract; raises TraceError at the first inconsistency."""
-    trace = path_or_trace if isinstance(path_or_trace, Trace) else read_trace(path_or_trace)
-    if trace.started.kind == "direct":
-        return replay_direct(trace)
-    steps: list[TickStep] = []
-    recorded: ExtractionData | None = None
-    leaves: tuple[Leaf, ...] = ()
-    at: int | None = None
-    for item in replay_steps(trace):
-        if isinstance(item, TickStep):
-            steps.append(item)
-        elif item[0] == "extraction":
-            recorded, leaves, at = item[1]
-    recomputed = (
-        extract_again(trace.started.card, recorded, leaves, file=trace.path, line=at)
-        if recorded is not None
-        else None
-    )
-    mass_sum = recomputed.mass_sum if recomputed is not None else None
-    return ReplayResult(trace, tuple(steps), recorded, recomputed, mass_sum)
 
 
 def extract_again(

@@ -73,7 +73,12 @@ envelope:
   `p_yes`, `timelines`, `forks` and `forks_rejected` are those of the records before it, and
   the audit's `mass_sum`, `unresolved_mass` and `extraction_rule` those of the extraction. A
   `forecast_graph` record's digest is checked against the graph the run's records give, and
-  `run_started.card_hash` against the card the record holds.
+  `run_started.card_hash` against the card the record holds. The result is the one the run's
+  own settings give: the extraction's `rule` is `run_started.extraction_rule`, and a
+  multiverse run's recorded settings (`run_started.config`) name the same rule and the same
+  `ticks` (or none: the policy's); every record's `tick` lies within `run_started.ticks`, and a
+  timeline that ends at the deadline ends in the last of them. A trace re-extracted under
+  another rule, with every number made again, is refused.
 * The *effective* history leaves out the records a `run_resumed` marker voids (see "resume" in
   docs/concepts.md); every other line is passed on as soon as it is known to count (a
   timeline's record once that timeline commits a boundary after it; a continued run's
@@ -86,7 +91,11 @@ envelope:
   makes each of them exit 1 with `verify`'s line, writing nothing; a sound trace that holds no
   result (cut off, or a failed run; `verify` exits 3) is skipped with a warning by `score`,
   `export` and `prereg lock`, makes `hindsight` exit 3, and is shown, marked incomplete, by
-  `replay` and `view`, which then exit 3.
+  `replay` and `view`, which then exit 3. So do the library's readers, `worldsim.replay` and
+  `worldsim.canonical_hash`: a trace `verify` refuses raises its TraceError. A study folder is
+  the exception in `view` alone: its page is written with each refused or incomplete job
+  flagged and left out of the scores ([viewer.md](viewer.md)), while `score`, `export` and
+  `prereg lock` of the folder refuse it.
 
 ## What a trace proves
 
@@ -120,9 +129,11 @@ more:
   SHA-256 of the raw 32-byte public key. `verify` checks the signature of the final terminal
   record only (a resumed run is signed again at its new end, and must be: a run started with a
   key names it in `run_started.signed_by`, and `run --resume` refuses another key or none);
-  without `--public-key` it reports "signed by key ID (not checked)" or "unsigned" and does not
-  fail. Anyone can strip a signature
-  and reseal: an unsigned trace proves nothing about who wrote it, and `--public-key` refuses it.
+  a trace whose final record is signed by another key than `signed_by` names, or not signed,
+  is refused, with or without `--public-key`. Otherwise, without `--public-key`, it reports
+  "signed by key ID (not checked)" or "unsigned" and does not fail. Anyone can strip a
+  signature (and `signed_by`) and re-chain: an unsigned trace proves nothing about who wrote
+  it, and `--public-key` refuses it.
 * **None of them prove** that the model calls really happened or returned what is recorded,
   that the key holder (or whoever recorded a head) was honest, that the documents a run read
   were what the gateway served, or when anything happened: `ts` values are wall-clock claims

@@ -24,10 +24,11 @@ from worldsim.trace.canonical import CanonicalHash
 from worldsim.trace.effective import stream_effective
 from worldsim.trace.ending import Ending
 from worldsim.trace.forecast import RecordView, record_view
-from worldsim.trace.reader import Trace, TraceLine, TraceStream, check_line
+from worldsim.trace.reader import Trace, TraceLine, TraceStream, check_line, read_trace
 from worldsim.trace.records import ExtractionData
 from worldsim.trace.replay import (
     REPLAYED_TYPES,
+    ReplayResult,
     TickStep,
     extract_again,
     replay_direct,
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Verification",
     "Verifying",
+    "canonical_hash",
+    "replay",
     "stream_records",
     "trace_records",
     "verified_lines",
@@ -187,6 +190,7 @@ class Verifying:
         card = first.data.card
         if public_card_hash(card) != first.data.card_hash:
             raise first.error("card_hash is not the SHA-256 of the card the record holds")
+        _check_settings(first)
         stream = itertools.chain([first], lines)
         recorded: ExtractionData | None = None
         recomputed: ExtractionData | None = None
@@ -215,6 +219,8 @@ class Verifying:
         last, terminal, head = read.last, read.terminal, read.head
         assert last is not None  # the first line was read
         scan.ending.check(terminal)
+        if terminal is not None:
+            _check_signer(first, terminal)
         if self.expect_head is not None and head != self.expect_head:
             raise TraceError(f"head is {head}, expected {self.expect_head}", file=path)
         if self.public_key is not None:
@@ -235,6 +241,22 @@ class Verifying:
             mass_sum=recomputed.mass_sum if recomputed is not None else None,
             failure=terminal.data.error if terminal and terminal.type == "run_failed" else None,
         )
+
+
+def _check_settings(started: TraceLine) -> None:
+    """A multiverse run's header and its recorded settings name the same extraction rule and
+    ticks (the settings' ticks unset: the policy's, which the header holds)."""
+    data = started.data
+    if data.kind == "direct":
+        return
+    config = data.config
+    if config.get("extraction_rule") != data.extraction_rule:
+        raise started.error(
+            f"config.extraction_rule {config.get('extraction_rule')!r} is not the run's "
+            f"extraction_rule {data.extraction_rule!r}"
+        )
+    if config.get("ticks") not in (None, data.ticks):
+        raise started.error(f"config.ticks {config['ticks']!r} is not the run's ticks {data.ticks}")
 
 
 def _drain(passed: deque[TraceLine]) -> Iterator[TraceLine]:
@@ -268,6 +290,26 @@ def verify_trace(
     for _ in reading:
         pass
     return reading.result
+
+
+def replay(source: str | Path | Trace) -> ReplayResult:
+    """Rebuild the whole multiverse from a trace (a path, or one already read) and extract p_yes
+    again, in ``verify``'s own pass: a trace ``verify`` refuses raises its TraceError, and one
+    cut off replays what it holds (``recorded`` None when it holds no extraction)."""
+    trace = source if isinstance(source, Trace) else read_trace(source)
+    steps: list[TickStep] = []
+    found = verify_trace(trace, on_step=steps.append)
+    return ReplayResult(trace, tuple(steps), found.recorded, found.recomputed, found.mass_sum)
+
+
+def canonical_hash(source: str | Path | Trace) -> str:
+    """The canonical hash of a trace (a path, or one already read), as ``verify --canonical``
+    gives it (:mod:`worldsim.trace.canonical`): a trace ``verify`` refuses raises its
+    TraceError; one cut off in its first record, TraceIncomplete."""
+    found = verify_trace(source, canonical=True)
+    if found.canonical is None:
+        raise TraceIncomplete(f"no canonical hash: {found.why_incomplete}", file=found.path)
+    return found.canonical
 
 
 def verified_lines(path: str | Path, *, expect_head: str | None = None) -> Iterator[TraceLine]:
@@ -320,6 +362,19 @@ def _no_sound_line(read: Trace | TraceStream, *, checks: bool) -> Verification:
             note=exc.message,
         )
     raise AssertionError("a trace with no sound line has no tail")
+
+
+def _check_signer(started: TraceLine, terminal: TraceLine) -> None:
+    """A run started to be signed ends signed by the key ``run_started.signed_by`` names (a
+    resume refuses another key or none): a final record sealed again with another key, or
+    without one, was not written by the run."""
+    wanted = started.data.signed_by
+    data = terminal.data
+    if wanted and (data.key_id != wanted or not data.signature):
+        signed = f"signed by key {data.key_id}" if data.signature else "not signed"
+        raise terminal.error(
+            f"{terminal.type} is {signed}, not by the key run_started.signed_by names ({wanted})"
+        )
 
 
 def _check_signature(last: TraceLine, terminal: TraceLine | None, public_key: PublicKey) -> None:
