@@ -254,6 +254,34 @@ def _forks_counted(records: Records) -> None:
     records[-1]["data"]["forks"] += 1
 
 
+def _committed(records: Records) -> list[dict[str, Any]]:
+    return [r["data"] for r in records if r["type"] == "tick_committed"]
+
+
+def _committed_p_yes(records: Records) -> None:
+    for data in _committed(records):  # what `hindsight pressure` and the viewer plot
+        data["p_yes_now"] = 0.0123
+
+
+def _committed_ledger(records: Records) -> None:
+    data = _committed(records)[0]
+    data["ledger"] = {key: "resolved" for key in data["ledger"]}
+
+
+def _committed_pressure(records: Records) -> None:
+    data = _committed(records)[0]
+    data["pressure"] = {key: value + 1.0 for key, value in data["pressure"].items()}
+
+
+def _committed_settled(records: Records) -> None:
+    _committed(records)[0]["status"] = "settled"
+
+
+def _ended_otherwise(records: Records) -> None:
+    ended = _first(records, "timeline_ended")["data"]
+    ended["status"] = "terminated" if ended["status"] == "deadline" else "deadline"
+
+
 @pytest.mark.parametrize(
     "edit",
     [
@@ -266,6 +294,11 @@ def _forks_counted(records: Records) -> None:
         _two_extractions,
         _audit_mass,
         _forks_counted,
+        _committed_p_yes,
+        _committed_ledger,
+        _committed_pressure,
+        _committed_settled,
+        _ended_otherwise,
     ],
 )
 def test_verify_refuses_what_a_run_never_writes_and_so_does_every_reader(

@@ -125,6 +125,24 @@ class _Cursor:
     forks: list[Any] = field(default_factory=list)
     rejected: list[Any] = field(default_factory=list)
     before: WorldState | None = None
+    status: str | None = None
+    """The status its last ``tick_committed`` in this trace recorded (a continued run's
+    particle may end, pruned or settled before, with none)."""
+
+
+def _check_committed(line: TraceLine, data: Any, state: WorldState) -> None:
+    """A committed tick's ledger, pressure and p_yes_now are the rebuilt state's (they are
+    derived from it, as the engine derives them when it commits)."""
+    ledger = {key: row.status for key, row in sorted(state.ledger.items())}
+    pressure = {key: state.pressure[key] for key in sorted(state.pressure.keys())}
+    yes = next((ep.id for ep in state.scored if ep.polarity == "yes"), None)
+    p_yes = state.probabilities()[yes] if yes is not None else None
+    if data.ledger != ledger:
+        raise line.error("committed ledger differs from the rebuilt state's")
+    if data.pressure != pressure:
+        raise line.error("committed pressure differs from the rebuilt state's")
+    if data.p_yes_now != p_yes:
+        raise line.error("committed p_yes_now differs from the rebuilt state's")
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +293,10 @@ def replay_lines(
                         raise line.error("rebuilt state does not match the committed digest")
                     if rec.data.mass != cursor.mass:
                         raise line.error("committed mass differs from the rebuilt mass")
+                    if cursor.status not in (None, "running"):
+                        raise line.error(f"a tick committed after the timeline was {cursor.status}")
+                    _check_committed(line, rec.data, cursor.state)
+                    cursor.status = rec.data.status
                     before = cursor.before or cursor.state
                     changes = tuple(
                         (key, before.ledger[key].status, row.status)
@@ -302,6 +324,11 @@ def replay_lines(
                     d = rec.data
                     if d.mass != cursor.mass:
                         raise line.error("final mass differs from the rebuilt mass")
+                    committed = "running" if d.status == "deadline" else d.status
+                    if cursor.status is not None and cursor.status != committed:
+                        raise line.error(
+                            f"ended {d.status}, but its last tick committed it {cursor.status}"
+                        )
                     outcome = settlement_of(cursor.state, d.status, d.forced_p_yes, d.forced_probs)
                     if d.settlement != outcome and (
                         d.settlement != "unresolved" or d.status == "settled"

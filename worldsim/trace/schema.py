@@ -108,8 +108,10 @@ more:
   and `verify` names it. It proves nothing against someone who edits a line and recomputes
   every `prev` after it (and the seal): the chain is unkeyed, anyone can write a consistent one.
 * **Replay** (`verify`) proves the records agree with each other: every committed state digest,
-  every path mass, the recorded extraction recomputed from the leaves, the final record and the
-  audit agreeing with the extraction, the forecast graph's digest. A rewrite that keeps
+  every path mass, each committed tick's ledger, pressure and `p_yes_now` (the rebuilt state's)
+  and status (a timeline ends as its last commit says), the recorded extraction recomputed from
+  the leaves, the final record and the audit agreeing with the extraction, the forecast graph's
+  digest. A rewrite that keeps
   these consistent (another card id or method label, other audit counts, an added retrieval, a
   consistent but different forecast) passes it.
 * **The seal** protects the last line, which no following `prev` covers: a trace whose last
