@@ -42,7 +42,9 @@ def import_cards(
 
     A data-set question gives one card per resolution date; a market question one card that
     ends at the market's close, whose prior (seeds.base_rate) is the market's freeze value.
-    Combination questions are rejected ("combination"). Each card records the round
+    Combination questions are rejected ("combination"), and so is a question whose id, source,
+    question, freeze date (freeze_datetime) or market freeze value (freeze_datetime_value) is
+    missing or bad where its card needs it, the reason naming the field. Each card records the round
     (question_set, forecast due date) in its provenance; a round goes into a folder of its
     own: DIR holding cards of another question set is refused. A question list needs the
     columns question, as_of and deadline (optional: id, background, outcomes as A|B|C); one
@@ -107,8 +109,10 @@ def import_labels(
     made of its question; rows left go to DIR/rejects.jsonl with the reason.
 
     A resolved row is a yes/no label; an unresolved market row a provisional label holding the
-    market's value (scored by Brier only, never a resolution date); combination rows and
-    unresolved data-set rows are left. The counts of each kind are printed."""
+    market's value (scored by Brier only, never a resolution date); combination rows,
+    unresolved data-set rows and rows whose id, source, resolution_date or resolved is missing
+    or bad (resolved must be a JSON boolean) are left, the reason naming the field. The counts
+    of each kind are printed."""
     from worldsim.domain.files import check_folder_target
     from worldsim.interop.labels import cards_in
     from worldsim.interop.labels import import_labels as read_labels

@@ -12,8 +12,11 @@ resolution date, direction), named after the card: ``<source>-<id>`` for a marke
   market's value (``resolved_to``) as ``value`` and the row's date as ``valued_at``. ForecastBench
   scores such a question against that value; worldsim scores it by Brier only and never takes
   its date for a resolution date. A later resolution set of the round replaces it.
-* Left, with the reason: combination rows (a list of ids and a direction; they have no card),
-  an unresolved data-set row, a resolved value other than 0 or 1, a second row for a market
+* Left, with the reason: a row missing ``id``, ``source``, ``resolution_date`` or ``resolved``,
+  a ``resolution_date`` that is no ISO date or a ``resolved`` that is not a JSON boolean (the
+  reason names the file's field; the row's date is checked before its card is looked for),
+  combination rows (a list of ids and a direction; they have no card), an unresolved data-set
+  row, a resolved value other than 0 or 1, a second row for a market
   question (the resolved one, else the latest, is kept), a row repeated, two rows of one
   question, source, date and direction that resolve it differently (both), and with ``cards``
   a question that is not among them.
@@ -34,11 +37,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from worldsim.domain.cards import parse_utc
 from worldsim.domain.errors import CardError
 from worldsim.domain.files import first_error, load_document, write_files
 from worldsim.domain.forecastbench import MARKET_SOURCES, SOURCES, card_id_for, is_na
 from worldsim.domain.labels import PROVISIONAL, Label
-from worldsim.interop.question_set import COMBINATION
+from worldsim.interop.question_set import COMBINATION, missing_fields
 from worldsim.interop.questions import check_one_origin, read_yaml
 
 __all__ = ["LabelImport", "cards_in", "import_labels"]
@@ -173,16 +177,26 @@ def _row(item: object, where: str, file_name: str) -> _Row | str:
         return COMBINATION
     qid, source = _text(raw_id), _text(item.get("source")).lower()
     date = _text(item.get("resolution_date"))[:10]
-    if not qid or not source or not date:
-        return "needs id, source and resolution_date"
+    missing = missing_fields({"id": qid, "source": source, "resolution_date": date})
+    if missing:
+        return missing
     if source not in SOURCES:
         return f"unknown source '{source}'"
+    try:
+        parse_utc(date)
+    except ValueError as exc:
+        return f"field 'resolution_date': {exc}"
+    resolved = item.get("resolved")
+    if resolved is None:
+        return "field 'resolved': missing"
+    if not isinstance(resolved, bool):
+        return f"field 'resolved': not a boolean ({resolved!r})"
     market = source in MARKET_SOURCES
     value = item.get("resolved_to")
     number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
     card_id = card_id_for(source, qid, None if market else date)
     data: dict[str, Any] = {"card_id": card_id, "sources": [file_name]}
-    if item.get("resolved") is True:
+    if resolved:
         if number not in (0, 1):
             return f"resolved to {value!r}, neither 0 nor 1"
         data |= {"outcome": "yes" if number == 1 else "no", "resolved_at": date}

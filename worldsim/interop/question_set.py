@@ -20,8 +20,17 @@ date, the market's open and close dates as given and the freeze value with its e
 A market card's prior (``seeds.base_rate``) is its freeze value (0 or 1 held at 0.001 or
 0.999); a data-set card's is the round's naive forecast when one is given, else none (0.5). A
 market closing after ``bounds.LATEST_DATE`` (Metaculus writes 2300-01-01 for "never") ends at
-that date, its close kept as given. A combination question is rejected with the reason
-``combination``.
+that date, its close kept as given.
+
+Rejected, with the reason: a combination question (``combination``); a question missing
+``id``, ``source`` or ``question`` (``field 'source': missing``, naming each); an unknown
+source; a data-set question, or a market question with a freeze value, whose
+``freeze_datetime`` is missing or no ISO date (ForecastBench writes it on every question and its
+forecaster states the freeze value at that date; a market question giving neither starts at the
+round's due date); a market question whose ``freeze_datetime_value`` is given but not a
+probability in [0, 1] (a data-set question's may be any text: wikipedia's "No", a swimming
+event); a data-set question without ``resolution_dates``; a missing or bad close or resolution
+date.
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ __all__ = [
     "card_id_for",
     "held_prior",
     "iso_utc",
+    "missing_fields",
     "question_set_cards",
     "round_of",
     "slug",
@@ -119,18 +129,19 @@ def _cards(
     naive: NaiveForecasts,
 ) -> Iterator[tuple[str, dict[str, Any] | str]]:
     source, text = _text(q.get("source")).lower(), _text(q.get("question"))
-    if not qid or not text or not source:
-        yield where, "no id, source or question text"
+    missing = missing_fields({"id": qid, "source": source, "question": text})
+    if missing:
+        yield where, missing
         return
     if source not in SOURCES:
         yield where, f"unknown source '{source}' (ForecastBench's: {', '.join(sorted(SOURCES))})"
         return
-    as_of = iso_utc(q.get("freeze_datetime")) or iso_utc(this.due)
+    market = source in MARKET_SOURCES
+    as_of, problem = _as_of(q, market, this.due)
     if as_of is None:
-        yield where, "no freeze_datetime and no forecast_due_date in the set"
+        yield where, problem
         return
     dates = q.get("resolution_dates")
-    market = source in MARKET_SOURCES
     if market:
         close = iso_utc(q.get("market_info_close_datetime"), clamp=True)
         targets = [(None, close)]
@@ -162,6 +173,41 @@ def _cards(
         if prior is not None:
             card["seeds"] = prior
         yield where, card
+
+
+def _as_of(q: Mapping[str, Any], market: bool, due: str | None) -> tuple[str | None, str]:
+    """(the card's ``as_of``, "") or (None, why the question makes no card).
+
+    ``as_of`` is the freeze date, which ForecastBench writes on every question and its forecaster
+    reads for every data-set question and every question with a freeze value (the prompt states
+    the value at that date). A market question giving neither starts at the round's due date.
+    A market's freeze value is a probability: any other is refused, not dropped."""
+    raw, value = q.get("freeze_datetime"), _text(q.get("freeze_datetime_value"))
+    if market and value and freeze_value(dict(q)) is None:
+        return None, f"field 'freeze_datetime_value': not a probability in [0, 1] ({value!r})"
+    if not is_na(raw):
+        try:
+            return iso_text(parse_utc(raw.strip() if isinstance(raw, str) else raw)), ""
+        except ValueError as exc:
+            return None, f"field 'freeze_datetime': {exc}"
+    if not market or value:
+        return None, "field 'freeze_datetime': missing"
+    start = iso_utc(due)
+    if start is None:
+        return None, "field 'freeze_datetime': missing, and the set has no forecast_due_date"
+    return start, ""
+
+
+def missing_fields(given: Mapping[str, str]) -> str | None:
+    """The reason a row is left when fields it needs are empty (absent, ``"N/A"``, blank),
+    naming them: ``field 'source': missing``, ``fields 'id' and 'question': missing``; else
+    None."""
+    names = [f"'{name}'" for name, text in given.items() if not text]
+    if not names:
+        return None
+    if len(names) == 1:
+        return f"field {names[0]}: missing"
+    return f"fields {', '.join(names[:-1])} and {names[-1]}: missing"
 
 
 def _provenance(
