@@ -301,8 +301,9 @@ def _fallback(q: dict[str, Any]) -> tuple[float, str]:
     value = freeze_value(q)
     if value is None:
         return 0.5, "0.5"
-    when = str(q.get("freeze_datetime"))[:10]
-    return round(held_prior(value), 6), f"the market's freeze value at {when}"
+    when = q.get("freeze_datetime")
+    at = f" at {str(when)[:10]}" if isinstance(when, str) and when.strip() else ""
+    return round(held_prior(value), 6), f"the market's freeze value{at}"
 
 
 def _from_card(
