@@ -145,7 +145,7 @@ def test_a_forecast_date_at_or_after_the_labels_resolution_is_refused(tmp_path: 
     with pytest.raises(ConfigError) as info:
         Experiment.from_yaml(path).jobs(labels)
     assert (info.value.file, info.value.field) == (str(path), "forecast_dates.1")
-    assert "is not before its label's resolution (2027-02-10T00:00:00Z)" in info.value.message
+    assert "2027-02-10T00:00:00+00:00) (to its label's resolution)" in info.value.message
     assert len(Experiment.from_yaml(path).jobs()) == 8  # without labels, the deadline bounds it
 
 

@@ -38,7 +38,7 @@ from worldsim.build.graph import (
 )
 from worldsim.build.policy import QualityPolicy
 from worldsim.build.text import content_words
-from worldsim.domain.cards import Card, Endpoint, EvidenceDatabase, iso_text
+from worldsim.domain.cards import Card, Endpoint, EvidenceDatabase, utc_iso
 from worldsim.domain.contracts import Model
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.labels import Label
@@ -104,7 +104,7 @@ async def _documents(card: Card, store: EvidenceStore, cutoff: datetime) -> list
         docs.append(
             {
                 "id": doc.id,
-                "published_at": iso_text(doc.published_at),
+                "published_at": utc_iso(doc.published_at),
                 "title": doc.title,
                 "snippet": doc.text[:SNIPPET_CHARS],
                 "stance": doc.stance,
@@ -235,7 +235,7 @@ async def build_hindsight(
         "rounds": rounds,
         "offline_rules": offline,
         "explanation": explained.explanation,
-        "cutoff": iso_text(cutoff),
+        "cutoff": utc_iso(cutoff),
         "note": OFFLINE_NOTE if offline else None,
     }
     graph, _ = working.graph(

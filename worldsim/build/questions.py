@@ -40,7 +40,7 @@ from pydantic import Field, ValidationError, field_validator
 from worldsim.build.calls import BuildLog, ask, role_version
 from worldsim.build.policy import QualityPolicy
 from worldsim.build.text import content_words, jaccard
-from worldsim.domain.cards import Card, EvidenceDoc, iso_text, parse_utc
+from worldsim.domain.cards import Card, EvidenceDoc, parse_utc, utc_iso
 from worldsim.domain.contracts import Model
 from worldsim.domain.errors import CardError
 from worldsim.domain.files import first_error, read_jsonl
@@ -84,7 +84,7 @@ class Article:
     def as_variable(self) -> dict[str, Any]:
         return {
             "id": self.id,
-            "published_at": iso_text(self.published_at),
+            "published_at": utc_iso(self.published_at),
             "title": self.title,
             "text": self.text[:TEXT_CHARS],
         }

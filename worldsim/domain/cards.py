@@ -46,7 +46,6 @@ __all__ = [
     "Seeds",
     "UtcDatetime",
     "card_hash",
-    "iso_text",
     "load_card",
     "parse_utc",
     "public_card_hash",
@@ -57,11 +56,6 @@ __all__ = [
 RESOLUTION_KEYS = frozenset(
     {"outcome", "resolution", "label", "labels", "resolved", "resolved_at", "answer", "result"}
 )
-
-
-def iso_text(moment: datetime) -> str:
-    """A moment as records and messages write it: ISO, UTC written ``Z``."""
-    return moment.isoformat().replace("+00:00", "Z")
 
 
 def parse_utc(value: object) -> datetime:

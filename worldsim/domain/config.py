@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from worldsim.domain import bounds
-from worldsim.domain.cards import Card, UtcDatetime, iso_text, load_card
+from worldsim.domain.cards import Card, UtcDatetime, load_card, utc_iso
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.files import first_error, load_mapping
 from worldsim.domain.policy import BranchPolicy, load_policy
@@ -388,7 +388,7 @@ class RunConfig(_Frozen):
         from a plain run's, so a plain run's header is what it always was."""
         out: dict[str, str] = {}
         if self.forecast_date is not None:
-            out["forecast_date"] = iso_text(self.forecast_date)
+            out["forecast_date"] = utc_iso(self.forecast_date)
         if self.condition != DEFAULT_CONDITION:
             out["condition"] = self.condition
         return out

@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import Any
 
 from worldsim.domain import bounds
-from worldsim.domain.cards import iso_text, parse_utc
+from worldsim.domain.cards import parse_utc, utc_iso
 from worldsim.domain.forecastbench import (
     MARKET_SOURCES,
     SOURCES,
@@ -187,7 +187,7 @@ def _as_of(q: Mapping[str, Any], market: bool, due: str | None) -> tuple[str | N
         return None, f"field 'freeze_datetime_value': not a probability in [0, 1] ({value!r})"
     if not is_na(raw):
         try:
-            return iso_text(parse_utc(raw.strip() if isinstance(raw, str) else raw)), ""
+            return utc_iso(parse_utc(raw.strip() if isinstance(raw, str) else raw)), ""
         except ValueError as exc:
             return None, f"field 'freeze_datetime': {exc}"
     if not market or value:
@@ -312,7 +312,7 @@ def iso_utc(value: object, *, clamp: bool = False) -> str | None:
         if not clamp or not _after_latest(value.strip()):
             return None
         moment = bounds.LATEST_DATE
-    return iso_text(moment)
+    return utc_iso(moment)
 
 
 def _after_latest(text: str) -> bool:

@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from worldsim.domain.cards import iso_text
+from worldsim.domain.cards import utc_iso
 from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.domain.files import first_error, load_mapping, load_model, sha256_file
 from worldsim.domain.values import FrozenModel
@@ -255,7 +255,7 @@ def create_lock(
         locked.append(LockedFile(path=_relative(f, base), sha256=sha256_file(f), head=head))
     check_registration(registered, prereg, held)
     return Lock(
-        locked_at=iso_text(datetime.now(UTC)),
+        locked_at=utc_iso(datetime.now(UTC)),
         prereg=LockedFile(path=_relative(Path(prereg), base), sha256=sha256_file(prereg)),
         predictions=tuple(locked),
     )

@@ -20,7 +20,7 @@ from typing import Unpack
 
 import anyio
 
-from worldsim.domain.cards import iso_text
+from worldsim.domain.cards import utc_iso
 from worldsim.domain.config import ModelConfig, RunConfig
 from worldsim.domain.errors import ConfigError, NewsLeavesNoPath
 from worldsim.gateway.gateway import gateway_for_card
@@ -82,8 +82,8 @@ class Continuation:
         card = config.card
         if not since < as_of < card.deadline:
             raise ConfigError(
-                f"{iso_text(as_of)} is not after the parent's date {iso_text(since)} and before "
-                f"the deadline {iso_text(card.deadline)}",
+                f"{utc_iso(as_of)} is not after the parent's date {utc_iso(since)} and before "
+                f"the deadline {utc_iso(card.deadline)}",
                 field="as_of",
             )
         calendar = card.model_copy(update={"as_of": origin})
@@ -111,9 +111,9 @@ class Continuation:
             head=str(result.head),
             canonical=str(result.canonical),
             tick=self.tick,
-            as_of=iso_text(as_of),
-            origin=iso_text(origin),
-            since=iso_text(since),
+            as_of=utc_iso(as_of),
+            origin=utc_iso(origin),
+            since=utc_iso(since),
         )
         self.assessor = get_role(config.roles.get(ASSESSOR, ASSESSOR), "news")
         audit = trace.first("audit")
@@ -206,7 +206,7 @@ class ContinuingEngine(Engine):
             )
         except NoSurvivors as exc:
             raise NewsLeavesNoPath(
-                f"the news up to {iso_text(cont.as_of)} leaves no timeline: {exc}"
+                f"the news up to {utc_iso(cont.as_of)} leaves no timeline: {exc}"
             ) from None
         await writer.emit(
             "reweighting",
@@ -239,7 +239,7 @@ class ContinuingEngine(Engine):
                 made.posterior[i],
                 pruned=made.pruned[i],
                 cut=j,
-                as_of=iso_text(cont.as_of),
+                as_of=utc_iso(cont.as_of),
                 prune_below=prune_below,
             )
             if tl.status == "running":

@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Sequence
 from datetime import datetime
 
-from worldsim.domain.cards import Card, iso_text
+from worldsim.domain.cards import Card, utc_iso
 from worldsim.domain.contracts import CallSite, ChatMessage, Model, ModelRequest
 from worldsim.domain.errors import ModelError
 from worldsim.domain.outputs import AssessmentOutput, NewsLikelihood
@@ -50,7 +50,7 @@ def news_record(item: NewsItem) -> NewsData:
     """A document of news as the trace records it: its text by hash (the card holds it)."""
     return NewsData(
         id=item.id,
-        published_at=iso_text(item.published_at),
+        published_at=utc_iso(item.published_at),
         title=item.title,
         stance=item.stance,
         source=item.source,
@@ -69,7 +69,7 @@ def _variables(context: NewsContext, particle: Particle) -> dict[str, object]:
     )
     return {
         "card": context.card,
-        "date": iso_text(context.date),
+        "date": utc_iso(context.date),
         "tick": context.tick - 1,
         "timeline": context.timeline,
         "endpoints": [
@@ -86,7 +86,7 @@ def _variables(context: NewsContext, particle: Particle) -> dict[str, object]:
         "news": [
             {
                 "id": n.id,
-                "published_at": iso_text(n.published_at),
+                "published_at": utc_iso(n.published_at),
                 "title": n.title,
                 "text": n.text[:4000],
             }

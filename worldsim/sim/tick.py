@@ -17,7 +17,7 @@ from datetime import datetime
 import anyio
 import numpy as np
 
-from worldsim.domain.cards import Card, iso_text
+from worldsim.domain.cards import Card, utc_iso
 from worldsim.domain.config import RunConfig
 from worldsim.domain.errors import ModelError, StateError
 from worldsim.domain.rng import AgentSeeds, rng_for
@@ -112,7 +112,7 @@ class _Tick:
         await self.stage.writer.emit(
             "tick_started",
             TickStartedData(
-                date=iso_text(self.stage.dates[self.k]),
+                date=utc_iso(self.stage.dates[self.k]),
                 observations=[
                     Observation(id=ev.id, title=ev.title, description=ev.description)
                     for ev in self.observations
@@ -282,17 +282,13 @@ async def trace_retrievals(stage: Stage, tl: Timeline) -> None:
 async def commit(stage: Stage, tl: Timeline, k: int, state: WorldState) -> None:
     """Make ``state`` the timeline's and write ``tick_committed``."""
     tl.state = state
-    probs = state.probabilities()
-    yes = next((ep.id for ep in state.scored if ep.polarity == "yes"), None)
     await stage.writer.emit(
         "tick_committed",
         TickCommittedData(
             digest=state_digest(state),
             mass=tl.mass,
             status=tl.status,
-            ledger={key: row.status for key, row in sorted(state.ledger.items())},
-            pressure={key: state.pressure[key] for key in sorted(state.pressure.keys())},
-            p_yes_now=probs[yes] if yes is not None else None,
+            **state.tick_summary(),
             reason=tl.reason,
             forced_p_yes=tl.forced_p_yes,
             forced_probs=tl.forced_probs,

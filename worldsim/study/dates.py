@@ -11,7 +11,8 @@ deadline. With ``start`` its first moment and ``span`` its length:
 * an ISO date (``2025-03-01``) or datetime — that moment.
 
 A run simulates from its forecast date to the card's deadline, so the date must lie in
-``[start, deadline)``; a date outside is an error naming the card. A computed date (a
+``[start, deadline)``, and before the label's ``resolved_at`` when one is given (by then the
+answer was known); a date outside is an error naming the card. A computed date (a
 keyword's) is rounded up to the whole second; a date given is kept to the microsecond, since
 the gateway's cut-off is that moment.
 """
@@ -59,8 +60,8 @@ def _whole_second(when: datetime) -> datetime:
 
 
 def forecast_date(card: Card, name: str, resolved_at: datetime | None = None) -> datetime:
-    """The moment ``name`` stands for on ``card`` (see the module's doc); a date outside
-    ``[as_of, deadline)`` raises ValueError."""
+    """The moment ``name`` stands for on ``card`` (see the module's doc); a date outside the
+    window's ``[start, end)``, the deadline its latest end, raises ValueError."""
     start, end = window(card, resolved_at)
     if name == "card":
         when = start
@@ -71,9 +72,11 @@ def forecast_date(card: Card, name: str, resolved_at: datetime | None = None) ->
         when = _whole_second(end - timedelta(days=1))
     else:
         when = parse_utc(check_date_name(name))  # that moment, to the microsecond
-    if not start <= when < card.deadline:
+    stop = min(end, card.deadline)
+    if not start <= when < stop:
+        until = "its label's resolution" if stop < card.deadline else "its deadline"
         raise ValueError(
             f"forecast date {name} ({when.isoformat()}) of card '{card.id}' is outside its "
-            f"window [{start.isoformat()}, {card.deadline.isoformat()})"
+            f"window [{start.isoformat()}, {stop.isoformat()}) (to {until})"
         )
     return when

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from worldsim.domain.cards import iso_text
+from worldsim.domain.cards import utc_iso
 from worldsim.domain.config import RunConfig
 from worldsim.domain.errors import ConfigError
 from worldsim.study.dates import forecast_date
@@ -60,18 +60,11 @@ def expand_jobs(study: Study, resolved: Mapping[str, datetime | None] | None = N
                 when = forecast_date(card, name, ends)
             except ValueError as exc:
                 raise ConfigError(str(exc), file=study.path, field=f"forecast_dates.{i}") from None
-            if ends is not None and when >= ends:  # the answer was known: leakage, not a forecast
-                raise ConfigError(
-                    f"forecast date {name} of card '{card.id}' ({iso_text(when)}) is not before "
-                    f"its label's resolution ({iso_text(ends)})",
-                    file=study.path,
-                    field=f"forecast_dates.{i}",
-                )
             same = next((other for other, moment in dates if moment == when), None)
             if same is not None:  # the same jobs twice, counted as two units
                 raise ConfigError(
                     f"forecast date {name} of card '{card.id}' is {same}'s moment "
-                    f"({iso_text(when)}): give it once",
+                    f"({utc_iso(when)}): give it once",
                     file=study.path,
                     field=f"forecast_dates.{i}",
                 )

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from worldsim.domain.cards import iso_text
+from worldsim.domain.cards import utc_iso
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.files import load_document, write_files
 from worldsim.domain.version import __version__
@@ -106,7 +106,7 @@ def job_plan(job: Job) -> dict[str, Any]:
         "method": job.method,
         "condition": job.condition,
         "forecast_date": job.date_name,
-        "as_of": iso_text(job.when),
+        "as_of": utc_iso(job.when),
         "seed": job.seed,
         "kind": job.config.card.kind,
         "trace": job.trace.as_posix(),

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worldsim.domain.cards import iso_text
+from worldsim.domain.cards import utc_iso
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.paths import check_file_targets, check_folder_target, staging_folder
 from worldsim.trace.signing import PublicKey
@@ -246,4 +246,4 @@ def _causal(path: str | Path, card_id: str | None) -> dict[str, Any]:
     graph = load_hindsight(path)
     check_graph(graph, file=path, card_id=card_id)
     points = causal_pressure(graph)
-    return {"causal": [[iso_text(p.date), p.value] for p in points]}
+    return {"causal": [[utc_iso(p.date), p.value] for p in points]}

@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from worldsim.domain.cards import iso_text
+from worldsim.domain.cards import utc_iso
 from worldsim.domain.contracts import lineage
 from worldsim.domain.errors import TraceIncomplete
 from worldsim.scoring.hindsight.forecast import GRAPH_TYPES, forecast_graph_json_of
@@ -409,7 +409,7 @@ def simulated_pressure(effective: Iterable[TraceLine]) -> list[list[Any]]:
     The same series as ``worldsim hindsight pressure`` draws (scoring.hindsight.pressure).
     """
     records = record_views(effective, ("tick_started", "tick_committed"))  # all it reads
-    return [[iso_text(p.date), p.value] for p in pressure_series(records)]
+    return [[utc_iso(p.date), p.value] for p in pressure_series(records)]
 
 
 def _date(value: Any) -> datetime | None:

@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from worldsim.domain.cards import Card, iso_text
+from worldsim.domain.cards import Card, utc_iso
 from worldsim.domain.config import Intervention
 from worldsim.world.build import tick_of
 from worldsim.world.state import Scalar, ScheduledEvent, WorldState
@@ -36,7 +36,7 @@ def apply_interventions(
         record: dict[str, Any] = {
             "id": iv.id,
             "kind": iv.kind,
-            "at": iso_text(iv.at),
+            "at": utc_iso(iv.at),
             "tick": tick,
             "applied": False,
             "reason": None,

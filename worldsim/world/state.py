@@ -127,6 +127,16 @@ class WorldState:
         total = math.fsum(weights)
         return {i: w / total for i, w in zip(ids, weights, strict=True)}
 
+    def tick_summary(self) -> dict[str, Any]:
+        """What ``tick_committed`` records of the state beside its digest, each derived from it:
+        the ledger's statuses, the pressure and ``p_yes_now`` (None on a card without a yes)."""
+        yes = next((ep.id for ep in self.scored if ep.polarity == "yes"), None)
+        return {
+            "ledger": {key: row.status for key, row in sorted(self.ledger.items())},
+            "pressure": {key: self.pressure[key] for key in sorted(self.pressure.keys())},
+            "p_yes_now": self.probabilities()[yes] if yes is not None else None,
+        }
+
     def outcome(self) -> str | None:
         """The settled outcome from the ledger: a polarity for binary cards, else an endpoint id."""
         scored = self.scored
