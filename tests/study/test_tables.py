@@ -19,7 +19,7 @@ from worldsim.scoring.axes import TraceAxes
 from worldsim.scoring.labels import load_labels
 from worldsim.scoring.study_tables import accuracy_by_date_plot, study_tables
 from worldsim.study.experiment import Experiment
-from worldsim.study.folder import open_study, usable_rows, verified_jobs
+from worldsim.study.folder import check_jobs, open_study, read_verified, usable_rows
 
 WORLDSIM = [sys.executable, "-c", "from worldsim.cli import main; main()"]
 LABELS = Path(CARDS[0]).parent / "labels"
@@ -46,7 +46,7 @@ def _rows(study: Path) -> list[dict[str, object]]:
     """The study's jobs as the tables take them: from their verified traces."""
     folder = open_study(study)
     assert folder is not None
-    return usable_rows(folder, verified_jobs(folder))
+    return usable_rows(folder, list(check_jobs(folder, read_verified)))
 
 
 def _axes(source: Path, ker: float, srcp: float) -> TraceAxes:

@@ -237,3 +237,46 @@ def test_the_default_page_is_named_after_the_folder(
     assert default_output([Path(study.name)]) == Path("study.html")
     monkeypatch.chdir(study / "traces")
     assert default_output([Path("..")]) == study.with_name("study.html")
+
+
+def test_score_and_view_check_each_job_alike(study: Path, tmp_path: Path) -> None:
+    """``score`` and ``view`` check a study's jobs through one function: on a study whose log
+    and traces were damaged in three ways, each job gets the same state and row from both."""
+    from worldsim.study.folder import check_jobs as score_checks
+    from worldsim.study.folder import open_study, read_verified
+    from worldsim.trace.reader import trace_head
+    from worldsim.view.study import check_jobs as view_checks
+
+    copy = tmp_path / "study"
+    shutil.copytree(study, copy)
+    log = copy / "jobs.jsonl"
+    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    cut = copy / logged[1]["trace"]  # cut before its end, the log given the cut head
+    cut.write_bytes(b"".join(cut.read_bytes().splitlines(keepends=True)[:-2]))
+    logged[1]["head"] = trace_head(cut)
+    logged[2].update(status="failed", error="killed")  # the log says failed; the trace is whole
+    failed = copy / logged[4]["trace"]  # a run that failed part way: its log says so
+    failed.write_bytes(b"".join(failed.read_bytes().splitlines(keepends=True)[:5]))
+    logged[4].update(status="failed", error="killed", head=trace_head(failed))
+    missing = copy / logged[3]["trace"]
+    missing.unlink()
+    log.write_text("".join(json.dumps(d) + "\n" for d in logged))
+    folder = open_study(copy)
+    assert folder is not None
+    by_score = list(score_checks(folder, read_verified))
+    by_view = list(view_checks(folder))
+    assert [(c.state, c.row, c.verified) for c in by_score] == [
+        (c.state, c.row, c.verified) for c in by_view
+    ]
+    states = {c.row.trace: c.state for c in by_view}
+    assert states.pop(logged[1]["trace"]) == "invalid"
+    assert states.pop(logged[2]["trace"]) == "invalid"
+    assert states.pop(logged[3]["trace"]) == "absent"
+    assert states.pop(logged[4]["trace"]) == "failed"
+    assert set(states.values()) == {"ok"}
+    notes = {c.row.trace: c.note for c in by_view}
+    assert notes[logged[1]["trace"]].startswith("the job log says complete; ")
+    assert notes[logged[2]["trace"]] == "the job log says failed; its trace is complete"
+    ended = next(c for c in by_view if c.state == "failed")
+    assert ended.verified and ended.read is not None  # its page can still be shown
+    assert ended.row.status == "failed" and ended.row.p_yes is None

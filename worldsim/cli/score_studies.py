@@ -6,7 +6,7 @@ methods (which need no labels)."""
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from worldsim.cli._app import err_console, escape, out_console
 from worldsim.domain.errors import ConfigError
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from worldsim.scoring.analysis import ScoreResult
     from worldsim.scoring.effects import Effect
     from worldsim.scoring.study_tables import StudyTables
-    from worldsim.study.folder import VerifiedJob
+    from worldsim.study.folder import JobCheck
 
 __all__ = [
     "print_effects",
@@ -75,7 +75,7 @@ def study_effects(
         return []
     from worldsim.scoring.effects import paired_effect, parse_effect
     from worldsim.scoring.paired import DEFAULT_RESAMPLES
-    from worldsim.study.folder import open_study, usable_rows, verified_jobs
+    from worldsim.study.folder import check_jobs, open_study, read_verified, usable_rows
 
     pairs = [parse_effect(e) for e in effects]
     studies = [s for s in (open_study(p) for p in inputs if p.is_dir()) if s is not None]
@@ -85,7 +85,7 @@ def study_effects(
         )
     found: list[tuple[Path, Effect]] = []
     for study in studies:
-        jobs = verified_jobs(study)
+        jobs = list(check_jobs(study, read_verified))
         _warn_unusable(jobs)
         rows = usable_rows(study, jobs)
         for control, treatment in pairs:
@@ -105,9 +105,9 @@ def study_effects(
     return found
 
 
-def _warn_unusable(jobs: "list[VerifiedJob]") -> None:
+def _warn_unusable(jobs: "list[JobCheck[Any]]") -> None:
     for job in jobs:
-        if job.check in ("absent", "invalid", "anchor"):
+        if job.flagged:
             err_console.print(
                 f"[yellow]warning:[/] {escape(job.row.trace)}: {escape(job.note)}; left out",
                 highlight=False,

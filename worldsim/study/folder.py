@@ -10,11 +10,11 @@ read to say where one no longer agrees with its trace.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from worldsim.domain.cards import parse_utc
 from worldsim.domain.errors import ConfigError, TraceError
@@ -22,20 +22,22 @@ from worldsim.domain.files import read_jsonl
 from worldsim.scoring.inputs import PredictionRow as ScoredRow
 from worldsim.study.journal import Finished, read_journal
 from worldsim.study.outputs import PLAN_KEYS, PREDICTIONS, PredictionRow, read_lock, row_for
-from worldsim.trace.reader import iter_trace, read_trace, trace_head
-from worldsim.trace.verify import verify_trace
+from worldsim.trace.reader import Trace, iter_trace, read_trace, trace_head
+from worldsim.trace.verify import Verification, verify_trace
 
 __all__ = [
+    "JobCheck",
+    "Read",
     "StudyFolder",
-    "VerifiedJob",
+    "check_jobs",
     "expand_study_inputs",
     "open_study",
     "other_job",
+    "read_verified",
     "scored_rows",
     "table_disagreements",
     "unfinished_notes",
     "usable_rows",
-    "verified_jobs",
 ]
 
 
@@ -185,58 +187,99 @@ def unfinished_notes(studies: Iterable[Path]) -> list[str]:
     return notes
 
 
+class Read(Protocol):
+    """A job's trace read and verified, as a caller reads it (``score`` plainly, ``view`` with
+    the replay its pages show)."""
+
+    @property
+    def verification(self) -> Verification: ...
+
+    @property
+    def trace(self) -> Trace: ...
+
+
+R = TypeVar("R", bound=Read)
+
+
+class _Read(NamedTuple):
+    verification: Verification
+    trace: Trace
+
+
+def read_verified(path: Path) -> Read:
+    """The trace at ``path``, read and verified (:func:`~worldsim.trace.verify.verify_trace`)."""
+    trace = read_trace(path)
+    return _Read(verify_trace(trace), trace)
+
+
 @dataclass(frozen=True, slots=True)
-class VerifiedJob:
+class JobCheck(Generic[R]):
     """One job of a study: its row (numbers from its trace, verified) and its trace's check:
     ``ok``, ``pending`` (not run yet), ``failed`` (the run failed), ``absent`` (its trace is
-    missing), ``invalid`` (its trace does not verify) or ``anchor`` (it verifies with another
-    head than the job log's). Only an ``ok`` job's forecast may be shown or scored."""
+    missing), ``invalid`` (its trace does not verify, is cut off though the job log says
+    complete, or ran another job) or ``anchor`` (it verifies with another head than the job
+    log's). Only an ``ok`` job's forecast may be shown or scored. ``read`` is the trace as read
+    where it verifies (whatever else its check says); ``verified`` says it did."""
 
     row: PredictionRow
-    check: str
+    state: str
     note: str
+    read: R | None = None
+    verified: bool = False
 
     @property
     def usable(self) -> bool:
-        return self.check == "ok"
+        return self.state == "ok"
+
+    @property
+    def flagged(self) -> bool:
+        """Its trace is missing or refused (not merely unfinished)."""
+        return self.state in ("absent", "anchor", "invalid")
 
 
-def verified_jobs(study: StudyFolder) -> list[VerifiedJob]:
-    """Every planned job of ``study``, in job order, each completed one's trace verified (one
-    trace read at a time) against the head its job log recorded."""
-    return [_verified(study, plan) for plan in study.plans]
+def check_jobs(study: StudyFolder, read: Callable[[Path], R]) -> Iterator[JobCheck[R]]:
+    """Every planned job of ``study``, in job order, each trace read by ``read`` (one at a time:
+    a caller may use it and let it go before the next) and checked against the head its job
+    log recorded."""
+    for plan in study.plans:
+        yield _check(study, plan, read)
 
 
-def _verified(study: StudyFolder, plan: dict[str, Any]) -> VerifiedJob:
+def _check(study: StudyFolder, plan: dict[str, Any], read: Callable[[Path], R]) -> JobCheck[R]:
     done = study.finished.get(plan["trace"])
     if done is None:
-        return VerifiedJob(row_for(plan, None, None, None), "pending", "not run yet")
-    if done.status == "failed" or done.head is None:
-        failed = row_for(plan, None, done.wall_s, done.error or "failed")
-        return VerifiedJob(failed, "failed", done.error or "the run failed")
+        return JobCheck(row_for(plan, None, None, None), "pending", "not run yet")
+    why = done.error or "the run failed"
+    if done.head is None:  # it failed before its trace held a record
+        return JobCheck(row_for(plan, None, done.wall_s, why), "failed", why)
     path = study.path / plan["trace"]
-    missing = row_for(plan, None, done.wall_s, "its trace is missing or refused")
+    refused = row_for(plan, None, done.wall_s, "its trace is missing or refused")
     if not path.is_file():
-        return VerifiedJob(missing, "absent", "no trace")
+        return JobCheck(refused, "absent", "no trace")
     try:
-        trace = read_trace(path)
-        result = verify_trace(trace)
+        found = read(path)
     except TraceError as exc:
-        return VerifiedJob(missing, "invalid", exc.message if exc.line is None else str(exc))
+        where = f" (line {exc.line})" if exc.line else ""
+        return JobCheck(refused, "invalid", f"{exc.message}{where}")
+    result = found.verification
     if result.head != done.head:
         note = f"head {str(result.head)[:12]} differs from the job log's {done.head[:12]}"
-        return VerifiedJob(missing, "anchor", note)
-    if not result.complete:
-        why = f"the job log says complete; {result.why_incomplete}"
-        return VerifiedJob(missing, "invalid", why)
-    problem = other_job(plan, trace.started)
+        return JobCheck(refused, "anchor", note, found, True)
+    problem = other_job(plan, found.trace.started)
     if problem is not None:
-        return VerifiedJob(missing, "invalid", problem)
-    row = row_for(plan, trace, done.wall_s, None)
-    return VerifiedJob(row, "ok", "verifies; head matches the job log")
+        return JobCheck(refused, "invalid", problem, found, True)
+    if (done.status == "complete") != result.complete:
+        said = f"the job log says {done.status}; " + (
+            result.why_incomplete or "its trace is complete"
+        )
+        return JobCheck(refused, "invalid", said, found, True)
+    if done.status != "complete":
+        return JobCheck(row_for(plan, found.trace, done.wall_s, why), "failed", why, found, True)
+    row = row_for(plan, found.trace, done.wall_s, None)
+    return JobCheck(row, "ok", "verifies; head matches the job log", found, True)
 
 
-def usable_rows(study: StudyFolder, jobs: Iterable[VerifiedJob]) -> list[dict[str, Any]]:
+def usable_rows(study: StudyFolder, jobs: Iterable[JobCheck[Any]]) -> list[dict[str, Any]]:
     """The rows of the jobs whose traces verify with their logged heads (what tables and
     effects are computed over), each with its trace's resolved path."""
     return [

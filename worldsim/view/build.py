@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from worldsim.domain.cards import utc_iso
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.paths import check_file_targets, check_folder_target, staging_folder
+from worldsim.study.folder import JobCheck
 from worldsim.trace.signing import PublicKey
 from worldsim.view.compare import compare_data
 from worldsim.view.extract import Verified, trace_data, verified
 from worldsim.view.page import render_page, write_page
 from worldsim.view.study import (
-    JobCheck,
     check_jobs,
     load_study,
     paired_data,
@@ -195,7 +195,7 @@ def write_study_view(folder: Path, out: str | Path, *, labels: Path | None = Non
         load_labels(labels)  # bad labels are refused before any page is written
     pages = staging_folder(files_folder(target))
     try:
-        checked = [(row, _write_job_page(pages, row, check)) for row, check in check_jobs(study)]
+        checked = [_write_job_page(pages, check) for check in check_jobs(study)]
         scores = study_scores(study, checked, labels) if labels is not None else None
         data = study_data(study, checked, files=files_folder(target).name, scores=scores)
         html = render_page("study", data, title=f"study · {study.name}")
@@ -211,18 +211,19 @@ def write_study_view(folder: Path, out: str | Path, *, labels: Path | None = Non
     return write_page(target, html)
 
 
-def _write_job_page(pages: Path, row: dict[str, Any], check: JobCheck) -> JobCheck:
+def _write_job_page(pages: Path, check: JobCheck[Verified]) -> JobCheck[Any]:
     """Write the trace page of a job whose trace verifies; the check, without the replay."""
-    if check.verification is None:
+    if check.read is None:
         return check
-    data = trace_data(check.verification)
+    row = check.row.to_dict()
+    data = trace_data(check.read)
     data["verification"]["anchor"] = (
         "matches the study's job log" if check.usable else f"MISMATCH: {check.note}"
     )
     meta = data["meta"]
     title = f"{meta['card']} · {row['method']} · {row['forecast_date']} · seed {meta['seed']}"
     write_page(pages.joinpath(*view_segments(row)), render_page("trace", data, title=title))
-    return JobCheck(check.state, check.note)
+    return replace(check, read=None)
 
 
 def studies_page(a: Path, b: Path) -> Page:
@@ -230,7 +231,7 @@ def studies_page(a: Path, b: Path) -> Page:
     sides = []
     for folder in (a, b):
         study = load_study(folder)
-        checked = [(row, JobCheck(c.state, c.note)) for row, c in check_jobs(study)]
+        checked = [replace(c, read=None) for c in check_jobs(study)]
         sides.append((folder, study_data(study, checked, files="", scores=None)))
     data = paired_data((sides[0][0], sides[0][1]["jobs"]), (sides[1][0], sides[1][1]["jobs"]))
     data["names"] = [side["name"] for _, side in sides]

@@ -15,20 +15,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from worldsim.domain.errors import ConfigError, TraceError
-from worldsim.study.folder import StudyFolder, open_study, other_job, table_disagreements
-from worldsim.study.outputs import row_for
+from worldsim.domain.errors import ConfigError
+from worldsim.study.folder import JobCheck, StudyFolder, open_study, table_disagreements
+from worldsim.study.folder import check_jobs as folder_checks
 from worldsim.view.extract import Verified, verified
 
 if TYPE_CHECKING:
     from worldsim.scoring.study_tables import StudyTables
 
 __all__ = [
-    "JobCheck",
     "check_jobs",
     "load_study",
     "paired_data",
@@ -40,27 +38,6 @@ __all__ = [
 
 _GROUP = ("method", "condition", "forecast_date")
 _PAIR = ("card_id", "method", "forecast_date", "seed")
-
-
-@dataclass(frozen=True, slots=True)
-class JobCheck:
-    """A job's trace against its job log line: ``state`` is ``ok``, ``anchor`` (verifies, another
-    head), ``invalid`` (does not verify), ``absent`` (no trace file) or ``pending`` (the job has
-    not ended)."""
-
-    state: str
-    note: str
-    verification: Verified | None = None
-
-    @property
-    def verifies(self) -> bool:
-        """The trace is sound (it has a page), whatever its head."""
-        return self.state in ("ok", "anchor")
-
-    @property
-    def usable(self) -> bool:
-        """Sound and anchored: its forecast may be scored."""
-        return self.state == "ok"
 
 
 def load_study(folder: Path) -> StudyFolder:
@@ -81,51 +58,24 @@ def view_segments(row: dict[str, Any]) -> list[str]:
     return parts[1:]
 
 
-def check_jobs(study: StudyFolder) -> Iterator[tuple[dict[str, Any], JobCheck]]:
-    """Each planned job's row and check, one trace verified at a time (a caller may write its
-    page and let it go before the next); a row's numbers are its verified trace's."""
-    for plan in study.plans:
-        yield _check(study, plan)
-
-
-def _check(study: StudyFolder, plan: dict[str, Any]) -> tuple[dict[str, Any], JobCheck]:
-    """Verify as a trace page does (:func:`~worldsim.view.extract.verified`), then the anchor."""
-    done = study.finished.get(plan["trace"])
-    if done is None:
-        return row_for(plan, None, None, None).to_dict(), JobCheck("pending", "not run yet")
-    refused = row_for(plan, None, done.wall_s, done.error or "its trace is refused").to_dict()
-    if done.head is None:  # it failed before its trace held a record
-        return refused, JobCheck("failed", done.error or "the run failed")
-    path = study.path / plan["trace"]
-    if not path.is_file():
-        return refused, JobCheck("absent", "no trace")
-    try:
-        result = verified(path)
-    except TraceError as exc:
-        where = f" (line {exc.line})" if exc.line else ""
-        return refused, JobCheck("invalid", f"{exc.message}{where}")
-    head = str(result.head)
-    if head != done.head:
-        note = f"head {head[:12]} differs from the job log's {done.head[:12]}"
-        return refused, JobCheck("anchor", note, result)
-    problem = other_job(plan, result.trace.started)
-    if problem is not None:
-        return refused, JobCheck("invalid", problem, result)
-    row = row_for(plan, result.trace, done.wall_s, None).to_dict()
-    return row, JobCheck("ok", "verifies; head matches the job log", result)
+def check_jobs(study: StudyFolder) -> Iterator[JobCheck[Verified]]:
+    """Each planned job's check (:func:`worldsim.study.folder.check_jobs`), its trace read as a
+    trace page reads it (:func:`~worldsim.view.extract.verified`), one at a time (a caller may
+    write its page and let it go before the next); a row's numbers are its verified trace's."""
+    return folder_checks(study, verified)
 
 
 def study_data(
     study: StudyFolder,
-    checked: list[tuple[dict[str, Any], JobCheck]],
+    checked: list[JobCheck[Any]],
     *,
     files: str,
     scores: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """The study page's data. ``files`` is the folder of job pages, relative to the page."""
-    jobs = [_job(row, check) for row, check in checked]
+    jobs = [_job(check) for check in checked]
     lock = study.lock
-    verified_rows = {str(row["trace"]): row for row, check in checked if check.usable}
+    verified_rows = {check.row.trace: check.row.to_dict() for check in checked if check.usable}
     return {
         "kind": "study",
         "name": lock.get("name"),
@@ -140,14 +90,15 @@ def study_data(
     }
 
 
-def _job(row: dict[str, Any], check: JobCheck) -> dict[str, Any]:
+def _job(check: JobCheck[Any]) -> dict[str, Any]:
+    row = check.row.to_dict()
     keys = ("card_id", "method", "condition", "forecast_date", "seed", "status", "p_yes")
     more = ("p_options", "unresolved_mass", "calls", "tokens", "cost_usd", "wall_s", "error")
     return {
         **{k: row.get(k) for k in (*keys, *more, "trace")},
         "check": check.state,
         "check_note": check.note,
-        "view": view_segments(row) if check.verifies else None,
+        "view": view_segments(row) if check.verified else None,
     }
 
 
@@ -235,9 +186,7 @@ def _pairable(job: dict[str, Any]) -> bool:
     return job["check"] == "ok" and job["p_yes"] is not None
 
 
-def study_scores(
-    study: StudyFolder, checked: list[tuple[dict[str, Any], JobCheck]], labels: Path
-) -> dict[str, Any]:
+def study_scores(study: StudyFolder, checked: list[JobCheck[Any]], labels: Path) -> dict[str, Any]:
     """What ``worldsim score FOLDER --labels LABELS --compare FIRST:M ...`` reports (the first
     method of the study is the baseline of each paired comparison), over the traces that check
     out, with the study's tables per method, condition and date when every trace does."""
@@ -247,9 +196,9 @@ def study_scores(
     from worldsim.scoring.study_tables import study_tables
 
     heads = study.heads()
-    usable = [row for row, check in checked if check.usable]
+    usable = [check.row.to_dict() for check in checked if check.usable]
     traces = sorted(study.path / str(row["trace"]) for row in usable)
-    methods = list(dict.fromkeys(str(row["method"]) for row, _ in checked))
+    methods = list(dict.fromkeys(check.row.method for check in checked))
     options = ScoreOptions(
         inputs=tuple(traces),
         labels=labels,
@@ -259,7 +208,7 @@ def study_scores(
     )
     doc = to_json(score(options))
     keep = ("metric", "n_cards", "n_units", "methods", "comparisons", "calibration", "coverage")
-    flagged = sum(1 for _, check in checked if check.state in ("absent", "anchor", "invalid"))
+    flagged = sum(1 for check in checked if check.flagged)
     rows = [{**row, "trace": str((study.path / str(row["trace"])).resolve())} for row in usable]
     tables = None if flagged else _tables(study_tables(rows, load_labels(labels)))
     return {"labels": str(labels), **{k: doc[k] for k in keep}, "tables": tables}

@@ -6,7 +6,7 @@ var COLUMNS = [["card", "card_id"], ["method", "method"], ["condition", "conditi
   ["date", "forecast_date"], ["seed", "seed"], ["status", "status"], ["p_yes", "p_yes"],
   ["unresolved", "unresolved_mass"], ["calls", "calls"], ["tokens", "tokens"],
   ["cost $", "cost_usd"], ["trace", "check"]];
-var CHECK_TEXT = { ok: "✓ anchored", anchor: "✗ head differs from lock", invalid: "✗ does not verify",
+var CHECK_TEXT = { ok: "✓ anchored", anchor: "✗ head differs from job log", invalid: "✗ refused",
   absent: "no trace", unlocked: "not in lock" };
 
 /* A link to a job's trace page: the pages folder and the job's path segments, each
