@@ -369,3 +369,31 @@ def test_the_source_revision_is_read_in_a_linked_work_tree_too(tmp_path: Path) -
     assert git_revision(tmp_path / "side") == git("rev-parse", "HEAD", cwd=tmp_path / "side")
     assert git_revision(main) != git_revision(tmp_path / "side")
     assert git_revision(tmp_path) is None
+
+
+def test_tasks_that_failed_together_end_in_the_one_line_of_their_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A worldsim error raised inside a task group reaches the entry point as an exception
+    group: it is still one line and its exit status; any other group is not hidden."""
+    import worldsim.cli as cli
+    from worldsim.domain.errors import ConfigError
+
+    def failing() -> None:
+        raise ExceptionGroup(
+            "tasks", [ExceptionGroup("inner", [ConfigError("trace not found", file="t.jsonl")])]
+        )
+
+    monkeypatch.setattr(cli, "app", failing)
+    monkeypatch.setattr(sys, "argv", ["worldsim", "--help"])  # no logging set-up
+    with pytest.raises(SystemExit) as ended:
+        cli.main()
+    assert ended.value.code == 2
+    assert capsys.readouterr().err.splitlines() == ["error: t.jsonl: trace not found"]
+
+    def crashing() -> None:
+        raise ExceptionGroup("tasks", [ValueError("a bug")])
+
+    monkeypatch.setattr(cli, "app", crashing)
+    with pytest.raises(ExceptionGroup):
+        cli.main()

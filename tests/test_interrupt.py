@@ -1,5 +1,5 @@
-"""Ctrl-C during `run` and `batch`: one line saying what is unfinished and how to finish it,
-exit 130, and that way of finishing works."""
+"""Ctrl-C (or SIGTERM) during `run` and `batch`: one line saying what is unfinished and how to
+finish it, exit 130 (143), and that way of finishing works."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.support import DEMO_CARD, ROOT
 from worldsim.testing import StubServer
@@ -24,19 +26,35 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _interrupt(proc: subprocess.Popen[str], ready: object) -> tuple[int, str]:
-    """SIGINT to ``proc`` once ``ready()`` holds; its exit status and standard error."""
+def _ignore_sigint() -> None:
+    """SIGINT as a background job of a shell script has it: ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _interrupt(
+    proc: subprocess.Popen[str], ready: object, sig: int = signal.SIGINT
+) -> tuple[int, str]:
+    """``sig`` to ``proc`` once ``ready()`` holds; its exit status and standard error."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not ready():  # type: ignore[operator]
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.01)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     return proc.returncode, err
 
 
+@pytest.mark.parametrize(
+    ("sig", "preexec", "code", "said"),
+    [
+        (signal.SIGINT, _default_sigint, 130, "interrupted"),
+        (signal.SIGTERM, _default_sigint, 143, "terminated"),
+        (signal.SIGTERM, _ignore_sigint, -signal.SIGTERM, None),
+    ],
+    ids=["ctrl-c", "sigterm", "sigterm-ignoring-ctrl-c"],
+)
 def test_an_interrupted_run_names_its_trace_and_the_resume_that_finishes_it(
-    tmp_path: Path,
+    tmp_path: Path, sig: int, preexec: object, code: int, said: str | None
 ) -> None:
     # the server answers 6 requests, then holds the rest: the interrupt falls mid-run
     with StubServer(seed=8, hold_after=6) as server:
@@ -48,19 +66,22 @@ def test_an_interrupted_run_names_its_trace_and_the_resume_that_finishes_it(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
-            preexec_fn=_default_sigint,
+            preexec_fn=preexec,  # type: ignore[arg-type]
         )
-        code, err = _interrupt(proc, lambda: server.request_count > 6)
+        exit_code, err = _interrupt(proc, lambda: server.request_count > 6, sig)
         trace = tmp_path / "merger-review__branching__stub-test-model__ticks4__s2.jsonl"
-        assert code == 130
-        assert err.splitlines() == [
-            f"error: interrupted: {trace} is unfinished; `worldsim run --resume {trace}` "
-            "finishes it (0 of 2 runs finished)"
-        ]
-        # the held calls were in flight: each request the server read is in a trace
-        received = server.request_count
-        calls = [c for t in tmp_path.glob("*.jsonl") for c in read_trace(t).of_type("llm_call")]
-        assert sum(c.record.data.attempts for c in calls) >= received > 6
+        assert exit_code == code, err
+        if said is not None:
+            assert err.splitlines() == [
+                f"error: {said}: {trace} is unfinished; `worldsim run --resume {trace}` "
+                "finishes it (0 of 2 runs finished)"
+            ]
+            # the held calls were in flight: each request the server read is in a trace
+            received = server.request_count
+            calls = [c for t in tmp_path.glob("*.jsonl") for c in read_trace(t).of_type("llm_call")]
+            assert sum(c.record.data.attempts for c in calls) >= received > 6
+        else:  # ended at once, as a kill ends it
+            assert "Traceback" not in err
         server.release()
         resumed = subprocess.run(
             [*WORLDSIM, "run", "--resume", str(trace), "--json"],
@@ -74,7 +95,14 @@ def test_an_interrupted_run_names_its_trace_and_the_resume_that_finishes_it(
     assert verify_trace(trace).exit_code == 0
 
 
-def test_an_interrupted_study_says_the_same_command_finishes_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sig", "code", "said"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_an_interrupted_study_says_the_same_command_finishes_it(
+    tmp_path: Path, sig: int, code: int, said: str
+) -> None:
     out = tmp_path / "study"
     command = [*WORLDSIM, "batch", str(ROOT / "scenarios/studies/demo-study.yaml"), "--out"]
     proc = subprocess.Popen(
@@ -85,12 +113,16 @@ def test_an_interrupted_study_says_the_same_command_finishes_it(tmp_path: Path) 
         preexec_fn=_default_sigint,
     )
     jobs = out / "jobs.jsonl"
-    code, err = _interrupt(proc, lambda: jobs.exists() and jobs.stat().st_size > 0)
-    assert code == 130
+    exit_code, err = _interrupt(proc, lambda: jobs.exists() and jobs.stat().st_size > 0, sig)
+    assert exit_code == code
     assert err.splitlines()[-1] == (
-        f"error: interrupted: the study in {out} is unfinished; the same `worldsim batch` "
+        f"error: {said}: the study in {out} is unfinished; the same `worldsim batch` "
         "command finishes it (complete traces are kept, torn ones resumed)"
     )
+    done = len(jobs.read_text(encoding="utf-8").splitlines())
+    table = (out / "predictions.csv").read_text(encoding="utf-8").splitlines()
+    assert len(table) == 1 + 126  # written on the way out: every job, finished or pending
+    assert sum(1 for row in table if ",complete," in row) == done
     finished = subprocess.run(
         [*command, str(out), "--json"], capture_output=True, text=True, timeout=300, check=False
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,9 +29,11 @@ __all__ = [
     "err_console",
     "escape",
     "fail",
+    "interrupted",
     "on_budget",
     "on_interrupt",
     "out_console",
+    "stop_on_sigterm",
     "trace_checks",
 ]
 
@@ -250,14 +253,51 @@ def fail(message: str, *, code: int = 2) -> NoReturn:
     raise SystemExit(code)
 
 
+_TERMINATED: list[bool] = []
+"""Holds True once SIGTERM stopped the command (see :func:`stop_on_sigterm`)."""
+
+
+@contextlib.contextmanager
+def stop_on_sigterm() -> Iterator[None]:
+    """Inside, SIGTERM (a plain ``kill``, a job scheduler's stop) stops the command as Ctrl-C
+    does: it is handed to SIGINT's handler of the moment (the event loop's, which cancels the
+    run so that it records what was in flight and writes what it owes); :func:`interrupted`
+    then says ``terminated``, exit 143. Where the process ignores SIGINT (a background job of a
+    shell script) there is no such handler, and SIGTERM ends the process at once, as it would
+    without worldsim. For the command line's entry point only: a library never takes a
+    process's signals."""
+
+    def stop(signum: int, frame: Any) -> None:
+        handler = signal.getsignal(signal.SIGINT)
+        if not callable(handler):
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.raise_signal(signal.SIGTERM)
+            return
+        _TERMINATED.append(True)
+        handler(signal.SIGINT, frame)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupted(left: str | None = None) -> NoReturn:
+    """End a command that Ctrl-C (exit 130) or SIGTERM (exit 143) stopped, with one line and
+    ``left``: what it left unfinished and how to finish it."""
+    said, code = ("terminated", 143) if _TERMINATED else ("interrupted", 130)
+    fail(said if left is None else f"{said}: {left}", code=code)
+
+
 @contextlib.contextmanager
 def on_interrupt(left: Callable[[], str]) -> Iterator[None]:
-    """Ctrl-C inside ends the command with one line, ``left()`` (what it left unfinished and
-    how to finish it), and exit 130."""
+    """Ctrl-C or SIGTERM inside ends the command with one line, ``left()`` (what it left
+    unfinished and how to finish it), and exit 130 (143 for SIGTERM)."""
     try:
         yield
     except KeyboardInterrupt:
-        fail(f"interrupted: {left()}", code=130)
+        interrupted(left())
 
 
 @contextlib.contextmanager

@@ -47,6 +47,7 @@ __all__ = [
     "Where",
     "WorldsimError",
     "WorldsimRuntimeError",
+    "unwrap_error",
 ]
 
 
@@ -224,3 +225,23 @@ class GatewayRefusal(WorldsimRuntimeError):
         super().__init__(message, timeline=timeline, tick=tick)
         self.doc_id = doc_id
         self.reason = reason
+
+
+def unwrap_error(exc: BaseException) -> BaseException:
+    """The error a task group's exception group stands for: a worldsim error if there is one."""
+    if isinstance(exc, BaseExceptionGroup):
+        leaves: list[BaseException] = []
+
+        def walk(group: BaseExceptionGroup[BaseException]) -> None:
+            for inner in group.exceptions:
+                if isinstance(inner, BaseExceptionGroup):
+                    walk(inner)
+                else:
+                    leaves.append(inner)
+
+        walk(exc)
+        for leaf in leaves:
+            if isinstance(leaf, WorldsimError):
+                return leaf
+        return leaves[0] if leaves else exc
+    return exc

@@ -8,7 +8,13 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from worldsim.domain.errors import BudgetExhausted, ModelError, RoleError, TraceError, WorldsimError
+from worldsim.domain.errors import (
+    BudgetExhausted,
+    ModelError,
+    RoleError,
+    TraceError,
+    unwrap_error,
+)
 from worldsim.domain.logs import get_logger
 from worldsim.sim.settlement import RunResult
 from worldsim.trace.records import RunFailedData
@@ -17,26 +23,6 @@ from worldsim.trace.writer import TraceWriter
 __all__ = ["guarded", "unwrap_error"]
 
 log = get_logger(__name__)
-
-
-def unwrap_error(exc: BaseException) -> BaseException:
-    """The error a task group's exception group stands for: a worldsim error if there is one."""
-    if isinstance(exc, BaseExceptionGroup):
-        leaves: list[BaseException] = []
-
-        def walk(group: BaseExceptionGroup[BaseException]) -> None:
-            for inner in group.exceptions:
-                if isinstance(inner, BaseExceptionGroup):
-                    walk(inner)
-                else:
-                    leaves.append(inner)
-
-        walk(exc)
-        for leaf in leaves:
-            if isinstance(leaf, WorldsimError):
-                return leaf
-        return leaves[0] if leaves else exc
-    return exc
 
 
 async def guarded(writer: TraceWriter, body: Callable[[], Awaitable[RunResult]]) -> RunResult:
