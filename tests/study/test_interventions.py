@@ -4,6 +4,7 @@ replay, and measured by `score --effect` as a paired difference in p_yes, with n
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,15 @@ def test_a_study_measures_the_intervention_without_labels(tmp_path: Path) -> Non
     assert invoke("score", study, "--effect", "control:nope").code == 2
     bare = invoke("score", study)
     assert bare.code == 2 and "--labels" in bare.err
+
+    # a trace replaced or missing stops the effect, as it stops a scored study
+    replaced, other = sorted((study / "traces").rglob("*.jsonl"))[:2]
+    shutil.copyfile(other, replaced)
+    refused = invoke("score", study, "--effect", "control:veto")
+    assert refused.code == 1 and str(replaced) in refused.err and "differs from" in refused.err
+    replaced.unlink()
+    missing = invoke("score", study, "--effect", "control:veto")
+    assert missing.code == 2 and f"{replaced}: trace not found" in missing.err
 
 
 @given(

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from worldsim.cli._app import err_console, escape, out_console
-from worldsim.domain.errors import ConfigError
+from worldsim.cli._app import escape, out_console
+from worldsim.domain.errors import ConfigError, TraceError
 
 if TYPE_CHECKING:
     from worldsim.scoring.analysis import ScoreResult
@@ -70,7 +70,7 @@ def study_effects(
     level: float | None,
 ) -> list[tuple[Path, "Effect"]]:
     """Each ``--effect`` on each study folder among the inputs, over its jobs' verified
-    traces (a job whose trace is refused is named and left out)."""
+    traces (a job whose trace is missing or refused stops it, naming the trace)."""
     if not effects:
         return []
     from worldsim.scoring.effects import paired_effect, parse_effect
@@ -86,7 +86,7 @@ def study_effects(
     found: list[tuple[Path, Effect]] = []
     for study in studies:
         jobs = list(check_jobs(study, read_verified))
-        _warn_unusable(jobs)
+        _refuse_flagged(study.path, jobs)
         rows = usable_rows(study, jobs)
         for control, treatment in pairs:
             found.append(
@@ -105,13 +105,15 @@ def study_effects(
     return found
 
 
-def _warn_unusable(jobs: "list[JobCheck[Any]]") -> None:
+def _refuse_flagged(study: Path, jobs: "list[JobCheck[Any]]") -> None:
+    """A job whose trace is missing, replaced or refused stops the effect, as it stops a
+    scored study: its trace would be left out of one side of the pairs."""
     for job in jobs:
         if job.flagged:
-            err_console.print(
-                f"[yellow]warning:[/] {escape(job.row.trace)}: {escape(job.note)}; left out",
-                highlight=False,
-            )
+            where = study / job.row.trace
+            if job.state == "absent":
+                raise ConfigError("trace not found", file=where)
+            raise TraceError(job.note, file=where)
 
 
 def print_effects(effects: list[tuple[Path, "Effect"]]) -> None:
