@@ -4,6 +4,7 @@ for all its news, the calls of the ticks it runs, and the report."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -11,11 +12,12 @@ import anyio
 import pytest
 
 from tests.continuation.test_continue import CUT, NEWS_CARD
+from tests.support import invoke
 from worldsim.domain.cards import load_card, parse_utc
 from worldsim.domain.config import ModelConfig, RetrySettings, RunConfig
 from worldsim.domain.policy import load_policy
 from worldsim.roles.prompts import known_prompt_roles
-from worldsim.sim.continuation import continue_run
+from worldsim.sim.continuation import continue_run, continued_name
 from worldsim.sim.session import run_card
 from worldsim.sim.settlement import RunResult
 from worldsim.testing import StubServer
@@ -87,3 +89,37 @@ def test_the_assessors_front_matter_route_is_the_one_it_runs_on(
     }
     assert served == len(calls) == len(particles) >= 1
     assert verify_trace(child.trace).complete
+
+
+def test_a_continuation_its_budget_stops_before_its_news_is_weighed_says_to_start_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped by its budget before its re-weighting, a continued run cannot be resumed: its
+    ``run_failed`` says so (``resumable`` false) and its one line gives the command that starts
+    it again, which then finishes with a higher budget."""
+    text = known_prompt_roles()["assessor"][0].read_text(encoding="utf-8")
+    routed = text.replace("phase: news\n", "phase: news\nroute: stub/gpt-4o-mini\n", 1)
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "assessor.md").write_text(routed, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    parent = invoke("run", NEWS_CARD, "--out", "runs", "--json")
+    assert parent.code == 0, parent.err
+    trace = Path(json.loads(parent.out)["trace"])
+    with StubServer(seed=1) as server:
+        monkeypatch.setenv("STUB_API_KEY", "k")
+        monkeypatch.setenv("STUB_BASE_URL", server.base_url)
+        cont = ["run", "--continue", trace, "--as-of", CUT]
+        stopped = invoke(*cont, "--max-cost-usd", "0.0002")
+        assert stopped.code == 1, stopped.err
+        again = f"worldsim run --continue {trace} --as-of {CUT} --force"
+        assert stopped.err.endswith(
+            f"goes on: `{again} --max-cost-usd MORE` (it stopped before its news was weighed)"
+        ), stopped.err
+        child = trace.parent / continued_name(trace.name, parse_utc(CUT))
+        terminal = read_trace(child).terminal
+        assert terminal is not None and terminal.type == "run_failed"
+        assert terminal.data.resumable is False
+        assert "before its news was weighed" in invoke("run", "--resume", child).err
+        done = invoke(*cont, "--force", "--max-cost-usd", "1")
+        assert done.code == 0, done.err
+    assert verify_trace(child).complete

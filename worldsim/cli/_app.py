@@ -301,12 +301,13 @@ def on_interrupt(left: Callable[[], str]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def on_budget(then: str) -> Iterator[None]:
-    """A budget stop inside ends its one line with ``then``: what goes on with a higher
-    budget (a run's resume, a forecast's new start)."""
+def on_budget(then: str | Callable[[], str]) -> Iterator[None]:
+    """A budget stop inside ends its one line with ``then`` (or what ``then()`` says once it
+    stopped): what goes on with a higher budget (a run's resume, a forecast's new start)."""
     from worldsim.domain.errors import BudgetExhausted
 
     try:
         yield
     except BudgetExhausted as exc:
-        raise type(exc)(f"{exc.message}{then}", call=exc.call) from None
+        said = then if isinstance(then, str) else then()
+        raise type(exc)(f"{exc.message}{said}", call=exc.call) from None

@@ -7,7 +7,7 @@
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from worldsim.cli._app import on_interrupt
+from worldsim.cli._app import on_budget, on_interrupt
 from worldsim.domain.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -31,18 +31,26 @@ def continue_from_cli(
     """``run --continue PARENT --as-of DATE``: the continued run's one call into the library."""
     import anyio
 
-    from worldsim.sim.continuation import continue_run
+    from worldsim.sim.continuation import continue_run, continued_name
+    from worldsim.sim.resume import holds_world
 
     if as_of is None:
         raise ConfigError("--continue needs --as-of DATE", field="as_of")
     when = _continue_date(parent, as_of)
-    folder = out if out is not None else parent.parent
-    with on_interrupt(
-        lambda: (
-            f"the continued run in {folder} is unfinished; `worldsim run --resume` of "
-            "its trace finishes it"
-        )
-    ):
+    trace = (out if out is not None else parent.parent) / continued_name(parent.name, when)
+    again = f"worldsim run --continue {parent} --as-of {as_of} --force"
+
+    def left() -> str:
+        if holds_world(trace):
+            return f"{trace} is unfinished; `worldsim run --resume {trace}` finishes it"
+        return f"{trace} stopped before its news was weighed; `{again}` starts it again"
+
+    def then() -> str:
+        if holds_world(trace):
+            return f": `worldsim run --resume {trace} --max-cost-usd MORE`"
+        return f": `{again} --max-cost-usd MORE` (it stopped before its news was weighed)"
+
+    with on_interrupt(left), on_budget(then):
         return anyio.run(
             lambda: continue_run(parent, when, out, models=models, overwrite=force, signer=signer)
         )

@@ -285,5 +285,6 @@ async def continue_run(
         lambda session, writer: ContinuingEngine(
             cont, writer, plan, session.source, observer, session.guard
         ),
+        resumes_from="reweighting",
         **options,
     )

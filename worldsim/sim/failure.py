@@ -25,8 +25,15 @@ __all__ = ["guarded", "unwrap_error"]
 log = get_logger(__name__)
 
 
-async def guarded(writer: TraceWriter, body: Callable[[], Awaitable[RunResult]]) -> RunResult:
+async def guarded(
+    writer: TraceWriter,
+    body: Callable[[], Awaitable[RunResult]],
+    *,
+    has_world: Callable[[], bool],
+) -> RunResult:
     """Run ``body``; a failure ends the trace with a sealed ``run_failed`` and is re-raised.
+    The record says ``resumable`` for a failure a resume can go on from (a budget, a model
+    failure) where ``has_world()``: the trace holds what a resume starts again from.
 
     ``body`` should hold the run's engine only while it runs, so that the world it leaves
     behind is let go as soon as the run ends.
@@ -44,7 +51,7 @@ async def guarded(writer: TraceWriter, body: Callable[[], Awaitable[RunResult]])
                 kind = "config" if isinstance(exc, RoleError) else type(exc).__name__
                 log.error("run_failed", error=str(exc), trace=str(writer.path))
                 with anyio.CancelScope(shield=True):
-                    await _end_failed(writer, exc, kind)
+                    await _end_failed(writer, exc, kind, has_world())
             if exc is not raw:
                 raise exc from None
         raise
@@ -52,7 +59,7 @@ async def guarded(writer: TraceWriter, body: Callable[[], Awaitable[RunResult]])
         await writer.aclose()
 
 
-async def _end_failed(writer: TraceWriter, exc: Exception, kind: str) -> None:
+async def _end_failed(writer: TraceWriter, exc: Exception, kind: str, world: bool) -> None:
     """Seal the trace with ``run_failed``, unless the trace itself can no longer be written."""
     if writer.failure is not None:  # a write failed inside a task that then failed otherwise
         return
@@ -62,7 +69,7 @@ async def _end_failed(writer: TraceWriter, exc: Exception, kind: str) -> None:
             RunFailedData(
                 error=str(exc)[:2000],
                 kind=kind,
-                resumable=isinstance(exc, BudgetExhausted | ModelError),
+                resumable=world and isinstance(exc, BudgetExhausted | ModelError),
             ),
             durable=True,
         )

@@ -15,21 +15,29 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from worldsim.domain.config import ModelConfig, RunConfig
-from worldsim.domain.errors import ConfigError
+from worldsim.domain.errors import ConfigError, WorldsimError
 from worldsim.sim.particles import Particle, reweighted_timeline
 from worldsim.sim.scheduler import RestorePoint
 from worldsim.trace.effective import void_lines
 from worldsim.trace.forecast import FORECAST_TYPES, record_views
-from worldsim.trace.reader import Trace
+from worldsim.trace.reader import Trace, iter_trace
 from worldsim.trace.replay import replay_steps
 from worldsim.world.build import WorldSource
 from worldsim.world.state import WorldState
 from worldsim.world.timeline import Timeline, settlement_of
 
-__all__ = ["Cut", "has_world", "recorded_spend", "restore_point", "resume_config"]
+__all__ = [
+    "Cut",
+    "has_world",
+    "holds_world",
+    "recorded_spend",
+    "restore_point",
+    "resume_config",
+]
 
 _MODEL_SETTINGS_FROM_TRACE = ("model", "role_models")
 
@@ -62,6 +70,18 @@ def has_world(trace: Trace) -> bool:
     ``world_initialized``, or a continued run's ``reweighting``."""
     world = "reweighting" if trace.started.parent is not None else "world_initialized"
     return trace.first(world) is not None
+
+
+def holds_world(path: Path) -> bool:
+    """Whether the trace file at ``path`` got as far as :func:`has_world` asks (a continued
+    run's, its re-weighting), read only that far; a file that cannot be read holds none."""
+    try:
+        return any(line.type in _WORLDS for line in iter_trace(path))
+    except (OSError, WorldsimError):
+        return False
+
+
+_WORLDS = frozenset({"world_initialized", "reweighting"})
 
 
 class Cut:

@@ -338,9 +338,13 @@ async def run_engine(
     environ: Mapping[str, str] | None = None,
     shared: Shared | None = None,
     signer: Signer | None = None,
+    resumes_from: str | None = None,
 ) -> RunResult:
     """Open the run's models, create its trace at ``path`` and run the engine ``make`` builds
-    (a new run's, or a continued run's), guarded: a failure ends the trace with ``run_failed``."""
+    (a new run's, or a continued run's), guarded: a failure ends the trace with ``run_failed``.
+    ``resumes_from``: the record a resume needs the trace to hold (a continued run's
+    ``reweighting``); None where a resume can start from anything (a new run cut before its
+    world runs again)."""
     await check_evidence(config.card, card_path=config.card_path)
     async with open_session(
         config, path.parent, model_source=model_source, environ=environ, shared=shared
@@ -360,7 +364,11 @@ async def run_engine(
         async def body() -> RunResult:  # the engine lives only while it runs (see guarded)
             return await made.pop().run()
 
-        return await guarded(writer, body)
+        return await guarded(
+            writer,
+            body,
+            has_world=lambda: resumes_from is None or resumes_from in writer.types_written,
+        )
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -217,6 +217,7 @@ class TraceWriter:
         self._thread: ThreadPoolExecutor | None = None  # made for the first large record
         self._pending: deque[tuple[Future[None], int]] = deque()  # writes not yet done
         self._reported = False  # whether a call raised ``failure``
+        self.types_written: set[str] = set()  # the record types this writer has chained
 
     @classmethod
     async def create(
@@ -305,6 +306,7 @@ class TraceWriter:
         self._queue(written)
         self._seq += 1
         self._prev = hashlib.sha256(written[:-1]).hexdigest()
+        self.types_written.add(type_)
         if self.tap is not None:
             self.tap(type_, tl, tick, payload)
         if durable and self._fsync:
