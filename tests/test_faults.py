@@ -130,3 +130,32 @@ def test_a_read_only_output_folder_is_refused_before_anything_is_written(
         f"error: {out / TRACE_NAME}: cannot write the trace: Permission denied"
     ]
     assert list(out.iterdir()) == []
+
+
+def test_a_failed_route_is_one_line_not_logs_that_say_it_again(tmp_path: Path) -> None:
+    """A run its route fails ends with one line naming the route and the error; the library
+    raises it and logs nothing that repeats it (only the documented shrink of a connection
+    limit, a warning of its own)."""
+    from worldsim.testing import Faults, StubServer
+
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        f"card: {DEMO_CARD}\nmodels:\n  model: stub/test-model\n  retry: {{max_attempts: 1}}\n",
+        encoding="utf-8",
+    )
+    with StubServer(seed=8, faults=Faults(server_error=1.0)) as server:
+        env = {**os.environ, "STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}
+        proc = subprocess.run(
+            [*WORLDSIM, "run", "--config", str(config), "--out", str(tmp_path / "out")],
+            env={**env, "WORLDSIM_CACHE_DIR": str(tmp_path / "cache")},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert proc.returncode == 1
+    lines = [ln for ln in proc.stderr.splitlines() if '"event": "connection limit"' not in ln]
+    assert lines == [
+        "error: stub/test-model: gave up after 1 attempts; last error server_error: Error code: "
+        "500 - The server had an error while processing"
+    ]

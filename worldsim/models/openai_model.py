@@ -243,14 +243,6 @@ class OpenAIModel(Closing):
             talk.failed(failure.entry)
         record = self._record(talk, error=failure.message)
         site = talk.request.site
-        logger.warning(
-            "model call failed",
-            route=self.route,
-            role=site.role,
-            agent=site.agent,
-            attempts=record.attempts,
-            error=record.error,
-        )
         error = ModelError if isinstance(failure, InvalidReply) else RouteFailed
         return error(
             f"{self.route}: {record.error}",

@@ -15,14 +15,11 @@ from worldsim.domain.errors import (
     TraceError,
     unwrap_error,
 )
-from worldsim.domain.logs import get_logger
 from worldsim.sim.settlement import RunResult
 from worldsim.trace.records import RunFailedData
 from worldsim.trace.writer import TraceWriter
 
 __all__ = ["guarded", "unwrap_error"]
-
-log = get_logger(__name__)
 
 
 async def guarded(
@@ -39,8 +36,9 @@ async def guarded(
     behind is let go as soon as the run ends.
 
     Cancellation (Ctrl-C, a kill) writes nothing: the trace stays open-ended, resumable. So
-    does a failed write of the trace (a full disk): like a crash, it ends with no ``run_failed``
-    and no ``run_failed`` log line, and the error raised says what happened.
+    does a failed write of the trace (a full disk): like a crash, it ends with no ``run_failed``,
+    and the error raised says what happened. Nothing is logged: the error raised is the report
+    (the command line prints it as its one line).
     """
     try:
         return await body()
@@ -49,7 +47,6 @@ async def guarded(
         if isinstance(exc, Exception):
             if exc is not writer.failure:
                 kind = "config" if isinstance(exc, RoleError) else type(exc).__name__
-                log.error("run_failed", error=str(exc), trace=str(writer.path))
                 with anyio.CancelScope(shield=True):
                     await _end_failed(writer, exc, kind, has_world())
             if exc is not raw:
