@@ -153,3 +153,16 @@ def test_two_forced_runs_racing_for_one_trace_leave_one_sound_trace(
     assert verdict.exit_code == 0
     assert json.loads(stdout)["run_id"] == json.loads(trace.read_text().split("\n")[0])["run"]
     assert loser.pid != winner.pid
+
+
+def test_an_existing_trace_is_refused_naming_the_flag_and_the_keyword(tmp_path: Path) -> None:
+    """The refusal reaches command-line and library users alike: it names both ways to
+    replace the trace."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"kept\n")
+    with pytest.raises(ConfigError) as refused:
+        TraceLock.take(path, "new")
+    assert refused.value.message == (
+        "trace already exists (--force replaces it; overwrite=True in Python)"
+    )
+    assert path.read_bytes() == b"kept\n"

@@ -57,7 +57,7 @@ from worldsim.sim.plan import (
 from worldsim.sim.scheduler import Engine, Observer
 from worldsim.sim.settlement import RunResult
 from worldsim.trace.signing import Signer
-from worldsim.trace.writer import TraceWriter
+from worldsim.trace.writer import TRACE_EXISTS, TraceWriter
 
 __all__ = [
     "EngineOptions",
@@ -87,7 +87,7 @@ def check_trace_target(path: Path, overwrite: bool) -> None:
     if path.is_dir():
         raise ConfigError("a folder is in the trace's place", file=path)
     if path.exists() and not overwrite:
-        raise ConfigError("trace already exists (use --force to replace it)", file=path)
+        raise ConfigError(TRACE_EXISTS, file=path)
 
 
 @dataclass(frozen=True, slots=True)

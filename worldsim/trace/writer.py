@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SEALED_TYPES",
+    "TRACE_EXISTS",
     "TraceLock",
     "TraceWriter",
     "genesis_hash",
@@ -44,6 +45,9 @@ __all__ = [
     "seal_line",
     "utc_stamp",
 ]
+
+TRACE_EXISTS = "trace already exists (--force replaces it; overwrite=True in Python)"
+"""The refusal of a new trace where one is: the command's flag and the library's keyword."""
 
 SEALED_TYPES = frozenset({"run_completed", "run_failed"})
 LATER_BYTES = 1 << 20
@@ -140,7 +144,7 @@ class TraceLock:
         try:
             fd = os.open(p, os.O_RDWR | os.O_CLOEXEC | _OPEN_FLAGS[how], 0o666)
         except FileExistsError:
-            raise ConfigError("trace already exists (use --force to replace it)", file=p) from None
+            raise ConfigError(TRACE_EXISTS, file=p) from None
         except FileNotFoundError:
             raise TraceError("trace not found", file=p) from None
         except OSError as exc:
