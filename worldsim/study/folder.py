@@ -94,8 +94,8 @@ class StudyFolder:
         return (
             f"{pending + failed} of {total} planned jobs have no result ({pending} not run "
             f"yet, {failed} failed): the scores cover the other {total - pending - failed}; "
-            f"finish the study with `worldsim batch MANIFEST --out {self.path}`"
-            + (" --retry-failed" if failed else "")
+            f"finish the study with `worldsim batch MANIFEST --out {self.path}"
+            + (" --retry-failed`" if failed else "`")
         )
 
     def by_trace(self) -> dict[Path, dict[str, Any]]:
