@@ -129,3 +129,26 @@ def test_any_one_byte_edit_is_refused_or_reads_as_a_cut_off_run(
         assert pos == len(blob) - 1 and caught.value.exit_code == 3
     else:
         assert caught.value.exit_code == 1
+
+
+@pytest.mark.parametrize("tail", [b" ", b"\n", b"\n\n", b'{"v":2,"se', b"x\n"])
+def test_anything_after_run_completed_is_refused_by_every_reader_naming_its_line(
+    recorded: Path, tmp_path: Path, tail: bytes
+) -> None:
+    """Nothing is written after ``run_completed``: bytes there (torn or whole, blank or not)
+    are refused alike by verify, score, hindsight and replay, at the line after it."""
+    from worldsim.trace.reader import read_trace
+    from worldsim.trace.verify import verify_trace
+
+    blob = recorded.read_bytes()
+    last = blob.count(b"\n")
+    path = tmp_path / "appended.jsonl"
+    path.write_bytes(blob + tail)
+    readers = (verify_trace, rows_from_trace, trace_records, read_trace)
+    for reader in readers:
+        with pytest.raises(TraceError) as caught:
+            reader(path)
+        assert caught.value.exit_code == 1 and caught.value.line == last + 1, reader
+        assert "follows run_completed" in caught.value.message
+    said = _one_line(cli("replay", path))
+    assert said.startswith(f"error: {path}:{last + 1}: something follows run_completed")

@@ -179,8 +179,9 @@ def iter_trace(path: str | Path, *, parsed: bool = False) -> Iterator[TraceLine]
     Each line must be a JSON object in the envelope with a known record type, the run's id,
     the next ``seq`` and the previous line's hash; a sealed record (``run_completed``,
     ``run_failed``) must match its seal and end the trace (or be followed by ``run_resumed``).
-    The first bad line raises :class:`TraceError` naming it. A final line without its newline
-    (a crash mid-write) is not yielded; :func:`read_trace` reports it as torn. A whole record
+    The first bad line raises :class:`TraceError` naming it (anything after ``run_completed``,
+    a blank line or a few bytes, included). A final line without its newline (a crash
+    mid-write) is not yielded; :func:`read_trace` reports it as torn. A whole record
     followed by one byte other than its newline was edited, not cut off, and is refused.
 
     With ``parsed``, each line carries the JSON parsed here (and whether msgspec's encoding of
@@ -209,15 +210,17 @@ def iter_trace(path: str | Path, *, parsed: bool = False) -> Iterator[TraceLine]
                         file=p,
                         line=number,
                     )
-                return  # torn: the writer was cut off mid-record
-            raw = raw_line[:-1]
+                if sealed_type != "run_completed":
+                    return  # torn: the writer was cut off mid-record
+            raw = raw_line[:-1] if raw_line.endswith(b"\n") else raw_line
             if sealed_at is not None:
                 obj_type = _peek_type(raw)
                 if not (obj_type == "run_resumed" and sealed_type == "run_failed"):
                     raise TraceError(
-                        f"{sealed_type} must be the last record (or be followed by run_resumed)",
+                        f"something follows {sealed_type} (line {sealed_at}), which must be "
+                        "the last record (or be followed by run_resumed)",
                         file=p,
-                        line=sealed_at,
+                        line=number,
                     )
                 sealed_at = None
             try:

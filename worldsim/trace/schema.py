@@ -46,7 +46,9 @@ envelope:
   does not count, `worldsim verify` says which, checks everything before it and exits 3 (sound
   but cut off). So does a trace cut after any record (`run_started` alone included). An empty
   file holds no trace at all (not even a run id) and is refused (exit 1), as is a whole record
-  followed by any other byte where its newline should be: that was edited, not cut off.
+  followed by any other byte where its newline should be: that was edited, not cut off. Nothing
+  is ever written after `run_completed`: a line, a blank line or a stray byte after it is
+  refused (exit 1), naming that line, by every reader.
 * Timeline ids follow lineage: `t0` is the root, `t0.1`, `t0.2`, ... its children in fork order.
 * Replay applies, per timeline and in file order: `review.deltas` and `review.ledger`, then each
   `fork` (`child_deltas` start the child from the parent's state at that point; `parent_deltas`
