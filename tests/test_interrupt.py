@@ -74,7 +74,8 @@ def test_an_interrupted_run_names_its_trace_and_the_resume_that_finishes_it(
         if said is not None:
             assert err.splitlines() == [
                 f"error: {said}: {trace} is unfinished; `worldsim run --resume {trace}` "
-                "finishes it (0 of 2 runs finished)"
+                "finishes it; 0 of 2 runs finished; seed 3 not started (the same command with "
+                "`--seed 3 --replicates 1` runs it)"
             ]
             # the held calls were in flight: each request the server read is in a trace
             received = server.request_count
@@ -128,3 +129,28 @@ def test_an_interrupted_study_says_the_same_command_finishes_it(
     )
     assert finished.returncode == 0, finished.stderr
     assert len(jobs.read_text(encoding="utf-8").splitlines()) == 126
+
+
+def test_a_run_that_completed_as_the_interrupt_came_is_counted_finished(tmp_path: Path) -> None:
+    """Ctrl-C between a run's last record and its return: that run is finished, not to be
+    resumed (a resume would refuse it); the next seed is the one named."""
+    from tests.support import DEMO_CARD
+    from worldsim.cli.run import _left
+    from worldsim.domain.cards import load_card
+    from worldsim.domain.config import RunConfig
+    from worldsim.domain.policy import load_policy
+    from worldsim.sim.session import run_card
+
+    first = RunConfig(card=load_card(DEMO_CARD), policy=load_policy("branching"), seed=4, ticks=2)
+    configs = [first.model_copy(update={"seed": s}) for s in (4, 5, 6)]
+    import anyio
+
+    done = anyio.run(lambda: run_card(configs[0], tmp_path, fsync=False)).trace
+    assert _left(tmp_path, configs[:1], 0) == f"every run finished; its trace is in {tmp_path}"
+    assert _left(tmp_path, configs, 0) == (
+        "no trace was written for seed 5; 1 of 3 runs finished; seed 6 not started (the same "
+        "command with `--seed 6 --replicates 1` runs it)"
+    )
+    cut = done.with_name(done.name.replace("__s4", "__s5"))
+    cut.write_bytes(b"".join(done.read_bytes().splitlines(keepends=True)[:3]))
+    assert _left(tmp_path, configs, 1).startswith(f"{cut} is unfinished; `worldsim run --resume")

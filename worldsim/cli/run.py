@@ -33,7 +33,7 @@ from worldsim.cli.settings import (
     with_model_options,
 )
 from worldsim.domain import bounds
-from worldsim.domain.errors import ConfigError
+from worldsim.domain.errors import ConfigError, WorldsimError
 from worldsim.world.extraction import EXTRACTION_RULES
 
 if TYPE_CHECKING:
@@ -89,6 +89,45 @@ def _refuse_what_the_trace_keeps(ctx: typer.Context, mode: str) -> None:
 def _unfinished(trace: Path) -> str:
     """What Ctrl-C left of the run writing ``trace``, and the command that finishes it."""
     return f"{trace} is unfinished; `worldsim run --resume {trace}` finishes it"
+
+
+def _left(out: Path, configs: "list[RunConfig]", returned: int) -> str:
+    """What an interrupt left of the runs of ``configs`` into ``out`` once ``returned`` of them
+    had returned (the next may have completed as the interrupt came), and what finishes it."""
+    from worldsim.sim.plan import trace_name
+
+    finished = returned
+    if finished < len(configs) and _completed(out / trace_name(configs[finished])):
+        finished += 1  # it ended as the interrupt came
+    if finished == len(configs):
+        return f"every run finished; its trace is in {out}"
+    trace = out / trace_name(configs[finished])
+    said = (
+        _unfinished(trace)
+        if trace.exists()
+        else f"no trace was written for seed {configs[finished].seed}"
+    )
+    if len(configs) == 1:
+        return said
+    said += f"; {finished} of {len(configs)} runs finished"
+    later = [c.seed for c in configs[finished + 1 :]]
+    if later:
+        seeds = f"seed {later[0]}" if len(later) == 1 else f"seeds {later[0]}–{later[-1]}"
+        said += (
+            f"; {seeds} not started (the same command with `--seed {later[0]} "
+            f"--replicates {len(later)}` runs {'it' if len(later) == 1 else 'them'})"
+        )
+    return said
+
+
+def _completed(trace: Path) -> bool:
+    """Whether ``trace`` holds a completed run (one that ended as an interrupt came)."""
+    from worldsim.trace.reader import read_trace
+
+    try:
+        return read_trace(trace).complete
+    except (OSError, WorldsimError):
+        return False
 
 
 def _going_on(trace: Path) -> "contextlib.AbstractContextManager[None]":
@@ -415,13 +454,7 @@ def _run_each(
     show = not json_out and err_console.is_terminal
 
     def left() -> str:
-        if len(results) == len(configs):
-            return f"every run finished; its trace is in {out}"
-        done = f" ({len(results)} of {len(configs)} runs finished)" if len(configs) > 1 else ""
-        trace = out / trace_name(configs[len(results)])
-        if not trace.exists():
-            return f"no trace was written for seed {configs[len(results)].seed}{done}"
-        return _unfinished(trace) + done
+        return _left(out, configs, len(results))
 
     async def go() -> None:
         async with HttpClients() as clients:
