@@ -152,3 +152,25 @@ def test_anything_after_run_completed_is_refused_by_every_reader_naming_its_line
         assert "follows run_completed" in caught.value.message
     said = _one_line(cli("replay", path))
     assert said.startswith(f"error: {path}:{last + 1}: something follows run_completed")
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (lambda first: first[:50] + b"\n", "not a JSON object"),
+        (lambda first: b'{"v":2,"seq":0}\n', "unknown record type None"),
+    ],
+    ids=["cut", "no-envelope"],
+)
+def test_score_refuses_a_trace_whose_first_line_is_damaged_as_verify_does(
+    recorded: Path, tmp_path: Path, damage: object, said: str
+) -> None:
+    """A damaged first line leaves the file a damaged trace (exit 1, that line), not a
+    prediction table with missing columns."""
+    first, rest = recorded.read_bytes().split(b"\n", 1)
+    path = tmp_path / "first.jsonl"
+    path.write_bytes(damage(first) + rest)  # type: ignore[operator]
+    verified = _one_line(cli("verify", path))
+    scored = _one_line(cli("score", path, "--labels", LABELS))
+    assert scored == f"error: {path}:1: {verified.split(':1: ', 1)[1]}"
+    assert said in scored

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.scoring.conftest import Runner, write_csv, write_trace
+from worldsim.domain.errors import TraceError
 from worldsim.scoring.inputs import rows_from_trace
 from worldsim.trace.reader import read_trace
 
@@ -31,7 +32,6 @@ def trace_dir(tmp_path: Path) -> Path:
         card_id="A",
         method="branching",
         p_yes=0.6,
-        torn_tail=True,
     )
     write_trace(
         d / "direct" / "a.jsonl",
@@ -138,12 +138,13 @@ def test_incomplete_trace_is_skipped_with_a_warning_naming_the_file(
     assert len(skipped) == 1 and "b_s2.jsonl" in skipped[0]
 
 
-def test_torn_last_line_is_ignored(tmp_path: Path) -> None:
+def test_a_torn_line_after_run_completed_is_refused(tmp_path: Path) -> None:
+    """Nothing is written after ``run_completed``: a torn line there is damage, not a crash."""
     path = write_trace(tmp_path / "t.jsonl", card_id="A", method="m", p_yes=0.25, torn_tail=True)
-    trace = read_trace(path)
-    assert trace.lines[-1].type == "run_completed" and trace.torn_line == len(trace.lines) + 1
-    row = rows_from_trace(path)
-    assert row.p_yes == 0.25 and row.run_id == trace.run_id
+    for reader in (read_trace, rows_from_trace):
+        with pytest.raises(TraceError, match="follows run_completed") as refused:
+            reader(path)
+        assert refused.value.exit_code == 1
 
 
 def test_damaged_trace_line_is_refused_as_verify_refuses_it(

@@ -161,11 +161,13 @@ def _completes(terminal: TraceLine | None) -> bool:
 
 
 def looks_like_trace(path: str | Path) -> bool:
-    """Whether ``path`` starts like a trace (a JSON envelope), without reading it all."""
+    """Whether ``path`` starts like a trace (a JSON envelope), without reading it all: its
+    first line opens with the envelope's first key as the writer writes it (so a trace whose
+    first line is damaged is still a trace, for the reader to refuse), or is an envelope."""
     with Path(path).open("rb") as fh:
         first = fh.readline()
-    if not first.endswith(b"\n"):  # a single torn record: judge by the envelope's first key
-        return first.lstrip().startswith(b'{"v"')
+    if first.lstrip().startswith(b'{"v"'):
+        return True
     try:
         obj = parse_line(first)
     except (ValueError, RecursionError):
