@@ -94,7 +94,7 @@ def trace_checks(
 
 
 HELP_WIDTH = 120
-"""Help is wrapped at this width (or the terminal's, if wider), never cut."""
+"""Help is wrapped at the terminal's width, never narrower than this, and never cut."""
 
 
 # click's UsageError (a bad or missing flag or argument): typer exports only its BadParameter

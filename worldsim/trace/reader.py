@@ -255,7 +255,7 @@ def iter_trace(path: str | Path, *, parsed: bool = False) -> Iterator[TraceLine]
                 )
             if obj.get("seq") != i:
                 raise TraceError(
-                    f"seq {obj.get('seq')} where {i} was expected", file=p, line=number
+                    f"seq {obj.get('seq')!r} where {i} was expected", file=p, line=number
                 )
             if obj.get("prev") != prev_hash:
                 before = "the run id" if i == 0 else f"line {i}"
