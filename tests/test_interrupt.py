@@ -135,7 +135,7 @@ def test_a_run_that_completed_as_the_interrupt_came_is_counted_finished(tmp_path
     """Ctrl-C between a run's last record and its return: that run is finished, not to be
     resumed (a resume would refuse it); the next seed is the one named."""
     from tests.support import DEMO_CARD
-    from worldsim.cli.run import _left
+    from worldsim.cli.stopped import runs_left as _left
     from worldsim.domain.cards import load_card
     from worldsim.domain.config import RunConfig
     from worldsim.domain.policy import load_policy

@@ -4,7 +4,6 @@
 # start-up, even for --help, and string annotations would be parsed again each time
 # (about half its work). Names imported only for type checking are quoted.
 
-import contextlib
 import json
 import sys
 import time
@@ -18,7 +17,6 @@ from worldsim.cli._app import (
     SignKeyOption,
     app,
     err_console,
-    on_budget,
     on_interrupt,
     out_console,
 )
@@ -32,8 +30,9 @@ from worldsim.cli.settings import (
     typed_flag,
     with_model_options,
 )
+from worldsim.cli.stopped import going_on, runs_left, unfinished
 from worldsim.domain import bounds
-from worldsim.domain.errors import ConfigError, WorldsimError
+from worldsim.domain.errors import ConfigError
 from worldsim.world.extraction import EXTRACTION_RULES
 
 if TYPE_CHECKING:
@@ -86,55 +85,6 @@ def _refuse_what_the_trace_keeps(ctx: typer.Context, mode: str) -> None:
     )
 
 
-def _unfinished(trace: Path) -> str:
-    """What Ctrl-C left of the run writing ``trace``, and the command that finishes it."""
-    return f"{trace} is unfinished; `worldsim run --resume {trace}` finishes it"
-
-
-def _left(out: Path, configs: "list[RunConfig]", returned: int) -> str:
-    """What an interrupt left of the runs of ``configs`` into ``out`` once ``returned`` of them
-    had returned (the next may have completed as the interrupt came), and what finishes it."""
-    from worldsim.sim.plan import trace_name
-
-    finished = returned
-    if finished < len(configs) and _completed(out / trace_name(configs[finished])):
-        finished += 1  # it ended as the interrupt came
-    if finished == len(configs):
-        return f"every run finished; its trace is in {out}"
-    trace = out / trace_name(configs[finished])
-    said = (
-        _unfinished(trace)
-        if trace.exists()
-        else f"no trace was written for seed {configs[finished].seed}"
-    )
-    if len(configs) == 1:
-        return said
-    said += f"; {finished} of {len(configs)} runs finished"
-    later = [c.seed for c in configs[finished + 1 :]]
-    if later:
-        seeds = f"seed {later[0]}" if len(later) == 1 else f"seeds {later[0]}–{later[-1]}"
-        said += (
-            f"; {seeds} not started (the same command with `--seed {later[0]} "
-            f"--replicates {len(later)}` runs {'it' if len(later) == 1 else 'them'})"
-        )
-    return said
-
-
-def _completed(trace: Path) -> bool:
-    """Whether ``trace`` holds a completed run (one that ended as an interrupt came)."""
-    from worldsim.trace.reader import read_trace
-
-    try:
-        return read_trace(trace).complete
-    except (OSError, WorldsimError):
-        return False
-
-
-def _going_on(trace: Path) -> "contextlib.AbstractContextManager[None]":
-    """A run stopped by its budget names the command that goes on with a higher one."""
-    return on_budget(f": `worldsim run --resume {trace} --max-cost-usd MORE`")
-
-
 def _resume(trace: Path, ctx: typer.Context, json_out: bool, signer: "Signer | None") -> None:
     """Continue the run in ``trace`` with the settings it recorded, and the options typed now
     on top (the routes always come from the trace)."""
@@ -145,7 +95,7 @@ def _resume(trace: Path, ctx: typer.Context, json_out: bool, signer: "Signer | N
     recorded = recorded_settings(trace)  # none: resume_run says what is wrong with the trace
     options = given_options(ctx)
     models = run_config(options, base=recorded, source=trace).models if recorded else None
-    with on_interrupt(lambda: _unfinished(trace)), _going_on(trace):
+    with on_interrupt(lambda: unfinished(trace)), going_on(trace):
         result = anyio.run(lambda: resume_run(trace, models=models, signer=signer))
     if json_out:
         sys.stdout.write(json.dumps(result.summary()) + "\n")
@@ -454,7 +404,7 @@ def _run_each(
     show = not json_out and err_console.is_terminal
 
     def left() -> str:
-        return _left(out, configs, len(results))
+        return runs_left(out, configs, len(results))
 
     async def go() -> None:
         async with HttpClients() as clients:
@@ -462,7 +412,7 @@ def _run_each(
             with run_progress(err_console, show=show) as progress:
                 for cfg in configs:
                     label = f"{cfg.card.id} seed {cfg.seed}"
-                    with _going_on(out / trace_name(cfg)):
+                    with going_on(out / trace_name(cfg)):
                         result = await run_card(
                             cfg,
                             out,
