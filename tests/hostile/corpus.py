@@ -486,8 +486,9 @@ def _trace_cases() -> list[Case]:
     for name, build, where in damaged:
         files = {"t.jsonl": build}
         # every reader refuses what verify refuses, with its exit code (1) and its line; a
-        # file that does not start like a trace is read by score as a prediction table
-        tabled = name in ("wrong-types", "list-line")
+        # file whose first line does not open as a trace's ({"v") is read by score as a
+        # prediction table
+        tabled = name == "list-line"
         for command, args, code in (
             ("verify", (), 1),
             ("score", SCORE[1:], 2 if tabled else 1),
