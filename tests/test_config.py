@@ -213,3 +213,27 @@ def test_a_strict_replay_with_the_cache_off_is_one_line_exit_2(
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.count("\n") == 1 and "field '--replay-strict'" in proc.stderr
     assert "needs cache 'use'" in proc.stderr and not out.exists()
+
+
+def test_a_policy_files_unknown_role_names_the_file(tmp_path: Path) -> None:
+    """A policy loaded from a file whose ``roles`` names no role is refused naming that file
+    and ``roles``; the file's path is not recorded (the trace holds the policy itself)."""
+    from tests.support import invoke
+    from worldsim.domain.errors import RoleError
+    from worldsim.sim.plan import role_plan
+
+    policy = tmp_path / "mine.yaml"
+    policy.write_text(
+        yaml.safe_dump({**load_policy("branching").model_dump(mode="json"), "roles": ["nope"]}),
+        encoding="utf-8",
+    )
+    config = RunConfig.from_dict({"card": str(DEMO_CARD), "policy": str(policy)})
+    assert config.policy_path == policy and "policy_path" not in config.to_dict()
+    with pytest.raises(RoleError) as refused:
+        role_plan(config)
+    assert (refused.value.file, refused.value.field) == (str(policy), "roles")
+    ran = invoke("run", DEMO_CARD, "--policy", policy, "--out", tmp_path / "out")
+    assert ran.code == 2 and ran.err.startswith(f"error: {policy}: field 'roles': unknown role")
+    assert not (tmp_path / "out").exists()
+    preset = RunConfig.from_dict({"card": str(DEMO_CARD), "policy": "branching"})
+    assert preset.policy_path is None

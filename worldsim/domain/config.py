@@ -36,7 +36,7 @@ from worldsim.domain import bounds
 from worldsim.domain.cards import Card, UtcDatetime, load_card, utc_iso
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.files import first_error, load_mapping
-from worldsim.domain.policy import BranchPolicy, load_policy
+from worldsim.domain.policy import BranchPolicy, load_policy, policy_file
 
 __all__ = [
     "CONDITIONS",
@@ -254,6 +254,8 @@ class RunConfig(_Frozen):
     extra_roles: tuple[str, ...] = ()
     """Roles added to this run (``--role``), beside the card's and the policy's ``roles:``."""
     card_path: Path | None = None
+    policy_path: Path | None = Field(None, exclude=True)
+    """The policy's file, where it came from one (errors name it); not recorded."""
     models: ModelConfig = Field(default_factory=ModelConfig)
     forecast_date: UtcDatetime | None = None
     """The simulated "today" (default: the card's as_of): the world starts here, the prompts
@@ -377,6 +379,7 @@ class RunConfig(_Frozen):
         policy = data.get("policy", DEFAULT_POLICY)
         if isinstance(policy, str | Path):
             data["policy"] = load_policy(policy)
+            data.setdefault("policy_path", policy_file(policy))
         try:
             return cls.model_validate(data)
         except ValidationError as exc:

@@ -29,6 +29,7 @@ __all__ = [
     "NewsSettings",
     "known_policies",
     "load_policy",
+    "policy_file",
 ]
 
 
@@ -141,11 +142,18 @@ def known_policies() -> dict[str, Path]:
     return found
 
 
+def policy_file(name_or_path: str | Path) -> Path | None:
+    """The file ``name_or_path`` names as a policy file (a YAML or JSON name, or a path that
+    exists); None for a preset's name."""
+    path = Path(name_or_path)
+    return path if path.suffix in {".yaml", ".yml", ".json"} or path.exists() else None
+
+
 def load_policy(name_or_path: str | Path) -> BranchPolicy:
     """Load a preset by name or a policy file by path."""
     text = str(name_or_path)
     path = Path(text)
-    if not (path.suffix in {".yaml", ".yml", ".json"} or path.exists()):
+    if policy_file(text) is None:
         presets = known_policies()
         if text not in presets:
             known = ", ".join(sorted(presets)) or "none"

@@ -117,6 +117,8 @@ def _added_role(config: RunConfig, name: str, roles: Mapping[str, RoleSpec]) -> 
         file, field = None, "extra_roles"
     elif name in config.card.roles:
         file, field = config.card_path, "roles"
+    elif config.policy_path is not None:
+        file, field = config.policy_path, "roles"
     else:
         file, field = None, f"policy {config.policy.name}: roles"
     known = ", ".join(roles) or "none"
