@@ -107,16 +107,20 @@ FAILURES = [
 
 
 @pytest.mark.parametrize(("role", "says"), FAILURES)
-def test_a_failing_role_in_any_phase_is_one_line_naming_it(
+def test_a_failing_role_in_any_phase_is_one_line_naming_it_and_a_resumable_trace(
     tmp_path: Path, role: str, says: str
 ) -> None:
     done = invoke("run", CARD, "--role", role, "--out", tmp_path)
     assert done.code == 2 and "Traceback" not in done.err
-    assert done.err.strip().splitlines()[-1].startswith(f"error: {says}")
     (trace,) = tmp_path.glob("*.jsonl")
+    assert done.err.strip().splitlines()[-1] == (
+        f"error: {says}; the run can be resumed with `worldsim run --resume {trace}` once "
+        "the role is fixed"
+    )
     failed = read_trace(trace).terminal
     assert failed is not None and failed.type == "run_failed"
     assert failed.data.error == says
+    assert failed.data.kind == "RoleError" and failed.data.resumable
 
 
 @pytest.mark.parametrize(

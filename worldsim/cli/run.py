@@ -8,7 +8,7 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -33,7 +33,7 @@ from worldsim.cli.settings import (
     with_model_options,
 )
 from worldsim.domain import bounds
-from worldsim.domain.errors import ConfigError
+from worldsim.domain.errors import ConfigError, RoleError, TraceError
 from worldsim.world.extraction import EXTRACTION_RULES
 
 if TYPE_CHECKING:
@@ -91,9 +91,36 @@ def _unfinished(trace: Path) -> str:
     return f"{trace} is unfinished; `worldsim run --resume {trace}` finishes it"
 
 
-def _going_on(trace: Path) -> "contextlib.AbstractContextManager[None]":
-    """A run stopped by its budget names the command that goes on with a higher one."""
-    return on_budget(f": `worldsim run --resume {trace} --max-cost-usd MORE`")
+@contextlib.contextmanager
+def _going_on(trace: Path) -> "Iterator[None]":
+    """A run stopped by its budget names the command that goes on with a higher one; a run
+    stopped by a role (its trace sealed resumable), the command that goes on once it is fixed."""
+    with on_budget(f": `worldsim run --resume {trace} --max-cost-usd MORE`"):
+        try:
+            yield
+        except RoleError as exc:
+            if not _sealed_resumable(trace):
+                raise  # refused before the run wrote anything
+            raise RoleError(
+                f"{exc.message}; the run can be resumed with `worldsim run --resume {trace}` "
+                "once the role is fixed",
+                file=exc.file,
+                field=exc.field,
+                line=exc.line,
+            ) from None
+
+
+def _sealed_resumable(trace: Path) -> bool:
+    """Whether ``trace`` ends with a ``run_failed`` that says the run can be resumed."""
+    from worldsim.trace.reader import read_trace
+
+    if not trace.is_file():
+        return False
+    try:
+        terminal = read_trace(trace).terminal
+    except (TraceError, OSError):
+        return False
+    return terminal is not None and terminal.type == "run_failed" and terminal.data.resumable
 
 
 def _resume(trace: Path, ctx: typer.Context, json_out: bool, signer: "Signer | None") -> None:
@@ -281,10 +308,11 @@ def run(
 ) -> None:
     """Run a scenario card as a branching multiverse and write one trace per seed.
 
-    With --resume TRACE, continue a run that crashed, was interrupted, hit its budget or could
-    not write its trace (a full disk): the card, policy, seed and routes come from the trace, and
-    so do the other settings it recorded (budget, prices, cache, limits, leakage guard) unless
-    an option given here replaces one; completed ticks are not run again and a model call the
+    With --resume TRACE, continue a run that crashed, was interrupted, hit its budget, could
+    not write its trace (a full disk) or was stopped by a role that failed (once it is fixed):
+    the card, policy, seed and routes come from the trace, and so do the other settings it
+    recorded (budget, prices, cache, limits, leakage guard) unless an option given here
+    replaces one; completed ticks are not run again and a model call the
     trace (or the response cache) holds an answer to is not asked again. The budget counts what
     the trace records as spent: a run stopped by its budget continues with a higher
     --max-cost-usd. An option that would change what the trace decides (--policy, --seed,

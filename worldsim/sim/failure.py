@@ -14,7 +14,7 @@ from worldsim.sim.settlement import RunResult
 from worldsim.trace.records import RunFailedData
 from worldsim.trace.writer import TraceWriter
 
-__all__ = ["guarded", "unwrap_error"]
+__all__ = ["guarded", "resumable", "unwrap_error"]
 
 log = get_logger(__name__)
 
@@ -55,10 +55,9 @@ async def guarded(writer: TraceWriter, body: Callable[[], Awaitable[RunResult]])
         exc = unwrap_error(raw)
         if isinstance(exc, Exception):
             if exc is not writer.failure:
-                kind = "config" if isinstance(exc, RoleError) else type(exc).__name__
                 log.error("run_failed", error=str(exc), trace=str(writer.path))
                 with anyio.CancelScope(shield=True):
-                    await _end_failed(writer, exc, kind)
+                    await _end_failed(writer, exc)
             if exc is not raw:
                 raise exc from None
         raise
@@ -66,7 +65,13 @@ async def guarded(writer: TraceWriter, body: Callable[[], Awaitable[RunResult]])
         await writer.aclose()
 
 
-async def _end_failed(writer: TraceWriter, exc: Exception, kind: str) -> None:
+def resumable(exc: Exception) -> bool:
+    """Whether ``run --resume`` carries a run that failed with ``exc`` on once its cause is
+    mended: a budget raised, a route that answers again, a role fixed in its code or file."""
+    return isinstance(exc, BudgetExhausted | ModelError | RoleError)
+
+
+async def _end_failed(writer: TraceWriter, exc: Exception) -> None:
     """Seal the trace with ``run_failed``, unless the trace itself can no longer be written."""
     if writer.failure is not None:  # a write failed inside a task that then failed otherwise
         return
@@ -75,8 +80,8 @@ async def _end_failed(writer: TraceWriter, exc: Exception, kind: str) -> None:
             "run_failed",
             RunFailedData(
                 error=str(exc)[:2000],
-                kind=kind,
-                resumable=isinstance(exc, BudgetExhausted | ModelError),
+                kind=type(exc).__name__,
+                resumable=resumable(exc),
             ),
             durable=True,
         )
