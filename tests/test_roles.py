@@ -320,4 +320,5 @@ def test_a_role_that_cannot_be_built_is_one_line_and_leaves_no_trace(tmp_path: P
     (line,) = done.err.strip().splitlines()
     assert line.startswith("error: role 'needs_colour' (python tests.test_roles._NeedsColour)")
     assert "building it raised TypeError" in line and "'colour'" in line
+    assert "--resume" not in line  # no run began: there is nothing to resume
     assert list(tmp_path.iterdir()) == []  # no empty trace left to block the next run

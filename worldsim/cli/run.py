@@ -270,10 +270,11 @@ def run(
 ) -> None:
     """Run a scenario card as a branching multiverse and write one trace per seed.
 
-    With --resume TRACE, continue a run that crashed, was interrupted, hit its budget or could
-    not write its trace (a full disk): the card, policy, seed and routes come from the trace, and
-    so do the other settings it recorded (budget, prices, cache, limits, leakage guard) unless
-    an option given here replaces one; completed ticks are not run again and a model call the
+    With --resume TRACE, continue a run that crashed, was interrupted, hit its budget, could
+    not write its trace (a full disk) or was stopped by a role that failed (once it is fixed):
+    the card, policy, seed and routes come from the trace, and so do the other settings it
+    recorded (budget, prices, cache, limits, leakage guard) unless an option given here
+    replaces one; completed ticks are not run again and a model call the
     trace (or the response cache) holds an answer to is not asked again. The budget counts what
     the trace records as spent: a run stopped by its budget continues with a higher
     --max-cost-usd. An option that would change what the trace decides (--policy, --seed,

@@ -4,11 +4,12 @@ SIGTERM ends it with, and the end of a budget stop's line."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worldsim.cli._app import on_budget
-from worldsim.domain.errors import WorldsimError
+from worldsim.domain.errors import RoleError, WorldsimError
 
 if TYPE_CHECKING:
     from worldsim.domain.config import RunConfig
@@ -60,6 +61,33 @@ def _completed(trace: Path) -> bool:
         return False
 
 
-def going_on(trace: Path) -> contextlib.AbstractContextManager[None]:
-    """A run stopped by its budget names the command that goes on with a higher one."""
-    return on_budget(f": `worldsim run --resume {trace} --max-cost-usd MORE`")
+@contextlib.contextmanager
+def going_on(trace: Path) -> Iterator[None]:
+    """A run stopped by its budget names the command that goes on with a higher one; a run
+    stopped by a role (its trace sealed resumable), the command that goes on once it is fixed."""
+    with on_budget(f": `worldsim run --resume {trace} --max-cost-usd MORE`"):
+        try:
+            yield
+        except RoleError as exc:
+            if not _sealed_resumable(trace):
+                raise  # refused before the run wrote anything
+            raise RoleError(
+                f"{exc.message}; the run can be resumed with `worldsim run --resume {trace}` "
+                "once the role is fixed",
+                file=exc.file,
+                field=exc.field,
+                line=exc.line,
+            ) from None
+
+
+def _sealed_resumable(trace: Path) -> bool:
+    """Whether ``trace`` ends with a ``run_failed`` that says the run can be resumed."""
+    from worldsim.trace.reader import read_trace
+
+    if not trace.is_file():
+        return False
+    try:
+        terminal = read_trace(trace).terminal
+    except (WorldsimError, OSError):
+        return False
+    return terminal is not None and terminal.type == "run_failed" and terminal.data.resumable

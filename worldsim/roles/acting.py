@@ -16,9 +16,10 @@ from typing import Protocol, runtime_checkable
 import anyio
 
 from worldsim.domain.bounds import MAX_CONNECTIONS
-from worldsim.domain.errors import ModelError, RoleError, WorldsimError
+from worldsim.domain.errors import ModelError, RoleError
 from worldsim.domain.logs import get_logger
 from worldsim.gateway import AgentTools
+from worldsim.roles.calling import call_role, check_items, role_name
 from worldsim.roles.contracts import AgentRole
 from worldsim.world.columns import MoveColumns
 from worldsim.world.moves import Proposal
@@ -43,32 +44,44 @@ class BatchRole(AgentRole, Protocol):
 
 async def act_tick(role: AgentRole, batch: TickBatch) -> Acted:
     """Each agent's proposals, by agent or as columns: from ``act_batch`` when the role has it
-    (a RoleError when it answers for an agent it was not handed), else :func:`act_each`.
+    (a RoleError when it raises, answers something else or answers for an agent it was not
+    handed), else :func:`act_each`.
 
     When ``act_batch`` fails on a model call, its agents sit the tick out, as one agent does
     whose call fails in :func:`act_each` (a failure that `ModelError.ends_run` ends the run)."""
     if not isinstance(role, BatchRole):
         return await act_each(role, batch)
-    name = getattr(role, "name", type(role).__name__)
     try:
-        answered = await role.act_batch(batch)
+        answered: Acted = await call_role(
+            role, "act_batch", batch, (Mapping, MoveColumns), "a mapping of agent to proposals"
+        )
     except ModelError as exc:
         if exc.ends_run:
             raise
         log.warning(
             "agents_failed",
-            role=name,
+            role=role_name(role),
             agents=len(batch.agents),
             timeline=batch.timeline,
             tick=batch.tick,
             error=str(exc),
         )
         return {}
-    decided = answered.agents if isinstance(answered, MoveColumns) else answered
+    if isinstance(answered, MoveColumns):
+        decided: Sequence[str] = answered.agents
+    else:
+        decided = list(answered)
+        for agent, made in answered.items():
+            if not isinstance(made, list | tuple):
+                raise RoleError(
+                    f"role '{role_name(role)}': act_batch returned {type(made).__name__} for "
+                    f"agent '{agent}', not a list of Proposal"
+                )
+            check_items(role, "act_batch", made, Proposal)
     strays = sorted(set(decided).difference(batch.agents))
     if strays:
         raise RoleError(
-            f"role '{name}': act_batch answered for "
+            f"role '{role_name(role)}': act_batch answered for "
             f"agents it was not handed ({', '.join(strays[:5])}); it answers for "
             "batch.agents only"
         )
@@ -96,17 +109,13 @@ def agent_context(batch: TickBatch, i: int) -> TickContext:
     )
 
 
-def _proposals(name: str, agent: str, made: object) -> Sequence[Proposal]:
-    """What ``act`` returned, checked: a list of the agent's own proposals."""
-    if not isinstance(made, list | tuple) or not all(isinstance(p, Proposal) for p in made):
-        raise RoleError(
-            f"role '{name}': act returned {type(made).__name__}, not a list of Proposal"
-        )
+def _own(role: object, agent: str, made: Sequence[Proposal]) -> Sequence[Proposal]:
+    """``made``, when every proposal in it is the agent's own."""
     strays = sorted({p.agent for p in made} - {agent})
     if strays:
         raise RoleError(
-            f"role '{name}': act proposed for agent '{strays[0]}' when asked for agent "
-            f"'{agent}'; it proposes for ctx.agent only"
+            f"role '{role_name(role)}': act proposed for agent '{strays[0]}' when asked for "
+            f"agent '{agent}'; it proposes for ctx.agent only"
         )
     return made
 
@@ -124,12 +133,12 @@ async def act_each(role: _Acting, batch: TickBatch) -> dict[str, Sequence[Propos
     ends the run."""
     results: dict[str, Sequence[Proposal]] = {}
 
-    name = getattr(role, "name", type(role).__name__)
-
     async def act(i: int) -> None:
         agent = batch.agents[i]
         try:
-            made = await role.act(agent_context(batch, i))
+            made = await call_role(
+                role, "act", agent_context(batch, i), (list, tuple), "a list of Proposal"
+            )
         except ModelError as exc:
             if exc.ends_run:
                 raise
@@ -142,11 +151,8 @@ async def act_each(role: _Acting, batch: TickBatch) -> dict[str, Sequence[Propos
             )
             results[agent] = []
             return
-        except WorldsimError:
-            raise
-        except Exception as exc:  # a plug-in's own failure: named, not a traceback
-            raise RoleError(f"role '{name}': act raised {type(exc).__name__}: {exc}") from exc
-        results[agent] = _proposals(name, agent, made)
+        check_items(role, "act", made, Proposal)
+        results[agent] = _own(role, agent, made)
 
     queue = iter(range(len(batch.agents)))
 

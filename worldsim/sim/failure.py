@@ -19,7 +19,7 @@ from worldsim.sim.settlement import RunResult
 from worldsim.trace.records import RunFailedData
 from worldsim.trace.writer import TraceWriter
 
-__all__ = ["guarded", "unwrap_error"]
+__all__ = ["guarded", "resumable", "unwrap_error"]
 
 
 async def guarded(
@@ -46,9 +46,8 @@ async def guarded(
         exc = unwrap_error(raw)
         if isinstance(exc, Exception):
             if exc is not writer.failure:
-                kind = "config" if isinstance(exc, RoleError) else type(exc).__name__
                 with anyio.CancelScope(shield=True):
-                    await _end_failed(writer, exc, kind, has_world())
+                    await _end_failed(writer, exc, has_world())
             if exc is not raw:
                 raise exc from None
         raise
@@ -56,7 +55,13 @@ async def guarded(
         await writer.aclose()
 
 
-async def _end_failed(writer: TraceWriter, exc: Exception, kind: str, world: bool) -> None:
+def resumable(exc: Exception) -> bool:
+    """Whether ``run --resume`` carries a run that failed with ``exc`` on once its cause is
+    mended: a budget raised, a route that answers again, a role fixed in its code or file."""
+    return isinstance(exc, BudgetExhausted | ModelError | RoleError)
+
+
+async def _end_failed(writer: TraceWriter, exc: Exception, world: bool) -> None:
     """Seal the trace with ``run_failed``, unless the trace itself can no longer be written."""
     if writer.failure is not None:  # a write failed inside a task that then failed otherwise
         return
@@ -65,8 +70,8 @@ async def _end_failed(writer: TraceWriter, exc: Exception, kind: str, world: boo
             "run_failed",
             RunFailedData(
                 error=str(exc)[:2000],
-                kind=kind,
-                resumable=world and isinstance(exc, BudgetExhausted | ModelError),
+                kind=type(exc).__name__,
+                resumable=world and resumable(exc),
             ),
             durable=True,
         )

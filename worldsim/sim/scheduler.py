@@ -29,6 +29,7 @@ from worldsim.gateway import (
     gateway_for_card,
 )
 from worldsim.models import LeakageGuard, LlmCallData
+from worldsim.roles.calling import call_role
 from worldsim.roles.contracts import AgentRole, InitRole, ReportRole
 from worldsim.roles.registry import RoleSpec, get_role, registered_roles
 from worldsim.sim.forks import ForkBook
@@ -221,7 +222,9 @@ class Engine:
         header = self.header()
         await self.writer.emit("run_started", header)
         initializer: InitRole = self.roles["initializer"]
-        state = await initializer.initialize(
+        state: WorldState = await call_role(
+            initializer,
+            "initialize",
             InitContext(
                 card=card,
                 ticks=self.ticks,
@@ -229,7 +232,9 @@ class Engine:
                 tick_roles=frozenset(
                     name for name, spec in registered_roles().items() if spec.phase == "tick"
                 ),
-            )
+            ),
+            (WorldState,),
+            "a WorldState",
         )
         state = self._add_role_agents(state)
         state, applied = apply_interventions(state, config.interventions, card, self.ticks)

@@ -16,6 +16,7 @@ from worldsim.domain.errors import ModelError
 from worldsim.domain.rng import rng_for
 from worldsim.gateway import Gateway
 from worldsim.models import LeakageGuard
+from worldsim.roles.calling import call_role
 from worldsim.roles.contracts import ReportRole
 from worldsim.trace.audit import audit_run
 from worldsim.trace.forecast import ForecastRecords, forecast_record
@@ -135,7 +136,9 @@ async def settle(
     summaries = _summaries(timelines)
     report_failed: str | None = None
     try:
-        report = await reporter.report(
+        report: Report = await call_role(
+            reporter,
+            "report",
             ReportContext(
                 card=card,
                 timelines=summaries,
@@ -147,7 +150,9 @@ async def settle(
                         key=lambda f: (lineage(f["parent"]), f["tick"], lineage(f["child"])),
                     )
                 ),
-            )
+            ),
+            (Report,),
+            "a Report",
         )
     except ModelError as exc:
         if exc.ends_run:

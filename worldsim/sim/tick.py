@@ -24,6 +24,7 @@ from worldsim.domain.rng import AgentSeeds, rng_for
 from worldsim.gateway import Gateway
 from worldsim.gateway.access import Calls
 from worldsim.roles.acting import act_tick
+from worldsim.roles.calling import call_role
 from worldsim.roles.contracts import AgentRole, ReviewRole
 from worldsim.sim.forks import ForkBook
 from worldsim.trace.records import (
@@ -186,7 +187,9 @@ class _Tick:
         timeline at this tick's snapshot."""
         stage, tl, k = self.stage, self.tl, self.k
         try:
-            verdict = await stage.reviewer.review(
+            verdict: Review | TickReview = await call_role(
+                stage.reviewer,
+                "review",
                 ReviewContext(
                     card=stage.card,
                     timeline=tl.id,
@@ -199,7 +202,9 @@ class _Tick:
                     rng=rng_for(stage.config.seed, "review", tl.id, k),
                     mass=tl.mass,
                     depth=tl.depth,
-                )
+                ),
+                (Review, TickReview),
+                "a Review",
             )
         except ModelError as exc:
             if exc.ends_run:
