@@ -218,3 +218,41 @@ def test_a_combination_row_of_a_combination_the_round_holds_checks_clean(tmp_pat
     path.write_text(json.dumps(submission), encoding="utf-8")
     (problem,) = check_forecast_file(path, question_set).problems
     assert problem == f"forecasts.{len(rows) + 1}: a combination question the round does not hold"
+
+
+def _table(path: Path, rows: list[tuple[str, ...]], header: str = "card_id,method,p_yes") -> Path:
+    path.write_text("\n".join([header, *(",".join(r) for r in rows)]) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("case", ["row twice", "no run ids", "trace twice"])
+def test_duplicate_predictions_are_refused_with_forecastbench_as_without(
+    studies: dict[str, Path], tmp_path: Path, case: str
+) -> None:
+    """`score --forecastbench` reads predictions as the plain score does: the same row twice,
+    two rows without a run id for one market, or one trace given twice is refused, exit 2, with
+    the same line, and nothing averaged or written."""
+    card = _markets(studies["root"] / "llm", 1)[0].stem
+    if case == "trace twice":
+        trace = next((studies["llm"] / "traces").rglob("*.jsonl"))
+        inputs: list[Path] = [trace, trace]
+        where = f"error: {trace}: field 'run_id': duplicate prediction for card '{card}'"
+    else:
+        rows = (
+            [(card, "t", "0.3", "r1"), (card, "t", "0.3", "r1")]
+            if case == "row twice"
+            else [(card, "t", "0.3"), (card, "t", "0.9")]
+        )
+        header = "card_id,method,p_yes" + (",run_id" if case == "row twice" else "")
+        table = _table(tmp_path / "t.csv", rows, header)
+        inputs = [table]
+        where = f"error: {table}:3: field 'run_id': duplicate prediction for card '{card}'"
+    out = tmp_path / "s.json"
+    fb = invoke(
+        "score", *inputs, "--labels", studies["labels"], "--forecastbench", LLM, "--json", out
+    )
+    plain = invoke("score", *inputs, "--labels", studies["labels"])
+    assert (fb.code, plain.code) == (2, 2) and fb.out == "" and not out.exists()
+    (line,) = fb.err.strip().splitlines()
+    assert line == plain.err.strip()
+    assert line.startswith(where), line
