@@ -218,6 +218,20 @@ def test_a_combination_row_of_a_combination_the_round_holds_checks_clean(tmp_pat
     path.write_text(json.dumps(submission), encoding="utf-8")
     (problem,) = check_forecast_file(path, question_set).problems
     assert problem == f"forecasts.{len(rows) + 1}: a combination question the round does not hold"
+    # the round resolves a combination at each of its directions, and a row at no other
+    for direction in (None, "up", [1], [1, 2]):
+        submission["forecasts"][-1] = {**combination, "direction": direction}
+        path.write_text(json.dumps(submission), encoding="utf-8")
+        (problem,) = check_forecast_file(path, question_set).problems
+        assert problem.startswith(
+            f"forecasts.{len(rows) + 1}: direction {direction!r} is not one of the combination's: "
+            "the row matches no resolution"
+        ), problem
+    # a single question's row with no direction, null or [] is one the resolver matches
+    for direction in (None, []):
+        submission["forecasts"] = [{**r, "direction": direction} for r in rows]
+        path.write_text(json.dumps(submission), encoding="utf-8")
+        assert check_forecast_file(path, question_set).problems == ()
 
 
 def _table(path: Path, rows: list[tuple[str, ...]], header: str = "card_id,method,p_yes") -> Path:

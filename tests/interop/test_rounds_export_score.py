@@ -155,6 +155,23 @@ def _rewritten(path: Path, change: Any, tmp_path: Path) -> Path:
             "the reader refuses the whole file",
         ),
         (lambda d: d["forecasts"][0].update(id=7994), "is not text"),
+        # the resolver matches a row to its resolution on id, source, direction and due date
+        (
+            lambda d: next(f for f in d["forecasts"] if not f["resolution_date"]).update(
+                direction="up"
+            ),
+            "direction 'up' on a single question, which has none",
+        ),
+        (
+            lambda d: next(f for f in d["forecasts"] if f["resolution_date"]).update(
+                direction="up"
+            ),
+            "direction 'up' on a single question, which has none",
+        ),
+        (
+            lambda d: d["forecasts"][0].update(direction=[1]),
+            "direction [1] on a single question, which has none",
+        ),
         # pandas' range check fails on a text cell, and with it the whole file
         (lambda d: d["forecasts"][0].update(forecast="0.97992"), "and on the whole file"),
         (lambda d: d["forecasts"][0].update(forecast=True), "the reader keeps it as 1"),
