@@ -23,6 +23,8 @@ resolution date, direction), named after the card: ``<source>-<id>`` for a marke
 
 Each label lists the resolution set's file name in ``sources``. A folder takes the labels of
 one resolution set only: one holding labels from another is refused before anything is written.
+A resolution set none of whose rows makes a label (no rows, or none of them a resolution) is
+refused, and nothing is written.
 """
 
 from __future__ import annotations
@@ -150,6 +152,14 @@ def import_labels(
         except ValidationError as exc:
             field, message = first_error(exc)
             left.append((kept[card_id].where, f"field '{field}': {message}"))
+    if not labels:  # nothing to score against: nothing is written
+        reasons = Counter(r for _, r in left).most_common()
+        listed = "; ".join(f"{n} {reason}" for reason, n in reasons)
+        raise CardError(
+            f"none of its {len(items)} row(s) makes a label" + (f": {listed}" if listed else ""),
+            file=p,
+            field="resolutions",
+        )
     _check_folder(out, p.name)
     files: dict[Path, bytes] = {}
     for label in labels:
