@@ -158,19 +158,48 @@ def test_score_takes_only_the_forecasts_made_for_the_round(
         assert (mine["dataset"], mine["market"]) == (half["dataset"], half["market"])
 
 
+@pytest.mark.parametrize("name", ["2026-03-01_resolution_set.json", "r0301.json"])
 def test_labels_of_another_rounds_resolution_set_are_refused(
-    studies: dict[str, Path], tmp_path: Path
+    studies: dict[str, Path], tmp_path: Path, name: str
 ) -> None:
     """The slice's resolution set re-dated as a later round's: market questions recur across
-    rounds with the same ids, so only the labels' sources tell the rounds apart."""
+    rounds with the same ids, so only the round each label records (the set's
+    forecast_due_date) tells the rounds apart, under any file name."""
+    doc = json.loads(RESOLUTIONS.read_text(encoding="utf-8"))
+    later = tmp_path / name
+    later.write_text(json.dumps({**doc, "forecast_due_date": "2026-03-01"}), encoding="utf-8")
+    labels = tmp_path / "labels"
+    assert invoke("cards", "labels", later, "-o", labels).code == 0
+    written = yaml.safe_load(next(labels.glob("*.yaml")).read_text(encoding="utf-8"))
+    assert (written["sources"], written["forecast_due_date"]) == ([name], "2026-03-01")
+    out = tmp_path / "s.json"
+    code, printed, err = _score(studies["llm"], labels, out)
+    assert code == 2 and printed == "" and not out.exists()
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"error: {labels}/") and ".yaml: field 'forecast_due_date'" in line
+    assert "the round due 2026-03-01, but the question set 2025-10-26-llm.json is due" in line
+    later.write_text(json.dumps({**doc, "forecast_due_date": "soon"}), encoding="utf-8")
+    undated = invoke("cards", "labels", later, "-o", tmp_path / "undated")
+    assert undated.code == 2 and not (tmp_path / "undated").exists()
+    assert "field 'forecast_due_date': not a YYYY-MM-DD date: 'soon'" in undated.err
+
+
+def test_labels_that_record_no_round_are_told_apart_by_their_sources(
+    studies: dict[str, Path], tmp_path: Path
+) -> None:
+    """A label without forecast_due_date (written by hand, or by an earlier worldsim) is of the
+    round its resolution set's file name dates."""
     doc = json.loads(RESOLUTIONS.read_text(encoding="utf-8"))
     later = tmp_path / "2026-03-01_resolution_set.json"
     later.write_text(json.dumps({**doc, "forecast_due_date": "2026-03-01"}), encoding="utf-8")
     labels = tmp_path / "labels"
     assert invoke("cards", "labels", later, "-o", labels).code == 0
-    out = tmp_path / "s.json"
-    code, printed, err = _score(studies["llm"], labels, out)
-    assert code == 2 and printed == "" and not out.exists()
+    for f in labels.glob("*.yaml"):
+        data = yaml.safe_load(f.read_text(encoding="utf-8"))
+        del data["forecast_due_date"]
+        f.write_text(yaml.safe_dump(data), encoding="utf-8")
+    code, printed, err = _score(studies["llm"], labels, tmp_path / "s.json")
+    assert code == 2 and printed == ""
     (line,) = err.strip().splitlines()
     assert f"error: {labels}" in line and "field 'sources'" in line
     assert "the round due 2026-03-01, but the question set 2025-10-26-llm.json is due" in line

@@ -112,8 +112,9 @@ def import_labels(
     market's value (scored by Brier only, never a resolution date); combination rows,
     unresolved data-set rows and rows whose id, source, resolution_date or resolved is missing
     or bad (resolved must be a JSON boolean) are left, the reason naming the field. The counts
-    of each kind are printed. A set none of whose rows makes a label is refused, exit 2, with
-    nothing written."""
+    of each kind are printed. Each label records the set's round (its forecast_due_date), which
+    score --forecastbench checks. A set none of whose rows makes a label is refused, exit 2,
+    with nothing written."""
     from worldsim.domain.files import check_folder_target
     from worldsim.interop.labels import cards_in
     from worldsim.interop.labels import import_labels as read_labels
