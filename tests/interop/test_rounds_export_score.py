@@ -108,7 +108,7 @@ def test_an_exported_round_answers_every_row_and_passes_the_readers_check(
     assert forecast[later]["forecast"] == 0.5 and "fallback" in forecast[later]["reasoning"]
 
 
-def test_the_exported_number_is_the_mean_of_the_seeds_and_its_reasoning_says_so(
+def test_the_exported_number_is_the_seeds_mean_rounded_and_its_reasoning_says_so(
     round_study: dict[str, Path],
 ) -> None:
     out, _ = _export(round_study)
@@ -120,8 +120,9 @@ def test_the_exported_number_is_the_mean_of_the_seeds_and_its_reasoning_says_so(
     market = next(f for f in submission["forecasts"] if f["source"] == "polymarket")
     seeds = [p["p_yes"] for p in predictions if p["card_id"] == f"polymarket-{market['id']}"]
     assert len(seeds) == 2
-    assert market["forecast"] == pytest.approx(sum(seeds) / 2, abs=1e-6)
+    assert market["forecast"] == round(sum(seeds) / 2, 6)
     assert market["reasoning"].startswith("The mean of 2 seed(s)' p_yes")
+    assert "), rounded to 6 decimals, from worldsim method 'direct'" in market["reasoning"]
     assert "direct/1" in market["reasoning"]
 
 

@@ -193,12 +193,12 @@ def export(
     """Write one method's forecasts of a study as a ForecastBench submission, or a CSV; or
     check a forecast file (--check) as ForecastBench's reader would.
 
-    One row per row of the round's question set (SET): a card's seeds combined by --aggregate,
-    with a reasoning saying how; a question the study did not forecast gets the fallback (a
-    market's freeze value, else 0.5) and is listed. Jobs that did not complete, are not binary
-    or are not at the card's own forecast date are left out and counted, and so are, with a
-    warning, those of cards of another round than SET's; a study with none of SET's round is
-    refused."""
+    One row per row of the round's question set (SET): a card's seeds combined by --aggregate
+    and rounded to 6 decimals, with a reasoning saying how; a question the study did not
+    forecast gets the fallback (a market's freeze value, else 0.5) and is listed. Jobs that
+    did not complete, are not binary or are not at the card's own forecast date are left out
+    and counted, and so are, with a warning, those of cards of another round than SET's; a
+    study with none of SET's round is refused."""
     from typing import cast
 
     from worldsim.domain.errors import ConfigError
