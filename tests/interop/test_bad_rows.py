@@ -210,3 +210,31 @@ def test_a_question_without_id_source_or_text_is_rejected_naming_what_is_missing
         _where(questions, no_source): "field 'source': missing",
         f"questions.{no_two} (id ?)": "fields 'id' and 'question': missing",
     }
+
+
+def test_a_resolution_set_that_makes_no_label_is_refused_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    """As `cards import` refuses a set none of whose questions makes a card, `cards labels`
+    refuses one none of whose rows makes a label: no rows, rows that are not resolutions, or
+    only rows left (here the slice's rows, each unresolved data-set row or without `resolved`),
+    exit 2, the reasons counted on the error line, no folder written."""
+    doc = json.loads(RESOLUTIONS.read_text(encoding="utf-8"))
+    rows = [{k: v for k, v in r.items() if k != "resolved"} for r in _rows()]
+    cases = {
+        "empty": ({**doc, "resolutions": []}, "none of its 0 row(s) makes a label"),
+        "numbers": ([1, 2], "none of its 2 row(s) makes a label: 2 not an object"),
+        "unresolved": (
+            {**doc, "resolutions": rows},
+            f"none of its {len(rows)} row(s) makes a label: ",
+        ),
+    }
+    for name, (data, says) in cases.items():
+        source = tmp_path / f"{name}.json"
+        source.write_text(json.dumps(data), encoding="utf-8")
+        out = tmp_path / name
+        done = invoke("cards", "labels", source, "-o", out)
+        assert done.code == 2 and done.out == "", (name, done.out)
+        (line,) = done.err.strip().splitlines()
+        assert line.startswith(f"error: {source}: field 'resolutions': {says}"), line
+        assert not out.exists()

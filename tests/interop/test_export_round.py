@@ -158,19 +158,48 @@ def test_score_takes_only_the_forecasts_made_for_the_round(
         assert (mine["dataset"], mine["market"]) == (half["dataset"], half["market"])
 
 
+@pytest.mark.parametrize("name", ["2026-03-01_resolution_set.json", "r0301.json"])
 def test_labels_of_another_rounds_resolution_set_are_refused(
-    studies: dict[str, Path], tmp_path: Path
+    studies: dict[str, Path], tmp_path: Path, name: str
 ) -> None:
     """The slice's resolution set re-dated as a later round's: market questions recur across
-    rounds with the same ids, so only the labels' sources tell the rounds apart."""
+    rounds with the same ids, so only the round each label records (the set's
+    forecast_due_date) tells the rounds apart, under any file name."""
+    doc = json.loads(RESOLUTIONS.read_text(encoding="utf-8"))
+    later = tmp_path / name
+    later.write_text(json.dumps({**doc, "forecast_due_date": "2026-03-01"}), encoding="utf-8")
+    labels = tmp_path / "labels"
+    assert invoke("cards", "labels", later, "-o", labels).code == 0
+    written = yaml.safe_load(next(labels.glob("*.yaml")).read_text(encoding="utf-8"))
+    assert (written["sources"], written["forecast_due_date"]) == ([name], "2026-03-01")
+    out = tmp_path / "s.json"
+    code, printed, err = _score(studies["llm"], labels, out)
+    assert code == 2 and printed == "" and not out.exists()
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"error: {labels}/") and ".yaml: field 'forecast_due_date'" in line
+    assert "the round due 2026-03-01, but the question set 2025-10-26-llm.json is due" in line
+    later.write_text(json.dumps({**doc, "forecast_due_date": "soon"}), encoding="utf-8")
+    undated = invoke("cards", "labels", later, "-o", tmp_path / "undated")
+    assert undated.code == 2 and not (tmp_path / "undated").exists()
+    assert "field 'forecast_due_date': not a YYYY-MM-DD date: 'soon'" in undated.err
+
+
+def test_labels_that_record_no_round_are_told_apart_by_their_sources(
+    studies: dict[str, Path], tmp_path: Path
+) -> None:
+    """A label without forecast_due_date (written by hand, or by an earlier worldsim) is of the
+    round its resolution set's file name dates."""
     doc = json.loads(RESOLUTIONS.read_text(encoding="utf-8"))
     later = tmp_path / "2026-03-01_resolution_set.json"
     later.write_text(json.dumps({**doc, "forecast_due_date": "2026-03-01"}), encoding="utf-8")
     labels = tmp_path / "labels"
     assert invoke("cards", "labels", later, "-o", labels).code == 0
-    out = tmp_path / "s.json"
-    code, printed, err = _score(studies["llm"], labels, out)
-    assert code == 2 and printed == "" and not out.exists()
+    for f in labels.glob("*.yaml"):
+        data = yaml.safe_load(f.read_text(encoding="utf-8"))
+        del data["forecast_due_date"]
+        f.write_text(yaml.safe_dump(data), encoding="utf-8")
+    code, printed, err = _score(studies["llm"], labels, tmp_path / "s.json")
+    assert code == 2 and printed == ""
     (line,) = err.strip().splitlines()
     assert f"error: {labels}" in line and "field 'sources'" in line
     assert "the round due 2026-03-01, but the question set 2025-10-26-llm.json is due" in line
@@ -218,3 +247,55 @@ def test_a_combination_row_of_a_combination_the_round_holds_checks_clean(tmp_pat
     path.write_text(json.dumps(submission), encoding="utf-8")
     (problem,) = check_forecast_file(path, question_set).problems
     assert problem == f"forecasts.{len(rows) + 1}: a combination question the round does not hold"
+    # the round resolves a combination at each of its directions, and a row at no other
+    for direction in (None, "up", [1], [1, 2]):
+        submission["forecasts"][-1] = {**combination, "direction": direction}
+        path.write_text(json.dumps(submission), encoding="utf-8")
+        (problem,) = check_forecast_file(path, question_set).problems
+        assert problem.startswith(
+            f"forecasts.{len(rows) + 1}: direction {direction!r} is not one of the combination's: "
+            "the row matches no resolution"
+        ), problem
+    # a single question's row with no direction, null or [] is one the resolver matches
+    for direction in (None, []):
+        submission["forecasts"] = [{**r, "direction": direction} for r in rows]
+        path.write_text(json.dumps(submission), encoding="utf-8")
+        assert check_forecast_file(path, question_set).problems == ()
+
+
+def _table(path: Path, rows: list[tuple[str, ...]], header: str = "card_id,method,p_yes") -> Path:
+    path.write_text("\n".join([header, *(",".join(r) for r in rows)]) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("case", ["row twice", "no run ids", "trace twice"])
+def test_duplicate_predictions_are_refused_with_forecastbench_as_without(
+    studies: dict[str, Path], tmp_path: Path, case: str
+) -> None:
+    """`score --forecastbench` reads predictions as the plain score does: the same row twice,
+    two rows without a run id for one market, or one trace given twice is refused, exit 2, with
+    the same line, and nothing averaged or written."""
+    card = _markets(studies["root"] / "llm", 1)[0].stem
+    if case == "trace twice":
+        trace = next((studies["llm"] / "traces").rglob("*.jsonl"))
+        inputs: list[Path] = [trace, trace]
+        where = f"error: {trace}: field 'run_id': duplicate prediction for card '{card}'"
+    else:
+        rows = (
+            [(card, "t", "0.3", "r1"), (card, "t", "0.3", "r1")]
+            if case == "row twice"
+            else [(card, "t", "0.3"), (card, "t", "0.9")]
+        )
+        header = "card_id,method,p_yes" + (",run_id" if case == "row twice" else "")
+        table = _table(tmp_path / "t.csv", rows, header)
+        inputs = [table]
+        where = f"error: {table}:3: field 'run_id': duplicate prediction for card '{card}'"
+    out = tmp_path / "s.json"
+    fb = invoke(
+        "score", *inputs, "--labels", studies["labels"], "--forecastbench", LLM, "--json", out
+    )
+    plain = invoke("score", *inputs, "--labels", studies["labels"])
+    assert (fb.code, plain.code) == (2, 2) and fb.out == "" and not out.exists()
+    (line,) = fb.err.strip().splitlines()
+    assert line == plain.err.strip()
+    assert line.startswith(where), line

@@ -108,7 +108,7 @@ def test_an_exported_round_answers_every_row_and_passes_the_readers_check(
     assert forecast[later]["forecast"] == 0.5 and "fallback" in forecast[later]["reasoning"]
 
 
-def test_the_exported_number_is_the_mean_of_the_seeds_and_its_reasoning_says_so(
+def test_the_exported_number_is_the_seeds_mean_rounded_and_its_reasoning_says_so(
     round_study: dict[str, Path],
 ) -> None:
     out, _ = _export(round_study)
@@ -120,8 +120,9 @@ def test_the_exported_number_is_the_mean_of_the_seeds_and_its_reasoning_says_so(
     market = next(f for f in submission["forecasts"] if f["source"] == "polymarket")
     seeds = [p["p_yes"] for p in predictions if p["card_id"] == f"polymarket-{market['id']}"]
     assert len(seeds) == 2
-    assert market["forecast"] == pytest.approx(sum(seeds) / 2, abs=1e-6)
+    assert market["forecast"] == round(sum(seeds) / 2, 6)
     assert market["reasoning"].startswith("The mean of 2 seed(s)' p_yes")
+    assert "), rounded to 6 decimals, from worldsim method 'direct'" in market["reasoning"]
     assert "direct/1" in market["reasoning"]
 
 
@@ -155,6 +156,23 @@ def _rewritten(path: Path, change: Any, tmp_path: Path) -> Path:
             "the reader refuses the whole file",
         ),
         (lambda d: d["forecasts"][0].update(id=7994), "is not text"),
+        # the resolver matches a row to its resolution on id, source, direction and due date
+        (
+            lambda d: next(f for f in d["forecasts"] if not f["resolution_date"]).update(
+                direction="up"
+            ),
+            "direction 'up' on a single question, which has none",
+        ),
+        (
+            lambda d: next(f for f in d["forecasts"] if f["resolution_date"]).update(
+                direction="up"
+            ),
+            "direction 'up' on a single question, which has none",
+        ),
+        (
+            lambda d: d["forecasts"][0].update(direction=[1]),
+            "direction [1] on a single question, which has none",
+        ),
         # pandas' range check fails on a text cell, and with it the whole file
         (lambda d: d["forecasts"][0].update(forecast="0.97992"), "and on the whole file"),
         (lambda d: d["forecasts"][0].update(forecast=True), "the reader keeps it as 1"),

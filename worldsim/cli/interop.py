@@ -112,7 +112,9 @@ def import_labels(
     market's value (scored by Brier only, never a resolution date); combination rows,
     unresolved data-set rows and rows whose id, source, resolution_date or resolved is missing
     or bad (resolved must be a JSON boolean) are left, the reason naming the field. The counts
-    of each kind are printed."""
+    of each kind are printed. Each label records the set's round (its forecast_due_date), which
+    score --forecastbench checks. A set none of whose rows makes a label is refused, exit 2,
+    with nothing written."""
     from worldsim.domain.files import check_folder_target
     from worldsim.interop.labels import cards_in
     from worldsim.interop.labels import import_labels as read_labels
@@ -191,12 +193,12 @@ def export(
     """Write one method's forecasts of a study as a ForecastBench submission, or a CSV; or
     check a forecast file (--check) as ForecastBench's reader would.
 
-    One row per row of the round's question set (SET): a card's seeds combined by --aggregate,
-    with a reasoning saying how; a question the study did not forecast gets the fallback (a
-    market's freeze value, else 0.5) and is listed. Jobs that did not complete, are not binary
-    or are not at the card's own forecast date are left out and counted, and so are, with a
-    warning, those of cards of another round than SET's; a study with none of SET's round is
-    refused."""
+    One row per row of the round's question set (SET): a card's seeds combined by --aggregate
+    and rounded to 6 decimals, with a reasoning saying how; a question the study did not
+    forecast gets the fallback (a market's freeze value, else 0.5) and is listed. Jobs that
+    did not complete, are not binary or are not at the card's own forecast date are left out
+    and counted, and so are, with a warning, those of cards of another round than SET's; a
+    study with none of SET's round is refused."""
     from typing import cast
 
     from worldsim.domain.errors import ConfigError

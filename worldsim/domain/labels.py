@@ -5,6 +5,7 @@ Labels are kept apart from cards: a run never reads them; scoring and the audit 
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,6 +39,11 @@ class Label(_Model):
         None, description="a provisional label: the date of its value (not a resolution)"
     )
     sources: tuple[str, ...] = ()
+    forecast_due_date: date | None = Field(
+        None,
+        description="the forecast due date of the ForecastBench round whose resolution set "
+        "gave the label",
+    )
     masked_entities: tuple[str, ...] = ()
     mask_map: dict[str, str] = Field(default_factory=dict)
     auxiliary: dict[str, Literal["yes", "no"]] = Field(

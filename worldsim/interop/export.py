@@ -8,9 +8,10 @@ set — each market question, each data-set question at each resolution date —
 ``source``, ``direction`` (null: a single question), ``forecast``, ``resolution_date`` (null
 for a market) and ``reasoning``, which says how the number was made. One method is exported;
 its seeds' p_yes (read from their traces) are combined per card (``mean``, ``median`` or
-``logit_mean``). A question the study did not forecast — no card, or no complete job at the
-card's own date — gets the **fallback**: its prior as `cards import` writes it, a market's
-freeze value (0 or 1 held at 0.001 or 0.999), else 0.5, and is listed. Only the jobs of
+``logit_mean``) and rounded to 6 decimals. A question the study did not forecast — no card, or
+no complete job at the card's own date — gets the **fallback**: its prior as `cards import`
+writes it, a market's freeze value (0 or 1 held at 0.001 or 0.999) rounded to 6 decimals, else
+0.5, and is listed. Only the jobs of
 cards of the set's round (the due date in their provenance) answer it. ``csv`` writes the same rows
 as a table; without a question set, the study's cards only. `Submission` is the file's schema;
 the published JSON schema is ``docs/forecastbench-submission.schema.json``.
@@ -319,8 +320,8 @@ def _from_card(
     word = {"mean": "mean", "median": "median", "logit_mean": "logit-mean"}[how]
     first = min(group, key=lambda j: j.seed)
     reasoning = (
-        f"The {word} of {len(values)} seed(s)' p_yes ({shown}) from worldsim method "
-        f"'{method}', extraction rule {rules}."
+        f"The {word} of {len(values)} seed(s)' p_yes ({shown}), rounded to 6 decimals, from "
+        f"worldsim method '{method}', extraction rule {rules}."
     )
     if first.summary:
         reasoning += f" Seed {first.seed}'s report: {first.summary}"

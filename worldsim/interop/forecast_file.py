@@ -10,14 +10,20 @@ The rules are ported from ``forecastingresearch/forecastbench`` (commit 05f612e)
   the *first ten characters* of ``question_set`` and resolves the round's published set of that
   date (``-human`` when the name says ``human``; any other spelling names the same set); a row
   without ``direction`` has none.
+* ``src/sources/_base.py`` ``_make_columns_hashable``: a ``direction`` list is compared as a
+  tuple, a missing one (absent, null, NaN) as the empty tuple, any other value as it is. The
+  round's resolutions give a single question the empty direction and a combination 1 or -1
+  for each of its questions (``src/resolve/explode_question_set.py``), so a single question's
+  row, market or data-set, with any other direction (``"up"``, ``[1]``, ``0``), or a
+  combination row with another, matches no resolution.
 * ``src/resolve/_prepare.py`` ``check_and_prepare_forecast_file``: a row whose ``source``
   (lower-cased) is not a ForecastBench source, or whose ``forecast`` is missing or outside
   [0, 1], is dropped; a data-set row whose ``resolution_date`` (first ten characters) is not the
   due date plus one of the horizons is dropped (the ``resolution_date`` key must exist: the
   reader slices it); a market row's date is ignored; two data-set rows with the same id,
   source, resolution date and direction refuse the whole file. ``set_resolution_dates`` then
-  joins the round's resolutions to the rows (market rows on id, source and direction), so a
-  market question forecast twice is counted twice.
+  joins the round's resolutions to the rows on id, source, direction and due date (data-set
+  rows on their resolution date too), so a market question forecast twice is counted twice.
 * ``src/resolve/_impute.py`` ``impute_missing_forecasts``: a question of the round without a
   forecast is imputed 0.5; ``src/leaderboard/main.py`` leaves out of the leaderboard a
   forecaster with more than 5 per cent imputed over the round or over its market questions
@@ -150,11 +156,16 @@ def read_rows(
             problems.append(f"{where}: forecast {value!r} is outside [0, 1]: row dropped")
             continue
         qid = row.get("id")
-        direction = row.get("direction")
-        if isinstance(qid, list) or (isinstance(direction, list) and direction):
-            ids = tuple(str(x) for x in qid) if isinstance(qid, list) else ()
+        direction = _direction(row.get("direction"))
+        if isinstance(qid, list):
+            ids = tuple(str(x) for x in qid)
             if combinations is None or ids not in combinations:
                 problems.append(f"{where}: a combination question the round does not hold")
+            elif not _combination_direction(direction, len(ids)):
+                problems.append(
+                    f"{where}: direction {row.get('direction')!r} is not one of the "
+                    f"combination's: {_UNMATCHED}"
+                )
             continue
         if not isinstance(qid, str) or not qid:
             problems.append(f"{where}: id {qid!r} is not text: it matches no question")
@@ -169,7 +180,7 @@ def read_rows(
                     "horizon: row dropped"
                 )
                 continue
-            key = (source, text_id, day, "")
+            key = (source, text_id, day, repr(direction))
             if key in dataset_seen:
                 problems.append(
                     f"{where}: {source} {text_id} at {day} is forecast twice: the reader "
@@ -177,8 +188,14 @@ def read_rows(
                 )
                 continue
             dataset_seen.add(key)
+            if direction != ():
+                problems.append(_single_direction(where, row.get("direction")))
+                continue
             kept[(source, text_id, day)] = float(value)
         else:
+            if direction != ():
+                problems.append(_single_direction(where, row.get("direction")))
+                continue
             if (source, text_id, None) in kept:
                 problems.append(
                     f"{where}: market question {source} {text_id} is forecast twice: it would "
@@ -187,6 +204,36 @@ def read_rows(
                 continue
             kept[(source, text_id, None)] = float(value)
     return problems, kept, due
+
+
+_UNMATCHED = "the row matches no resolution, and ForecastBench imputes the question 0.5"
+
+
+def _direction(value: object) -> object:
+    """A row's direction as the reader compares it (``_make_columns_hashable``): a list as a
+    tuple, a missing one (absent, null, NaN) as the empty tuple, anything else as it is."""
+    if isinstance(value, list):
+        return tuple(value)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ()
+    return value
+
+
+def _combination_direction(direction: object, n: int) -> bool:
+    """Whether ``direction`` is one the round resolves a combination of ``n`` questions at:
+    1 or -1 for each (``explode_question_set``)."""
+    return (
+        isinstance(direction, tuple)
+        and len(direction) == n
+        and all(d in (1, -1) for d in direction)
+    )
+
+
+def _single_direction(where: str, direction: object) -> str:
+    return (
+        f"{where}: direction {direction!r} on a single question, which has none (null, [] or "
+        f"no key): {_UNMATCHED}"
+    )
 
 
 def check_forecast_file(path: Path, question_set: Path) -> Checked:

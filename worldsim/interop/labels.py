@@ -21,8 +21,11 @@ resolution date, direction), named after the card: ``<source>-<id>`` for a marke
   question, source, date and direction that resolve it differently (both), and with ``cards``
   a question that is not among them.
 
-Each label lists the resolution set's file name in ``sources``. A folder takes the labels of
-one resolution set only: one holding labels from another is refused before anything is written.
+Each label lists the resolution set's file name in ``sources`` and, when the set gives it, the
+round's ``forecast_due_date`` (``score --forecastbench`` refuses a label of another round by
+it). A folder takes the labels of one resolution set only: one holding labels from another is
+refused before anything is written. A resolution set none of whose rows makes a label (no rows,
+or none of them a resolution) is refused, and nothing is written.
 """
 
 from __future__ import annotations
@@ -96,11 +99,10 @@ def import_labels(
     items = doc.get("resolutions") if isinstance(doc, dict) else doc
     if not isinstance(items, list):
         raise CardError("expected a list of resolutions (or an object with 'resolutions')", file=p)
-    due = doc.get("forecast_due_date") if isinstance(doc, dict) else None
-    if cards_due and due and str(due)[:10] != cards_due:
+    due = _due_date(doc.get("forecast_due_date") if isinstance(doc, dict) else None, p)
+    if cards_due and due and due != cards_due:
         raise CardError(
-            f"resolves the round due {str(due)[:10]}, but the cards are of the round due "
-            f"{cards_due}",
+            f"resolves the round due {due}, but the cards are of the round due {cards_due}",
             file=p,
             field="forecast_due_date",
         )
@@ -110,7 +112,7 @@ def import_labels(
     contradicted: set[tuple[str, str, str, str]] = set()
     for i, item in enumerate(items):
         where = f"resolutions.{i}"
-        made = _row(item, where, p.name)
+        made = _row(item, where, p.name, due)
         if isinstance(made, str):
             left.append((where, made))
             continue
@@ -150,6 +152,14 @@ def import_labels(
         except ValidationError as exc:
             field, message = first_error(exc)
             left.append((kept[card_id].where, f"field '{field}': {message}"))
+    if not labels:  # nothing to score against: nothing is written
+        reasons = Counter(r for _, r in left).most_common()
+        listed = "; ".join(f"{n} {reason}" for reason, n in reasons)
+        raise CardError(
+            f"none of its {len(items)} row(s) makes a label" + (f": {listed}" if listed else ""),
+            file=p,
+            field="resolutions",
+        )
     _check_folder(out, p.name)
     files: dict[Path, bytes] = {}
     for label in labels:
@@ -160,7 +170,22 @@ def import_labels(
     lines = "".join(json.dumps({"where": w, "reason": r}) + "\n" for w, r in left)
     files[out / REJECTS] = lines.encode("utf-8")
     write_files(files)
-    return LabelImport(tuple(labels), tuple(left), len(items), str(due) if due else None)
+    return LabelImport(tuple(labels), tuple(left), len(items), due)
+
+
+def _due_date(value: object, path: Path) -> str | None:
+    """The resolution set's ``forecast_due_date`` as ``YYYY-MM-DD`` (None when it gives none);
+    one that is no date is refused."""
+    if is_na(value):
+        return None
+    day = str(value).strip()[:10]
+    try:
+        parse_utc(day)
+    except ValueError:
+        raise CardError(
+            f"not a YYYY-MM-DD date: {value!r}", file=path, field="forecast_due_date"
+        ) from None
+    return day
 
 
 def _preference(row: _Row) -> tuple[bool, str]:
@@ -169,7 +194,7 @@ def _preference(row: _Row) -> tuple[bool, str]:
     return row.data["outcome"] != PROVISIONAL, row.key[2]
 
 
-def _row(item: object, where: str, file_name: str) -> _Row | str:
+def _row(item: object, where: str, file_name: str, due: str | None) -> _Row | str:
     if not isinstance(item, Mapping):
         return "not an object"
     raw_id, direction = item.get("id"), item.get("direction")
@@ -196,6 +221,8 @@ def _row(item: object, where: str, file_name: str) -> _Row | str:
     number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
     card_id = card_id_for(source, qid, None if market else date)
     data: dict[str, Any] = {"card_id": card_id, "sources": [file_name]}
+    if due is not None:
+        data["forecast_due_date"] = due
     if resolved:
         if number not in (0, 1):
             return f"resolved to {value!r}, neither 0 nor 1"

@@ -8,7 +8,8 @@ adjustment needs the other forecasters' forecasts):
 
 * the rows scored are the round's question-set rows (each market question; each data-set
   question at each resolution date) that its resolution set resolves — here, that have a
-  label, and a label read from another round's resolution set (its ``sources``) is refused;
+  label, and a label read from another round's resolution set is refused: the round its
+  ``forecast_due_date`` records, else the date its ``sources`` file name gives;
 * a forecast answers a row only when it was made for the round, as a forecast file names its
   round (``func_resolve/main.py``): from a trace, its card was imported from this round's
   question set and the run's forecast date is not after the due date; from a table, its
@@ -218,7 +219,18 @@ def score_round(
 
 
 def _same_round(entry: LabelEntry, due: str | None, name: str) -> None:
-    """Refuse a label read from another round's resolution set (the date its file name gives)."""
+    """Refuse a label read from another round's resolution set: the round its
+    ``forecast_due_date`` records, else the date its resolution set's file name gives."""
+    recorded = entry.label.forecast_due_date
+    if recorded is not None:
+        if due is not None and recorded.isoformat() != due:
+            raise entry.refuse(
+                f"read from the resolution set of the round due {recorded.isoformat()}, but "
+                f"the question set {name} is due {due}: give the labels of its own resolution "
+                "set",
+                field="forecast_due_date",
+            )
+        return
     for source in entry.label.sources:
         day = due_date_in(source)
         if day is not None and due is not None and day != due:

@@ -29,6 +29,7 @@ __all__ = [
     "input_files",
     "load_predictions",
     "read_csv",
+    "refuse_duplicates",
     "rows_from_table",
     "rows_from_trace",
 ]
@@ -124,7 +125,8 @@ def load_predictions(
 ) -> LoadedPredictions:
     """Read every prediction input. A trace is read through ``verify``'s own pass: one it
     refuses is refused here (TraceError, exit 1); one that holds no result (cut off, or a
-    failed run) is skipped with a warning saying why.
+    failed run) is skipped with a warning saying why. Duplicate rows are refused
+    (`refuse_duplicates`).
 
     ``watch(trace)`` gives what also sees each of that trace's lines in the same pass (the
     score-time audit reads them there, so that a trace is read once); ``heads`` the head a
@@ -142,7 +144,26 @@ def load_predictions(
                 warnings.append(f"{f}: {exc.message}; skipped")
         else:
             rows.extend(rows_from_table(f))
+    refuse_duplicates(rows)
     return LoadedPredictions(rows=tuple(rows), files=tuple(files), warnings=tuple(warnings))
+
+
+def refuse_duplicates(rows: Iterable[PredictionRow]) -> None:
+    """Refuse two rows of one card, method and run id (two rows without a run id included; a
+    trace given twice is one): a `CardError` naming the second and where the first is."""
+    seen: dict[tuple[str, str, str | None], PredictionRow] = {}
+    for row in rows:
+        key = (row.card_id, row.method, row.run_id)
+        first = seen.setdefault(key, row)
+        if first is not row:
+            where = first.source if first.line is None else f"{first.source}:{first.line}"
+            raise CardError(
+                f"duplicate prediction for card '{row.card_id}', method '{row.method}', "
+                f"run id {row.run_id!r} (first in {where})",
+                file=row.source,
+                field="run_id",
+                line=row.line,
+            )
 
 
 # --------------------------------------------------------------------------------------------

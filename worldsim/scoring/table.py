@@ -164,27 +164,14 @@ class Exclusion:
 
 
 def aggregate(rows: Sequence[PredictionRow], *, split_versions: bool = False) -> list[Forecast]:
-    """Average replicates per (unit, method); refuse duplicate run ids and inconsistent kinds.
+    """Average replicates per (unit, method); refuse inconsistent kinds (duplicate run ids are
+    refused where the rows are read, by `load_predictions`).
 
     A card id forecast at several dates or from several card contents is an error unless
     ``split_versions`` (see :mod:`worldsim.scoring.units`).
     """
-    seen: dict[tuple[str, str, str | None], PredictionRow] = {}
     groups: dict[tuple[str, str], list[PredictionRow]] = defaultdict(list)
     kinds: dict[str, tuple[Kind, frozenset[str] | None, PredictionRow]] = {}
-    for row in rows:
-        key = (row.card_id, row.method, row.run_id)
-        if key in seen:
-            first = seen[key]
-            where = first.source if first.line is None else f"{first.source}:{first.line}"
-            raise CardError(
-                f"duplicate prediction for card '{row.card_id}', method '{row.method}', "
-                f"run id {row.run_id!r} (first in {where})",
-                file=row.source,
-                field="run_id",
-                line=row.line,
-            )
-        seen[key] = row
     for row, suffix in zip(rows, unit_suffixes(rows, split=split_versions), strict=True):
         unit = row.card_id + suffix
         options = frozenset(k for k, _ in row.p_options) if row.p_options else None
