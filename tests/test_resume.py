@@ -376,3 +376,34 @@ def test_a_resume_pays_for_no_call_its_trace_recorded_whatever_the_cache(
         (c.data.timeline, c.data.tick, c.data.agent, c.data.request_hash) for c in voided
     } <= hits
     assert canonical_hash(after) == canonical_hash(whole)
+
+
+def test_a_resume_refuses_a_prompt_file_changed_since_the_run_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trace names the prompt versions its run started under: a resume after the role's
+    file changed is refused naming that file, before anything is written; with the file as it
+    was, it resumes."""
+    from tests.support import cut_mid_run
+    from worldsim.roles.prompts import known_prompt_roles
+
+    shipped = known_prompt_roles()["actor"][0].read_text(encoding="utf-8")
+    mine = tmp_path / "agents" / "actor.md"
+    mine.parent.mkdir()
+    mine.write_text(shipped + "\nThink twice.\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    config = RunConfig(card=load_card(DEMO_CARD), policy=load_policy("branching"), seed=2, ticks=4)
+    whole = anyio.run(lambda: run_card(config, tmp_path / "runs", fsync=False)).trace
+    cut = cut_mid_run(whole, tmp_path / "cut.jsonl")
+    before = cut.read_bytes()
+    recorded = read_trace(cut).started.prompt_versions["actor"]
+    mine.write_text(shipped + "\nThink thrice.\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        anyio.run(lambda: resume_run(cut, fsync=False))
+    assert Path(str(refused.value.file)).resolve() == mine.resolve()
+    assert f"the run started under {recorded}" in refused.value.message
+    assert cut.read_bytes() == before
+    mine.write_text(shipped + "\nThink twice.\n", encoding="utf-8")
+    done = anyio.run(lambda: resume_run(cut, fsync=False))
+    assert verify_trace(done.trace).exit_code == 0
+    assert canonical_hash(done.trace) == canonical_hash(whole)

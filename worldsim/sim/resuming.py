@@ -8,7 +8,7 @@ continued.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +20,7 @@ from worldsim.domain.errors import ConfigError
 from worldsim.gateway.gateway import check_evidence
 from worldsim.models.pool import Shared
 from worldsim.models.recorded import RecordedReplies
+from worldsim.roles.registry import RoleSpec
 from worldsim.sim.continuation import Continuation, ContinuingEngine
 from worldsim.sim.failure import guarded
 from worldsim.sim.plan import (
@@ -81,6 +82,7 @@ async def resume_run(
         config, plan = prepared.config, prepared.plan
         point = restore_point(cut, config)
         continued = _continuation(trace, models, config)
+        _check_prompts(trace, [*plan.values(), *([continued.assessor] if continued else [])])
         if continued is not None:
             point = replace(point, world_source=continued.world_source)
         await check_evidence(config.card, card_path=config.card_path)
@@ -169,6 +171,22 @@ def _continuation(
         )
     continued.config = config
     return continued
+
+
+def _check_prompts(trace: Trace, specs: Iterable[RoleSpec]) -> None:
+    """The run goes on under the prompts it started with: a role whose prompt file changed
+    since (another version than ``run_started.prompt_versions`` records) is refused, naming
+    the file, before anything is written."""
+    recorded = trace.started.prompt_versions
+    for spec in specs:
+        was = recorded.get(spec.name)
+        if was is not None and was != spec.version:
+            raise ConfigError(
+                f"role '{spec.name}' is prompt version {spec.version} now and the run started "
+                f"under {was}: restore the file the run started with to resume it, or run it "
+                "again (--force)",
+                file=spec.prompt.path if spec.prompt is not None else trace.path,
+            )
 
 
 def _check_signer(trace: Trace, signer: Signer | None) -> None:
