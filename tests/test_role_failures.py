@@ -142,3 +142,30 @@ def test_a_run_a_role_failed_raises_a_role_error_and_resumes_once_the_role_is_fi
     clean = anyio.run(lambda: run_card(config, tmp_path / "clean", fsync=False))
     assert read_trace(resumed.trace).complete
     assert canonical_hash(resumed.trace) == canonical_hash(clean.trace)
+
+
+def test_a_continued_run_a_role_failed_says_how_it_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A role that fails in a continued run's ticks (after its news was weighed) ends it with
+    the same line as a run's: the resume that goes on once the role is fixed."""
+    from tests.continuation.test_continue import CUT, NEWS_CARD
+    from worldsim.domain.cards import parse_utc
+    from worldsim.sim.continuation import continued_name
+
+    monkeypatch.setattr(f"{__name__}.FIXED", {"batch_raiser"})
+    parent = invoke("run", NEWS_CARD, "--role", "batch_raiser", "--out", tmp_path)
+    assert parent.code == 0, parent.err
+    (trace,) = tmp_path.glob("*.jsonl")
+    monkeypatch.setattr(f"{__name__}.FIXED", set())
+    failed = invoke("run", "--continue", trace, "--as-of", CUT)
+    child = trace.parent / continued_name(trace.name, parse_utc(CUT))
+    assert failed.code == 2, failed.err
+    assert failed.err.strip().splitlines()[-1] == (
+        "error: role 'batch_raiser': act_batch raised KeyError: 'batch broke'; the run can be "
+        f"resumed with `worldsim run --resume {child}` once the role is fixed"
+    )
+    monkeypatch.setattr(f"{__name__}.FIXED", {"batch_raiser"})
+    resumed = invoke("run", "--resume", child)
+    assert resumed.code == 0, resumed.err
+    assert read_trace(child).complete

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worldsim.cli._app import on_budget, on_interrupt
+from worldsim.cli.stopped import on_role_failure
 from worldsim.domain.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def continue_from_cli(
             return f": `worldsim run --resume {trace} --max-cost-usd MORE`"
         return f": `{again} --max-cost-usd MORE` (it stopped before its news was weighed)"
 
-    with on_interrupt(left), on_budget(then):
+    with on_interrupt(left), on_budget(then), on_role_failure(trace):
         return anyio.run(
             lambda: continue_run(parent, when, out, models=models, overwrite=force, signer=signer)
         )

@@ -14,7 +14,7 @@ from worldsim.domain.errors import RoleError, WorldsimError
 if TYPE_CHECKING:
     from worldsim.domain.config import RunConfig
 
-__all__ = ["going_on", "runs_left", "unfinished"]
+__all__ = ["going_on", "on_role_failure", "runs_left", "unfinished"]
 
 
 def unfinished(trace: Path) -> str:
@@ -64,20 +64,30 @@ def _completed(trace: Path) -> bool:
 @contextlib.contextmanager
 def going_on(trace: Path) -> Iterator[None]:
     """A run stopped by its budget names the command that goes on with a higher one; a run
-    stopped by a role (its trace sealed resumable), the command that goes on once it is fixed."""
-    with on_budget(f": `worldsim run --resume {trace} --max-cost-usd MORE`"):
-        try:
-            yield
-        except RoleError as exc:
-            if not _sealed_resumable(trace):
-                raise  # refused before the run wrote anything
-            raise RoleError(
-                f"{exc.message}; the run can be resumed with `worldsim run --resume {trace}` "
-                "once the role is fixed",
-                file=exc.file,
-                field=exc.field,
-                line=exc.line,
-            ) from None
+    stopped by a role, as :func:`on_role_failure` says."""
+    with (
+        on_budget(f": `worldsim run --resume {trace} --max-cost-usd MORE`"),
+        on_role_failure(trace),
+    ):
+        yield
+
+
+@contextlib.contextmanager
+def on_role_failure(trace: Path) -> Iterator[None]:
+    """A run (or continued run) stopped by a role, its trace sealed resumable, names the
+    command that goes on once the role is fixed."""
+    try:
+        yield
+    except RoleError as exc:
+        if not _sealed_resumable(trace):
+            raise  # refused before the run wrote anything, or before what a resume needs
+        raise RoleError(
+            f"{exc.message}; the run can be resumed with `worldsim run --resume {trace}` "
+            "once the role is fixed",
+            file=exc.file,
+            field=exc.field,
+            line=exc.line,
+        ) from None
 
 
 def _sealed_resumable(trace: Path) -> bool:
