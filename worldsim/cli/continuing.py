@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worldsim.cli._app import on_budget, on_interrupt
-from worldsim.cli.stopped import on_role_failure
+from worldsim.cli.stopped import on_role_failure, resume_with_more, unfinished
 from worldsim.domain.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -43,12 +43,12 @@ def continue_from_cli(
 
     def left() -> str:
         if holds_world(trace):
-            return f"{trace} is unfinished; `worldsim run --resume {trace}` finishes it"
+            return unfinished(trace)
         return f"{trace} stopped before its news was weighed; `{again}` starts it again"
 
     def then() -> str:
         if holds_world(trace):
-            return f": `worldsim run --resume {trace} --max-cost-usd MORE`"
+            return resume_with_more(trace)
         return f": `{again} --max-cost-usd MORE` (it stopped before its news was weighed)"
 
     with on_interrupt(left), on_budget(then), on_role_failure(trace):

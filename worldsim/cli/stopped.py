@@ -13,8 +13,9 @@ from worldsim.domain.errors import RoleError, WorldsimError
 
 if TYPE_CHECKING:
     from worldsim.domain.config import RunConfig
+    from worldsim.trace.reader import TraceLine
 
-__all__ = ["going_on", "on_role_failure", "runs_left", "unfinished"]
+__all__ = ["going_on", "on_role_failure", "resume_with_more", "runs_left", "unfinished"]
 
 
 def unfinished(trace: Path) -> str:
@@ -28,7 +29,8 @@ def runs_left(out: Path, configs: list[RunConfig], returned: int) -> str:
     from worldsim.sim.plan import trace_name
 
     finished = returned
-    if finished < len(configs) and _completed(out / trace_name(configs[finished])):
+    ended = _terminal(out / trace_name(configs[finished])) if finished < len(configs) else None
+    if ended is not None and ended.type == "run_completed":
         finished += 1  # it ended as the interrupt came
     if finished == len(configs):
         return f"every run finished; its trace is in {out}"
@@ -51,14 +53,23 @@ def runs_left(out: Path, configs: list[RunConfig], returned: int) -> str:
     return said
 
 
-def _completed(trace: Path) -> bool:
-    """Whether ``trace`` holds a completed run (one that ended as an interrupt came)."""
-    from worldsim.trace.reader import read_trace
+def _terminal(trace: Path) -> TraceLine | None:
+    """The sealed record ``trace`` ends with (streamed: only the last line is held); None for
+    a trace that ends otherwise, is missing or does not read."""
+    from worldsim.trace.reader import TraceStream
 
+    stream = TraceStream(trace)
     try:
-        return read_trace(trace).complete
+        for _ in stream:
+            pass
     except (OSError, WorldsimError):
-        return False
+        return None
+    return stream.terminal
+
+
+def resume_with_more(trace: Path) -> str:
+    """The end of a budget stop's line for a run ``--resume`` carries on."""
+    return f": `worldsim run --resume {trace} --max-cost-usd MORE`"
 
 
 @contextlib.contextmanager
@@ -66,7 +77,7 @@ def going_on(trace: Path) -> Iterator[None]:
     """A run stopped by its budget names the command that goes on with a higher one; a run
     stopped by a role, as :func:`on_role_failure` says."""
     with (
-        on_budget(f": `worldsim run --resume {trace} --max-cost-usd MORE`"),
+        on_budget(resume_with_more(trace)),
         on_role_failure(trace),
     ):
         yield
@@ -79,7 +90,8 @@ def on_role_failure(trace: Path) -> Iterator[None]:
     try:
         yield
     except RoleError as exc:
-        if not _sealed_resumable(trace):
+        ended = _terminal(trace)
+        if ended is None or ended.type != "run_failed" or not ended.data.resumable:
             raise  # refused before the run wrote anything, or before what a resume needs
         raise RoleError(
             f"{exc.message}; the run can be resumed with `worldsim run --resume {trace}` "
@@ -88,16 +100,3 @@ def on_role_failure(trace: Path) -> Iterator[None]:
             field=exc.field,
             line=exc.line,
         ) from None
-
-
-def _sealed_resumable(trace: Path) -> bool:
-    """Whether ``trace`` ends with a ``run_failed`` that says the run can be resumed."""
-    from worldsim.trace.reader import read_trace
-
-    if not trace.is_file():
-        return False
-    try:
-        terminal = read_trace(trace).terminal
-    except (WorldsimError, OSError):
-        return False
-    return terminal is not None and terminal.type == "run_failed" and terminal.data.resumable

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from worldsim.domain.errors import RoleError, WorldsimError
+from worldsim.domain.errors import RoleError, WorldsimError, unwrap_error
 from worldsim.domain.files import first_error
 
 __all__ = ["call_role", "check_items", "role_name"]
@@ -30,15 +30,7 @@ def _kind(value: object) -> str:
     return "None" if value is None else type(value).__name__
 
 
-def _leaf(exc: Exception) -> Exception:
-    """The first error an exception group (a task group's failure) holds; ``exc`` itself
-    when it is none."""
-    while isinstance(exc, ExceptionGroup):
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _failure(exc: Exception) -> str:
+def _failure(exc: BaseException) -> str:
     """``exc`` in one line: a validation error by its model, first field and message."""
     if isinstance(exc, ValidationError):
         field, message = first_error(exc)
@@ -58,7 +50,7 @@ async def call_role(
     except Exception as exc:
         if isinstance(exc, ExceptionGroup) and exc.subgroup(WorldsimError) is not None:
             raise  # from a task group inside the role: the engine finds its worldsim error
-        leaf = _leaf(exc)
+        leaf = unwrap_error(exc)  # a task group's failure: the first error it holds
         raise RoleError(
             f"role '{role_name(role)}': {method} raised {type(leaf).__name__}: {_failure(leaf)}"
         ) from exc

@@ -72,6 +72,9 @@ def has_world(trace: Trace) -> bool:
     return trace.first(world) is not None
 
 
+_WORLDS = frozenset({"world_initialized", "reweighting"})
+
+
 def holds_world(path: Path) -> bool:
     """Whether the trace file at ``path`` got as far as :func:`has_world` asks (a continued
     run's, its re-weighting), read only that far; a file that cannot be read holds none."""
@@ -79,9 +82,6 @@ def holds_world(path: Path) -> bool:
         return any(line.type in _WORLDS for line in iter_trace(path))
     except (OSError, WorldsimError):
         return False
-
-
-_WORLDS = frozenset({"world_initialized", "reweighting"})
 
 
 class Cut:
