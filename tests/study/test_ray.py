@@ -91,7 +91,8 @@ def test_a_torn_job_is_resumed_on_ray_to_the_same_trace(tmp_path: Path, local_ra
 
 
 def test_ray_workers_share_the_study_connection_limit(tmp_path: Path, local_ray: None) -> None:
-    with StubServer(seed=2, latency_s=0.02) as server:
+    # replies slow enough that the jobs' calls overlap even on a loaded machine
+    with StubServer(seed=2, latency_s=0.1) as server:
         env = {"STUB_BASE_URL": server.base_url, "STUB_API_KEY": "k"}
         experiment = Experiment.from_yaml(stub_manifest(tmp_path, max_connections=2), environ=env)
         rows = experiment.run_sync(

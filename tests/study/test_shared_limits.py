@@ -12,7 +12,8 @@ from worldsim.testing import Faults, StubServer
 
 
 def test_the_jobs_of_a_study_share_one_limit_per_route(tmp_path: Path) -> None:
-    with StubServer(seed=2, latency_s=0.02) as server:
+    # replies slow enough that the jobs' calls overlap even on a loaded machine
+    with StubServer(seed=2, latency_s=0.1) as server:
         env = {"STUB_BASE_URL": server.base_url, "STUB_API_KEY": "k"}
         experiment = Experiment.from_yaml(stub_manifest(tmp_path, max_connections=2), environ=env)
         rows = experiment.run_sync(tmp_path / "study", fsync=False)
