@@ -238,21 +238,21 @@ def test_score_refuses_another_seed_under_the_locked_name(
     assert not report.exists()
 
 
-def test_a_version_1_lock_is_still_read_and_still_refuses_a_substitute(
-    traces: Path, study: dict[str, Path], tmp_path: Path
+def test_a_version_1_lock_is_refused_naming_its_schema_and_the_release_that_reads_it(
+    study: dict[str, Path], tmp_path: Path
 ) -> None:
     lock = json.loads(study["lock"].read_text())
     lock["schema"] = "worldsim.prereg-lock/1"
     for entry in lock["predictions"]:
         del entry["head"]
     study["lock"].write_text(json.dumps(lock))
-    scored, _ = _score(study, tmp_path)
-    assert scored.code == 0, scored.err
-    shutil.copy(
-        traces / "merger-review__branching__ticks3__s1.jsonl", study["predictions"] / BRANCHING
-    )
-    scored, _ = _score(study, tmp_path)
-    assert scored.code == 2 and "changed since it was locked" in scored.err
+    scored, report = _score(study, tmp_path)
+    assert scored.code == 2
+    assert str(study["lock"]) in scored.err and "schema" in scored.err
+    assert "lock schema worldsim.prereg-lock/1" in scored.err
+    assert "worldsim 0.2.0 reads worldsim.prereg-lock/1" in scored.err
+    assert "Traceback" not in scored.err and len(scored.err.strip().splitlines()) == 1
+    assert not report.exists()
 
 
 def test_a_damaged_trace_cannot_be_locked(traces: Path, tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ file, and records the head of every trace among them (see
 ``worldsim.trace.reader.Trace.head``). ``worldsim score --prereg LOCK`` re-hashes them and
 refuses to score if anything changed, was removed or was added; a trace whose head differs from
 the locked one is named with both heads, so a substituted trace cannot pass as the registered
-one. Locks of schema ``worldsim.prereg-lock/1`` (no heads) are still read: their SHA-256 of
-every file pins the same bytes, only the message for a substituted trace is less specific.
+one. A lock of another schema (``worldsim.prereg-lock/1``, which worldsim 0.2.0 wrote without
+heads) is refused with one line naming it.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from worldsim.domain.cards import utc_iso
 from worldsim.domain.errors import ConfigError, TraceError, TraceIncomplete
 from worldsim.domain.files import first_error, load_mapping, load_model, sha256_file
 from worldsim.domain.values import FrozenModel
+from worldsim.domain.version import __version__
 from worldsim.scoring.inputs import rows_from_table
 from worldsim.scoring.paired import DEFAULT_RESAMPLES
 from worldsim.scoring.recalibrate import SUFFIX as RECALIBRATED
@@ -48,7 +49,8 @@ __all__ = [
 ]
 
 LOCK_SCHEMA = "worldsim.prereg-lock/2"
-_READABLE_SCHEMAS = frozenset({"worldsim.prereg-lock/1", LOCK_SCHEMA})
+_LAST_READER_OF = {"worldsim.prereg-lock/1": "0.2.0"}
+"""For each earlier lock schema, the last worldsim release that reads it."""
 
 
 class BootstrapSettings(FrozenModel):
@@ -268,8 +270,16 @@ def lock_json(lock: Lock) -> str:
 
 def load_lock(path: str | Path) -> Lock:
     data = load_mapping(path, what="prereg lock", error=ConfigError)
-    if data.get("schema") not in _READABLE_SCHEMAS:
-        raise ConfigError(f"not a {LOCK_SCHEMA} (or /1) file", file=path, field="schema")
+    schema = data.get("schema")
+    if schema in _LAST_READER_OF:
+        raise ConfigError(
+            f"lock schema {schema}: worldsim {__version__} reads {LOCK_SCHEMA} only; "
+            f"worldsim {_LAST_READER_OF[schema]} reads {schema}",
+            file=path,
+            field="schema",
+        )
+    if schema != LOCK_SCHEMA:
+        raise ConfigError(f"not a {LOCK_SCHEMA} file", file=path, field="schema")
     try:
         return Lock.model_validate(data)
     except ValidationError as exc:
