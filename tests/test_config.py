@@ -202,6 +202,16 @@ def test_a_strict_replay_without_the_cache_is_refused_by_the_library(cache: str)
     assert ModelConfig(cache="use", replay_strict=True).replay_strict
 
 
+def test_an_unknown_extraction_rule_is_refused_by_the_settings_themselves() -> None:
+    """Where the settings are made, not later when a run is prepared from them."""
+    with pytest.raises(ConfigError) as info:
+        RunConfig.from_dict({"card": str(DEMO_CARD), "extraction_rule": "oracle/1"})
+    assert info.value.field == "extraction_rule"
+    assert "unknown extraction rule 'oracle/1'" in info.value.message
+    for rule in EXTRACTION_RULES:
+        assert RunConfig.from_dict({"card": str(DEMO_CARD), "extraction_rule": rule})
+
+
 @pytest.mark.parametrize("command", [["run"], ["forecast", "--model", "stub/test-model"]])
 def test_a_strict_replay_with_the_cache_off_is_one_line_exit_2(
     tmp_path: Path, command: list[str]

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from worldsim.domain.errors import ConfigError
-from worldsim.world.extraction import Leaf, extract
+from worldsim.world.extraction import EXTRACTION_RULES, Leaf, extract
 
 LEAVES = [
     Leaf("t0", 0.42, "yes"),
@@ -79,6 +79,14 @@ def test_a_path_settled_at_a_value_counts_as_settled_not_unresolved() -> None:
     )
     assert options.p_options == pytest.approx({"a": 0.2, "b": 0.8})
     assert options.unresolved_mass == 0.0
+
+
+@pytest.mark.parametrize("rule", EXTRACTION_RULES)
+def test_every_rule_a_run_may_name_has_a_value_and_an_options_rule(rule: str) -> None:
+    binary = extract(LEAVES, rule)
+    assert 0.0 <= binary.p_yes <= 1.0
+    options = extract([Leaf("t0", 1.0, "expected", forced_probs={"a": 1.0})], rule, ["a", "b"])
+    assert options.p_options is not None and set(options.p_options) == {"a", "b"}
 
 
 def test_unknown_rule_is_a_config_error() -> None:

@@ -34,6 +34,7 @@ from pydantic import (
 
 from worldsim.domain import bounds
 from worldsim.domain.cards import Card, UtcDatetime, load_card, utc_iso
+from worldsim.domain.contracts import EXTRACTION_RULES
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.files import first_error, load_mapping
 from worldsim.domain.policy import BranchPolicy, load_policy, policy_file
@@ -244,7 +245,8 @@ class RunConfig(_Frozen):
     """``direct`` is the direct baseline (``worldsim forecast``): one call, no world."""
     seed: StrictInt = Field(0, ge=0, le=bounds.MAX_SEED)
     ticks: StrictInt | None = Field(None, ge=1, le=bounds.MAX_TICKS)
-    extraction_rule: str = "path-ledger/1"
+    extraction_rule: str = EXTRACTION_RULES[0]
+    """One of ``EXTRACTION_RULES``."""
     method: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=120)
     """The method label (default: the policy's name); part of the trace's file name, so one
     plain name: letters, digits, ``_``, ``.``, ``-``."""
@@ -287,6 +289,15 @@ class RunConfig(_Frozen):
             if self.forecast_date == card.as_of:  # the same run as without the override
                 object.__setattr__(self, "forecast_date", None)
         return self
+
+    @field_validator("extraction_rule")
+    @classmethod
+    def _check_extraction_rule(cls, rule: str) -> str:
+        if rule not in EXTRACTION_RULES:
+            raise ValueError(
+                f"unknown extraction rule '{rule}' (known: {', '.join(EXTRACTION_RULES)})"
+            )
+        return rule
 
     @field_validator("interventions")
     @classmethod

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXPECTED",
+    "EXTRACTION_RULES",
     "PHASE_METHODS",
     "BatchModel",
     "BatchRequest",
@@ -52,6 +53,10 @@ PHASE_METHODS: dict[Phase, str] = {
 """The method a Python role of each phase implements."""
 
 TimelineStatus = Literal["running", "settled", "terminated", "deadline"]
+
+EXTRACTION_RULES: tuple[str, ...] = ("path-ledger/1", "candidate-status-mass/1")
+"""The versioned rules that turn a run's finished timelines into p_yes
+(``worldsim.world.extraction``); a run's settings name one, the first unless told."""
 
 EXPECTED = "expected"
 """The settlement of a timeline whose question resolved at a value rather than an outcome: the

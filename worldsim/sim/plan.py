@@ -23,7 +23,6 @@ from worldsim.models.routes import parse_route
 from worldsim.models.tracing import Emit, traced
 from worldsim.roles.registry import RoleSpec, get_role, registered_roles
 from worldsim.world.build import world_seeds
-from worldsim.world.extraction import EXTRACTION_RULES
 
 __all__ = [
     "BUILTIN_TICK_ROLES",
@@ -31,7 +30,6 @@ __all__ = [
     "ModelSource",
     "agent_count",
     "build_roles",
-    "check_extraction_rule",
     "check_run_size",
     "estimated_trace_mb",
     "max_timelines",
@@ -58,21 +56,12 @@ def route_table(models: ModelConfig) -> RouteTable:
     return RouteTable.from_flags(models.model, models.role_models)
 
 
-def check_extraction_rule(rule: str) -> None:
-    if rule not in EXTRACTION_RULES:
-        raise ConfigError(
-            f"unknown extraction rule '{rule}' (known: {', '.join(EXTRACTION_RULES)})",
-            field="extraction",
-        )
-
-
 def role_plan(config: RunConfig) -> dict[str, RoleSpec]:
     """Which role fills each slot and each tick role of the run, checked before anything runs.
 
     Keys are slot names (``initializer``, ``governance``, ``reporter``) and ``tick:NAME`` for
-    tick roles. Unknown names, roles in the wrong phase and a bad extraction rule are errors.
+    tick roles. Unknown names and roles in the wrong phase are errors.
     """
-    check_extraction_rule(config.extraction_rule)
     slots = {slot: config.roles.get(slot, slot) for slot in SLOTS}
     named_in: dict[str, str] = {}  # a card's own tick role: the first field that names it
     seeds = config.card.seeds

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from worldsim.domain.contracts import EXPECTED, lineage
+from worldsim.domain.contracts import EXPECTED, EXTRACTION_RULES, lineage
 from worldsim.domain.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -64,7 +64,6 @@ _OPTIONS: dict[str, Callable[[Leaf, Sequence[str]], dict[str, float]]] = {
     "path-ledger/1": _path_ledger_options,
     "candidate-status-mass/1": _status_mass_options,
 }
-EXTRACTION_RULES: tuple[str, ...] = tuple(_VALUE)
 EXTRACTION_VALUES: Mapping[str, Callable[[Leaf], float]] = _VALUE
 """Each rule's value of a binary leaf: p_yes is the leaves' mass-weighted mean of it."""
 
