@@ -202,6 +202,21 @@ def test_a_strict_replay_without_the_cache_is_refused_by_the_library(cache: str)
     assert ModelConfig(cache="use", replay_strict=True).replay_strict
 
 
+def test_a_typed_cache_that_breaks_the_config_files_strict_replay_is_named_as_typed(
+    tmp_path: Path,
+) -> None:
+    """The file's ``replay_strict`` was fine until ``--cache off`` was typed: the flag is
+    named, and the file's field beside it."""
+    (tmp_path / "card.yaml").write_bytes(DEMO_CARD.read_bytes())
+    path = _write_config(tmp_path, "card: card.yaml\nmodels:\n  replay_strict: true\n")
+    out = tmp_path / "out"
+    proc = cli("run", "--config", str(path), "--cache", "off", "--out", str(out))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("error: field '--cache': a strict replay reads")
+    assert f"({path} sets models.replay_strict)" in proc.stderr
+    assert not out.exists()
+
+
 def test_an_unknown_extraction_rule_is_refused_by_the_settings_themselves() -> None:
     """Where the settings are made, not later when a run is prepared from them."""
     with pytest.raises(ConfigError) as info:

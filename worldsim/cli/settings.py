@@ -284,12 +284,22 @@ def run_config(
     try:
         return RunConfig.from_dict(data)
     except ConfigError as exc:
-        flag = typed_flag(exc.field, options) if exc.file is None else None
+        if exc.file is not None:
+            raise
+        flag = typed_flag(exc.field, options)
         if flag is not None:  # the value the user typed: named as they typed it
             raise ConfigError(exc.message, field=flag) from None
-        if source is None or exc.file is not None:
+        if source is None:
             raise
+        partner = typed_flag(_READS.get(exc.field or ""), options)
+        if partner is not None:  # a typed option broke a rule the source's field holds to
+            raise ConfigError(f"{exc.message} ({source} sets {exc.field})", field=partner) from None
         raise ConfigError(exc.message, file=source, field=exc.field) from None
+
+
+_READS = {"models.replay_strict": "models.cache"}
+"""A settings field whose rule reads another field → that field: when only the other one was
+typed, the typed option is what broke the rule."""
 
 
 def typed_flag(field: str | None, options: Mapping[str, Any]) -> str | None:
