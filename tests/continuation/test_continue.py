@@ -8,8 +8,10 @@ from typing import Any
 
 import anyio
 import pytest
+import yaml
 
 from tests.support import ROOT, forge, invoke
+from tests.test_cli import cli
 from worldsim.domain.cards import load_card, parse_utc
 from worldsim.domain.config import RunConfig
 from worldsim.domain.contracts import Model, ModelRequest
@@ -226,6 +228,41 @@ def test_cli_continues_a_run_and_verifies_its_lineage(tmp_path: Path) -> None:
     _parent(tmp_path, overwrite=True)  # the parent run again, in its place: another head
     refused = invoke("verify", child, "--parent", parent.trace)
     assert refused.code == 1 and "head" in refused.err
+
+
+def test_a_run_continued_and_resumed_from_another_folder_finds_its_cards_database(
+    tmp_path: Path,
+) -> None:
+    """The card names its evidence database relative to its folder and the run was started
+    there by a relative path: the trace records where the card is, so a continuation or a
+    resume started in another folder opens the same database."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    ingested = cli(
+        "gateway",
+        "ingest",
+        str(ROOT / "scenarios" / "corpus" / "articles.jsonl"),
+        "--db",
+        "evidence.db",
+        cwd=here,
+    )
+    assert ingested.returncode == 0, ingested.stderr
+    card = yaml.safe_load(NEWS_CARD.read_text(encoding="utf-8"))
+    card["evidence"] = {"database": "evidence.db"}
+    (here / "card.yaml").write_text(yaml.safe_dump(card), encoding="utf-8")
+    started = cli("run", "card.yaml", "--out", "traces", "--json", cwd=here)
+    assert started.returncode == 0, started.stderr
+    parent = here / json.loads(started.stdout)["trace"]
+    continued = cli("run", "--continue", str(parent), "--as-of", "mid", "--out", "later", cwd=there)
+    assert continued.returncode == 0, continued.stderr
+    child = next((there / "later").glob("*__to*.jsonl"))
+    assert read_trace(child).first("news") is not None
+    cut = child.read_bytes().splitlines(keepends=True)
+    child.write_bytes(b"".join(cut[: len(cut) // 2]))
+    resumed = cli("run", "--resume", str(child), cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert verify_trace(child).complete
 
 
 def test_as_of_outside_the_window_is_an_input_error(tmp_path: Path) -> None:

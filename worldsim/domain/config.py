@@ -256,6 +256,9 @@ class RunConfig(_Frozen):
     extra_roles: tuple[str, ...] = ()
     """Roles added to this run (``--role``), beside the card's and the policy's ``roles:``."""
     card_path: Path | None = None
+    """The card's file, where it came from one: absolute, so that what the card names relative
+    to its folder (an evidence database) is found from any folder a resume or continuation
+    runs in."""
     policy_path: Path | None = Field(None, exclude=True)
     """The policy's file, where it came from one (errors name it); not recorded."""
     models: ModelConfig = Field(default_factory=ModelConfig)
@@ -289,6 +292,11 @@ class RunConfig(_Frozen):
             if self.forecast_date == card.as_of:  # the same run as without the override
                 object.__setattr__(self, "forecast_date", None)
         return self
+
+    @field_validator("card_path")
+    @classmethod
+    def _absolute_card_path(cls, path: Path | None) -> Path | None:
+        return None if path is None else path.absolute()
 
     @field_validator("extraction_rule")
     @classmethod
