@@ -25,9 +25,13 @@ The rules are ported from ``forecastingresearch/forecastbench`` (commit 05f612e)
   joins the round's resolutions to the rows on id, source, direction and due date (data-set
   rows on their resolution date too), so a market question forecast twice is counted twice.
 * ``src/resolve/_impute.py`` ``impute_missing_forecasts``: a question of the round without a
-  forecast is imputed 0.5; ``src/leaderboard/main.py`` leaves out of the leaderboard a
-  forecaster with more than 5 per cent imputed over the round or over its market questions
-  (or over its resolved data-set rows, which only the resolution set tells).
+  forecast is imputed 0.5. ``src/resolve/explode_question_set.py`` makes the rows the
+  leaderboard counts: a market question once at each resolution date of the set, a data-set
+  question once at each of its own, combinations left out, and only the dates passed so far.
+  ``src/leaderboard/main.py`` leaves out a forecaster with more than 5 per cent of those rows
+  imputed over the round, over its market rows or over its resolved data-set rows: the check
+  counts the rows as each resolution date passes and names the worst share (data-set rows
+  taken as resolved at their date).
 
 `check_forecast_file` applies them all and lists every problem; `naive_forecasts` reads a
 Naive Forecaster file's data-set forecasts.
@@ -278,23 +282,42 @@ def check_forecast_file(path: Path, question_set: Path) -> Checked:
             f"{len(extra)} forecast(s) for questions not in the set (e.g. {extra[0][0]} "
             f"{extra[0][1]}): never scored"
         )
-    markets = [row for row in wanted if row[0] in MARKET_SOURCES]
-    for what, rows, missing in (
-        ("the round", wanted, unanswered),
-        (
-            "the round's market questions",
-            markets,
-            [r for r in unanswered if r[0] in MARKET_SOURCES],
-        ),
-    ):
-        share = 100.0 * len(missing) / len(rows) if rows else 0.0
-        if share > IMPUTED_CUTOFF_PCT:
-            problems.append(
-                f"{share:.1f}% of {what} imputed: the leaderboard leaves out a forecaster with "
-                f"more than {IMPUTED_CUTOFF_PCT:g}%"
-            )
+    problems += _over_cutoff(wanted, set(unanswered))
     untold = max(0, len(unanswered) - 20)
     return Checked(tuple(problems), kept, due, len(unanswered), len(wanted), untold)
+
+
+def _over_cutoff(wanted: list[QuestionRow], unanswered: set[QuestionRow]) -> list[str]:
+    """The leaderboard's imputed shares over its cut-off, the worst of each as the round's
+    resolution dates pass (a market question is a row at each date, a data-set question at
+    each of its own)."""
+    dates = sorted({day for _, _, day in wanted if day is not None})
+    markets = [row for row in wanted if row[0] in MARKET_SOURCES]
+    missing_markets = sum(row in unanswered for row in markets)
+    worst: dict[str, tuple[float, str]] = {}
+    for k, cut in enumerate(dates, start=1):
+        data = [row for row in wanted if row[2] is not None and row[2] <= cut]
+        missing_data = sum(row in unanswered for row in data)
+        shares = {
+            "the round": (missing_markets * k + missing_data, len(markets) * k + len(data)),
+            "the round's market questions": (missing_markets, len(markets)),
+            "the round's data-set rows": (missing_data, len(data)),
+        }
+        for what, (missing, rows) in shares.items():
+            share = 100.0 * missing / rows if rows else 0.0
+            if share > worst.get(what, (0.0, ""))[0]:
+                worst[what] = (share, cut)
+    if not dates and markets:
+        worst["the round's market questions"] = (100.0 * missing_markets / len(markets), "")
+    problems = []
+    for what, (share, cut) in worst.items():
+        if share > IMPUTED_CUTOFF_PCT:
+            when = f" once {cut} has resolved" if len(dates) > 1 else ""
+            problems.append(
+                f"{share:.1f}% of {what} imputed{when}: the leaderboard leaves out a forecaster "
+                f"with more than {IMPUTED_CUTOFF_PCT:g}%"
+            )
+    return problems
 
 
 def combinations_of(doc: object) -> frozenset[tuple[str, ...]]:
