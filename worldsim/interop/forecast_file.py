@@ -25,13 +25,14 @@ The rules are ported from ``forecastingresearch/forecastbench`` (commit 05f612e)
   joins the round's resolutions to the rows on id, source, direction and due date (data-set
   rows on their resolution date too), so a market question forecast twice is counted twice.
 * ``src/resolve/_impute.py`` ``impute_missing_forecasts``: a question of the round without a
-  forecast is imputed 0.5. ``src/resolve/explode_question_set.py`` makes the rows the
-  leaderboard counts: a market question once at each resolution date of the set, a data-set
-  question once at each of its own, combinations left out, and only the dates passed so far.
+  forecast is imputed 0.5. The rows the leaderboard counts are those of
+  ``src/resolve/explode_question_set.py``, dates passed so far only: a data-set question at
+  each of its resolution dates, a market question once (``src/sources/_market.py`` resolves
+  every date of a market to the same row and drops the duplicates); combinations are left out.
   ``src/leaderboard/main.py`` leaves out a forecaster with more than 5 per cent of those rows
   imputed over the round, over its market rows or over its resolved data-set rows: the check
-  counts the rows as each resolution date passes and names the worst share (data-set rows
-  taken as resolved at their date).
+  counts the rows as each resolution date passes and names the worst share of each (data-set
+  rows taken as resolved at their date).
 
 `check_forecast_file` applies them all and lists every problem; `naive_forecasts` reads a
 Naive Forecaster file's data-set forecasts.
@@ -289,17 +290,17 @@ def check_forecast_file(path: Path, question_set: Path) -> Checked:
 
 def _over_cutoff(wanted: list[QuestionRow], unanswered: set[QuestionRow]) -> list[str]:
     """The leaderboard's imputed shares over its cut-off, the worst of each as the round's
-    resolution dates pass (a market question is a row at each date, a data-set question at
-    each of its own)."""
+    resolution dates pass (a market question is one row, a data-set question a row at each of
+    its dates)."""
     dates = sorted({day for _, _, day in wanted if day is not None})
     markets = [row for row in wanted if row[0] in MARKET_SOURCES]
     missing_markets = sum(row in unanswered for row in markets)
     worst: dict[str, tuple[float, str]] = {}
-    for k, cut in enumerate(dates, start=1):
+    for cut in dates:
         data = [row for row in wanted if row[2] is not None and row[2] <= cut]
         missing_data = sum(row in unanswered for row in data)
         shares = {
-            "the round": (missing_markets * k + missing_data, len(markets) * k + len(data)),
+            "the round": (missing_markets + missing_data, len(markets) + len(data)),
             "the round's market questions": (missing_markets, len(markets)),
             "the round's data-set rows": (missing_data, len(data)),
         }
