@@ -291,9 +291,9 @@ def verify(
     The trace is checked in one streamed pass, holding only each timeline's open tick
     (with --canonical, also the content the hash covers, to sort it).
 
-    Prints its verdict, the trace's head (the SHA-256 of its last complete line, which pins
-    every line before it) and whether its final record is signed on standard error; standard
-    output holds only the canonical hash, with --canonical. Exit 1 names the first bad line, a head
+    Prints, on standard error, its verdict, the trace's head (the SHA-256 of its last complete
+    line, which pins every line before it) and whether its final record is signed; standard
+    output holds only the canonical hash (--canonical). Exit 1 names the first bad line, a head
     other than the expected one, or a signature the given public key does not confirm; exit 3
     means sound but cut off (a torn final line or no terminal record: the run can be resumed).
     """
