@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from tests.study.conftest import CARDS, write_manifest
 from tests.support import DEMO_CARD, invoke
+from tests.test_cli import cli
 from worldsim.domain.config import ModelConfig, RetrySettings, RouteOptions, RunConfig
 from worldsim.domain.contracts import CallSite, ChatMessage, ModelRequest
 from worldsim.domain.outputs import ForecastOutput
@@ -144,6 +145,14 @@ def test_cache_dir_flag_and_info_and_prune(tmp_path: Path, user_cache: Path) -> 
 
     neither = invoke("cache", "prune")
     assert neither.code == 2 and "--older-than" in neither.err
+
+
+@pytest.mark.parametrize("days", ["inf", "800000", "36500.5"])
+def test_an_age_past_a_century_is_refused_naming_the_option(tmp_path: Path, days: str) -> None:
+    """A date that far back is not a date (it overflowed into a traceback)."""
+    out = cli("cache", "prune", "--older-than", days, "--cache-dir", str(tmp_path))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.count("\n") == 1 and "'--older-than'" in out.stderr and "36500" in out.stderr
 
 
 def test_a_damaged_cache_file_is_one_clear_error(

@@ -63,7 +63,11 @@ def prune(
     older_than: Annotated[
         float | None,
         typer.Option(
-            "--older-than", min=0.0, metavar="DAYS", help="Delete replies stored before this."
+            "--older-than",
+            min=0.0,
+            max=36_500.0,
+            metavar="DAYS",
+            help="Delete replies stored more than DAYS ago (at most 36500, a century).",
         ),
     ] = None,
     everything: Annotated[bool, typer.Option("--all", help="Delete every reply.")] = False,
