@@ -129,3 +129,34 @@ def test_a_list_whose_every_question_is_rejected_is_refused_with_the_reasons(
     assert done.code == 0, done.err
     assert len(list((tmp_path / "cards").glob("*.yaml"))) == 1
     assert "2 rejected" in done.out
+
+
+def test_a_csv_naming_a_column_twice_is_refused_naming_it(tmp_path: Path) -> None:
+    """The csv reader would keep the second column's cells only: a question silently replaced."""
+    source = tmp_path / "q.csv"
+    source.write_text(
+        "question,as_of,deadline,question\nWill X?,2027-01-01,2027-02-01,Y\n", encoding="utf-8"
+    )
+    said = _refusal(source, tmp_path / "cards")
+    assert said == f"error: {source}:1: field 'question': column given twice in the header"
+
+
+def test_a_jsonl_value_that_is_not_text_rejects_its_row_naming_the_field_and_type(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "q.jsonl"
+    rows = [
+        {**ROW, "id": "a", "background": {"a": 1}},  # was imported with no context
+        {**ROW, "id": "b", "as_of": 20270101},  # was rejected as "missing"
+        {**ROW, "id": 7},  # a whole-number id is text enough
+    ]
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "cards"
+    done = invoke("cards", "import", source, "-o", out)
+    assert done.code == 0, done.err
+    assert sorted(p.name for p in out.glob("*.yaml")) == ["7.yaml"]
+    rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+    assert rejects == [
+        {"where": "line 1", "reason": "field 'background': dict is not text"},
+        {"where": "line 2", "reason": "field 'as_of': int is not text"},
+    ]

@@ -110,6 +110,17 @@ def test_empty_outcome(run: Runner, tmp_path: Path) -> None:
     assert f"{labels}:2" in err and "outcome" in err
 
 
+@pytest.mark.parametrize("twice", ["card_id", "p_yes"])
+def test_a_prediction_column_named_twice(
+    run: Runner, tmp_path: Path, labels: Path, twice: str
+) -> None:
+    """The csv reader keeps the last of two such columns: the first's values went unscored."""
+    rows = [(*row, row[HEADER.index(twice)]) for row in GOOD_ROWS]
+    preds = _preds(tmp_path, rows, [*HEADER, twice])
+    err = _fails(run, tmp_path, preds, "--labels", labels)
+    assert f"{preds}:1" in err and f"field '{twice}'" in err and "given twice" in err
+
+
 @pytest.mark.parametrize("missing", ["card_id", "method", "p_yes"])
 def test_missing_prediction_column(run: Runner, tmp_path: Path, labels: Path, missing: str) -> None:
     header = [h for h in HEADER if h != missing]

@@ -352,8 +352,9 @@ def csv_rows(
     header), for every CSV input to share.
 
     A cell longer than ``bounds.MAX_CSV_CELL_CHARS`` is refused naming the file, the line and
-    its column, and a malformed line (``strict`` quoting) naming the file and the line: never
-    the csv module's own error, whose field limit is global and names nothing.
+    its column, a column named twice in the header naming it, and a malformed line (``strict``
+    quoting) naming the file and the line: never the csv module's own error, whose field limit
+    is global and names nothing.
     """
     # the csv module's limit is the process's: raise it past ours, so that ours can name
     # the column (a whole input file is the longest cell it could ever be asked to read)
@@ -365,6 +366,10 @@ def csv_rows(
     except csv.Error as exc:
         raise CardError(f"malformed CSV: {exc}", file=path, line=1) from None
     _check_cells(dict(enumerate(header)), path, 1)
+    named = [name for name in header if name.strip()]
+    twice = next((name for i, name in enumerate(named) if name in named[:i]), None)
+    if twice is not None:  # the reader would keep the last such column's cells only
+        raise CardError("column given twice in the header", file=path, field=twice, line=1)
 
     def rows() -> Iterator[tuple[int, dict[str, str | None]]]:
         try:

@@ -203,6 +203,19 @@ def _text(value: object) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+def _not_text(row: Mapping[str, Any]) -> str | None:
+    """Why a JSONL row's column holds no text (a number, a list, an object), if one does: an
+    ``id`` may be a whole number."""
+    for name in PLAIN_REQUIRED + PLAIN_OPTIONAL:
+        value = row.get(name)
+        if value is None or isinstance(value, str):
+            continue
+        if name == "id" and isinstance(value, int) and not isinstance(value, bool):
+            continue
+        return f"field '{name}': {type(value).__name__} is not text"
+    return None
+
+
 def _csv_rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
     header, rows = read_csv(path, PLAIN_REQUIRED, what="question list")
     for column in header:
@@ -253,6 +266,10 @@ def _plain(
     rows: Iterable[tuple[str, dict[str, Any]]], name: str
 ) -> Iterator[tuple[str, dict[str, Any] | str]]:
     for where, row in rows:
+        wrong = _not_text(row)
+        if wrong is not None:
+            yield where, wrong
+            continue
         text = _text(row.get("question"))
         if not text:
             yield where, "no question text"
