@@ -77,6 +77,11 @@ def test_one_bad_line_aborts_the_ingest_and_writes_nothing(tmp_path: Path) -> No
         (_article("x", "2026-01-05"), "line_3:field 'published_at': datetime 2026-01-05 has no"),
         (_article("x", 20260105), "line_3:field 'published_at': expected an ISO datetime"),
         ("{not json", "line_3:malformed JSON"),
+        # JSON keeps the last of two ids: which document is this?
+        (
+            '{"id": "x", "id": "y", "published_at": "2026-01-05T10:00:00Z", "title": "t"}',
+            "line_3:duplicate key 'id'",
+        ),
     ]:
         articles = _write(
             tmp_path / "a.jsonl",

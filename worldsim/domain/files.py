@@ -234,13 +234,16 @@ def load_document(
 def read_jsonl(
     path: str | Path, *, what: str = "file", error: type[ConfigError] = CardError
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Each non-blank line of a JSONL file as (line number, object); a bad line names itself."""
+    """Each non-blank line of a JSONL file as (line number, object); a bad line names itself,
+    as does an object giving the same key twice (JSON would keep the last silently)."""
     p = Path(path)
     for number, line in enumerate(_read_text(p, what, error).splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line, object_pairs_hook=_once_each)
+        except _RepeatedKey as exc:
+            raise error(f"duplicate key {exc.key!r}", file=p, line=number) from None
         except json.JSONDecodeError as exc:
             raise error(f"malformed JSON: {_json_problem(exc)}", file=p, line=number) from None
         except RecursionError:
@@ -253,6 +256,23 @@ def read_jsonl(
             raise error("each line must hold a JSON object", file=p, line=number)
         _check_nesting(record, p, error, line=number)
         yield number, record
+
+
+class _RepeatedKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object from its pairs, refusing a key given twice."""
+    made = dict(pairs)
+    if len(made) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return made
 
 
 def load_mapping(
