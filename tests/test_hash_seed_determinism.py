@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 from tests.support import ROOT
+from tests.test_cli import WORLDSIM
+from worldsim.testing import StubServer
 
 PROBE = r"""
 import json, shutil, sys
@@ -112,3 +114,41 @@ def test_every_output_is_the_same_under_every_hash_seed(tmp_path: Path) -> None:
         "election-runoff",
     }
     assert report["ker merger-review"]["matches"] and report["graph file merger-review"]["events"]
+
+
+def test_a_model_governed_run_asks_and_ends_the_same_under_every_hash_seed(
+    tmp_path: Path,
+) -> None:
+    """The governance prompt lists the open hypotheses: in a map's order they followed the hash
+    seed, so the same run asked other prompts (and a strict replay of it missed)."""
+    card = ROOT / "scenarios" / "merger-review.yaml"
+    with StubServer(seed=4, content_by_request=True) as server:
+        base = {**os.environ, "STUB_BASE_URL": server.base_url, "STUB_API_KEY": "k"}
+        heads = []
+        for seed in (1, 2):
+            out = tmp_path / f"h{seed}"
+            env = {**base, "PYTHONHASHSEED": str(seed)}
+            args = ["--role-model", "governance=stub/test-model", "--cache", "off"]
+            made = subprocess.run(
+                [*WORLDSIM, "run", str(card), *args, "--out", str(out), "--json"],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=300,
+                check=False,
+            )
+            assert made.returncode == 0, made.stderr[-2000:]
+            trace = json.loads(made.stdout)["trace"]
+            verified = subprocess.run(
+                [*WORLDSIM, "verify", trace, "--canonical"],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=300,
+                check=False,
+            )
+            assert verified.returncode == 0, verified.stderr
+            heads.append(verified.stdout.strip())
+        governed = [r for r in server.requests if "governance" in json.dumps(r.body)]
+        assert governed  # the route was asked, so the prompts were compared
+    assert heads[0] == heads[1]

@@ -147,9 +147,9 @@ class GovernancePrompt(PromptedRole):
                 )
             return review_from_columns(verdict, ctx)
         state = ctx.state
-        hypotheses = [
+        hypotheses = [  # in id order: a map's own order follows the process's hash seed
             h
-            for h in state.hypotheses.values()
+            for _, h in sorted(state.hypotheses.items())
             if h.status == "open" and h.start_tick <= ctx.tick <= h.end_tick
         ]
         out: GovernanceOutput = await self.ask(

@@ -27,7 +27,7 @@ def check_world(state: WorldState) -> list[str]:
             if end not in agents:
                 problems.append(f"edge {edge.source}->{edge.target}: unknown agent '{end}'")
     ids = {ep.id for ep in state.endpoints}
-    for hyp in state.hypotheses.values():
+    for _, hyp in sorted(state.hypotheses.items()):
         if hyp.endpoint not in ids:
             problems.append(f"hypothesis '{hyp.id}': unknown endpoint '{hyp.endpoint}'")
     for ep in state.scored:
