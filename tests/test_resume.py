@@ -256,6 +256,38 @@ def _paid(trace: Trace) -> list[tuple[object, ...]]:
     ]
 
 
+def test_a_resume_in_another_folder_prices_by_the_table_the_run_named(tmp_path: Path) -> None:
+    """``--prices prices.yaml`` typed in the run's folder is recorded as that file: a resume
+    from elsewhere found no such file, or, where another folder held one, priced by it."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    (here / "prices.yaml").write_text("models:\n  test-model: {input: 10.0, output: 10.0}\n")
+    (there / "prices.yaml").write_text("models:\n  test-model: {input: 0.0, output: 0.0}\n")
+    with StubServer(seed=8, usage=worst_case_usage) as server:
+        env = {**os.environ, "STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}
+        run = [*WORLDSIM, "run", str(DEMO_CARD), "--model", "stub/test-model", "--ticks", "3"]
+        args = ["--prices", "prices.yaml", "--max-cost-usd", "0.2", "--out", "t", "--json"]
+        stopped = subprocess.run(
+            [*run, *args], cwd=here, env=env, capture_output=True, text=True, check=False
+        )
+        assert stopped.returncode == 1 and "budget" in stopped.stderr
+        trace = next((here / "t").glob("*.jsonl"))
+        before = len(_paid(read_trace(trace)))
+        resumed = subprocess.run(
+            [*WORLDSIM, "run", "--resume", str(trace), "--max-cost-usd", "50"],
+            cwd=there,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert resumed.returncode == 0, resumed.stderr
+    whole = read_trace(trace)
+    assert len(_paid(whole)) > before
+    assert all(c.data.cost_usd for c in whole.of_type("llm_call") if c.data.cache != "hit")
+
+
 def test_a_capped_run_stops_within_its_cap_and_resumes_under_a_higher_one(tmp_path: Path) -> None:
     """The cap holds over the run and every resumed part of it: a resumed budget counts what the
     trace already spent, each part ends with a resumable ``run_failed`` naming the budget, and

@@ -184,6 +184,13 @@ class ModelConfig(_Frozen):
     """Wall-clock seconds the run's model calls may take in all: no attempt starts, or goes
     on, past it. Bounds retries after timeouts by time rather than by luck."""
 
+    @field_validator("cache_dir", "prices", "forbidden_strings")
+    @classmethod
+    def _absolute(cls, path: Path | None) -> Path | None:
+        """A file's absolute path, so that the trace that records it names the same file to a
+        resume started in any folder."""
+        return None if path is None else path.expanduser().absolute()
+
     @field_validator("replay_strict")
     @classmethod
     def _strict_reads_the_cache(cls, strict: bool, info: ValidationInfo) -> bool:
