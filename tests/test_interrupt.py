@@ -101,6 +101,39 @@ def test_an_interrupted_run_names_its_trace_and_the_resume_that_finishes_it(
     [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
     ids=["ctrl-c", "sigterm"],
 )
+def test_an_interrupted_forecast_records_its_call_and_says_how_to_start_over(
+    tmp_path: Path, sig: int, code: int, said: str
+) -> None:
+    """It exited without a word, its call (sent, perhaps paid) missing from the trace."""
+    out = str(tmp_path)
+    with StubServer(seed=8, hold_after=0) as server:
+        env = {**os.environ, "STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}
+        proc = subprocess.Popen(
+            [*WORLDSIM, "forecast", str(DEMO_CARD), "--model", "stub/test-model", "--out", out],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=_default_sigint,
+        )
+        exit_code, err = _interrupt(proc, lambda: server.request_count > 0, sig)
+        server.release()
+    trace = next(tmp_path.glob("*.jsonl"))
+    assert exit_code == code, err
+    assert err.splitlines() == [
+        f"error: {said}: the forecast's trace {trace} is cut off: run it again with --force "
+        "(it never resumes)"
+    ]
+    calls = read_trace(trace).of_type("llm_call")
+    assert [c.data.error.split(":")[0] for c in calls if c.data.error] == ["cancelled"]
+    assert verify_trace(trace).exit_code == 3
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "said"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+    ids=["ctrl-c", "sigterm"],
+)
 def test_an_interrupted_study_says_the_same_command_finishes_it(
     tmp_path: Path, sig: int, code: int, said: str
 ) -> None:

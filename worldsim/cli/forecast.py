@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from worldsim.cli._app import SignKeyOption, app, escape, on_budget, out_console
+from worldsim.cli._app import SignKeyOption, app, escape, on_budget, on_interrupt, out_console
 from worldsim.cli.settings import given_options, run_config, with_model_options
 
 if TYPE_CHECKING:
@@ -85,9 +85,11 @@ def forecast(
         card=card,
         fixed={**direct, "roles": {"direct": direct_role} if direct_role else {}},
     )
-    prepare(config)  # a role of another phase, a bad route: exit 2
+    prepared = prepare(config)  # a role of another phase, a bad route: exit 2
     preflight_routes(config.models, model_options["preflight"])
-    with on_budget(", run again with --force"):  # one call: it starts over, it never resumes
+    path = prepared.trace_path(out)
+    left = f"the forecast's trace {path} is cut off: run it again with --force (it never resumes)"
+    with on_interrupt(lambda: left), on_budget(", run again with --force"):  # it starts over
         result = anyio.run(lambda: run_forecast(config, out, overwrite=force, signer=signer))
     if json_out:
         sys.stdout.write(json.dumps(result.summary()) + "\n")

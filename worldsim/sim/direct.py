@@ -38,7 +38,7 @@ from worldsim.domain.errors import BudgetExhausted, ConfigError, ModelError
 from worldsim.domain.jsonbytes import canonical_bytes
 from worldsim.domain.outputs import ChoiceForecastOutput, ForecastOutput
 from worldsim.domain.version import __version__, git_revision
-from worldsim.models.call import LlmCallData
+from worldsim.models.call import LlmCallData, abandoned_call
 from worldsim.models.leakage import LeakageGuard
 from worldsim.models.routes import parse_route
 from worldsim.roles.prompts import load_prompt_role
@@ -252,7 +252,8 @@ async def forecast_card(
     both before the trace is created. The trace's ``run_started`` records the whole card
     (evidence included, as its hash does); only the prompt leaves the evidence out. A failed
     call (`ModelError`, `BudgetExhausted`, `LeakageError`, ...) ends the trace with
-    ``run_failed`` and is raised.
+    ``run_failed`` and is raised; a cancellation (Ctrl-C, SIGTERM) records the call it cut
+    short and leaves the trace cut off, as a run's.
     """
     started = time.perf_counter()
     if config is None:  # called without a run's settings: those of a plain direct run
@@ -299,6 +300,12 @@ async def forecast_card(
         except (ModelError, BudgetExhausted) as exc:
             if exc.call:
                 await _emit_call(writer, exc.call)
+            raise
+        except anyio.get_cancelled_exc_class() as cancelled:
+            sent = abandoned_call(cancelled)  # sent, perhaps paid, then cut short by a stop
+            if sent is not None:
+                with anyio.CancelScope(shield=True):
+                    await _emit_call(writer, sent)
             raise
         record = dict(response.call) or _local_call(route, request, response)
         call = await _emit_call(writer, record)
