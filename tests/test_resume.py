@@ -256,6 +256,30 @@ def _paid(trace: Trace) -> list[tuple[object, ...]]:
     ]
 
 
+def test_replicates_spend_from_one_cap_and_the_stop_names_what_is_left(tmp_path: Path) -> None:
+    """``--max-cost-usd`` is the command's cap: each replicate had a cap of its own, and three
+    spent 67% over the value typed."""
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("models:\n  test-model: {input: 10.0, output: 10.0}\n")
+    with StubServer(seed=8, usage=worst_case_usage) as server:
+        env = {**os.environ, "STUB_API_KEY": "k", "STUB_BASE_URL": server.base_url}
+        args = ["--model", "stub/test-model", "--ticks", "2", "--seed", "5", "--replicates", "3"]
+        args += ["--prices", str(prices), "--max-cost-usd", "1.0", "--out", str(tmp_path / "t")]
+        done = subprocess.run(
+            [*WORLDSIM, "run", str(DEMO_CARD), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    traces = sorted((tmp_path / "t").glob("*.jsonl"))
+    spent = [recorded_spend(read_trace(t)) for t in traces]
+    assert sum(spent) <= 1.0 + 1e-9 and spent[0] > 0.34  # one run alone spends over a third
+    assert done.returncode == 1 and "budget of $1.0000 reached" in done.stderr
+    assert "of 3 runs finished" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_a_resume_in_another_folder_prices_by_the_table_the_run_named(tmp_path: Path) -> None:
     """``--prices prices.yaml`` typed in the run's folder is recorded as that file: a resume
     from elsewhere found no such file, or, where another folder held one, priced by it."""

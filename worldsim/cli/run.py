@@ -30,7 +30,7 @@ from worldsim.cli.settings import (
     typed_flag,
     with_model_options,
 )
-from worldsim.cli.stopped import going_on, runs_left, unfinished
+from worldsim.cli.stopped import going_on, replicates_left, runs_left, unfinished
 from worldsim.domain import bounds
 from worldsim.domain.errors import ConfigError
 from worldsim.world.extraction import EXTRACTION_RULES
@@ -396,7 +396,7 @@ def _run_each(
     from worldsim.cli.progress import RunProgress, run_progress
     from worldsim.models.pool import HttpClients, Shared
     from worldsim.sim.plan import trace_name
-    from worldsim.sim.session import check_trace_target, run_card
+    from worldsim.sim.session import check_trace_target, run_budget, run_card
 
     for cfg in configs:
         check_trace_target(out / trace_name(cfg), force)
@@ -409,11 +409,13 @@ def _run_each(
 
     async def go() -> None:
         async with HttpClients() as clients:
-            shared = Shared(clients=clients)
+            # the cap is the command's: every replicate spends from one budget
+            shared = Shared(budget=run_budget(configs[0].models), clients=clients)
             with run_progress(err_console, show=show) as progress:
                 for cfg in configs:
                     label = f"{cfg.card.id} seed {cfg.seed}"
-                    with going_on(out / trace_name(cfg)):
+                    then = replicates_left(configs, len(results))
+                    with going_on(out / trace_name(cfg), then):
                         result = await run_card(
                             cfg,
                             out,

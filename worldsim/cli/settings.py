@@ -81,9 +81,9 @@ MaxCostOption = Annotated[
         metavar="USD",
         help="Never spend more: each call reserves its worst case first, and the run stops "
         "cleanly, resumable, when the next one does not fit, or when a reply reports more "
-        "usage than its request could cost (a provider anomaly, docs/models.md). With run "
-        "--resume, the cap of the whole run, counting what its trace already spent "
-        "(default: the recorded cap).",
+        "usage than its request could cost (a provider anomaly, docs/models.md). The cap is "
+        "the command's: run --replicates spend from one. With run --resume, the cap of the "
+        "whole run, counting what its trace already spent (default: the recorded cap).",
     ),
 ]
 PricesOption = Annotated[

@@ -15,7 +15,14 @@ if TYPE_CHECKING:
     from worldsim.domain.config import RunConfig
     from worldsim.trace.reader import TraceLine
 
-__all__ = ["going_on", "on_role_failure", "resume_with_more", "runs_left", "unfinished"]
+__all__ = [
+    "going_on",
+    "on_role_failure",
+    "replicates_left",
+    "resume_with_more",
+    "runs_left",
+    "unfinished",
+]
 
 
 def unfinished(trace: Path) -> str:
@@ -40,9 +47,15 @@ def runs_left(out: Path, configs: list[RunConfig], returned: int) -> str:
         if trace.exists()
         else f"no trace was written for seed {configs[finished].seed}"
     )
+    return said + replicates_left(configs, finished)
+
+
+def replicates_left(configs: list[RunConfig], finished: int) -> str:
+    """How many of the replicates ``configs`` finished (the first ``finished``), and the
+    command that runs those after the one that stopped; nothing for a single run."""
     if len(configs) == 1:
-        return said
-    said += f"; {finished} of {len(configs)} runs finished"
+        return ""
+    said = f"; {finished} of {len(configs)} runs finished"
     later = [c.seed for c in configs[finished + 1 :]]
     if later:
         seeds = f"seed {later[0]}" if len(later) == 1 else f"seeds {later[0]}–{later[-1]}"
@@ -73,11 +86,12 @@ def resume_with_more(trace: Path) -> str:
 
 
 @contextlib.contextmanager
-def going_on(trace: Path) -> Iterator[None]:
-    """A run stopped by its budget names the command that goes on with a higher one; a run
-    stopped by a role, as :func:`on_role_failure` says."""
+def going_on(trace: Path, then: str = "") -> Iterator[None]:
+    """A run stopped by its budget names the command that goes on with a higher one, then
+    ``then`` (what else the command left undone); a run stopped by a role, as
+    :func:`on_role_failure` says."""
     with (
-        on_budget(resume_with_more(trace)),
+        on_budget(resume_with_more(trace) + then),
         on_role_failure(trace),
     ):
         yield
