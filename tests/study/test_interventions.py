@@ -186,3 +186,24 @@ def test_the_interval_holds_the_mean(pairs: list[tuple[float, float]], seed: int
     effect = paired_effect(rows, "a", "b", n_resamples=200, seed=seed)
     assert effect.n_pairs == len(pairs)
     assert effect.low - 1e-12 <= effect.mean_diff <= effect.high + 1e-12
+
+
+def test_a_study_refuses_an_intervention_before_a_jobs_forecast_date(tmp_path: Path) -> None:
+    """A run from that date is refused it; the study ran the job with it unapplied."""
+    manifest = tmp_path / "study.yaml"
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "name": "late",
+                "cards": [str(DEMO_CARD)],
+                "forecast_dates": ["card", "late"],  # late: after the veto of 2027-02-20
+                "methods": [{"label": "veto", "run": {"ticks": 4, "interventions": [SHOCK]}}],
+            }
+        ),
+        encoding="utf-8",
+    )
+    study = tmp_path / "study"
+    done = invoke("batch", manifest, "--out", study)
+    assert done.code == 2 and not study.exists()
+    assert f"{manifest}: field 'methods.0.run.interventions.0'" in done.err
+    assert "'veto' at 2027-02-20T00:00:00Z is before forecast date late" in done.err

@@ -69,7 +69,7 @@ def expand_jobs(study: Study, resolved: Mapping[str, datetime | None] | None = N
                     field=f"forecast_dates.{i}",
                 )
             dates.append((name, when))
-        for method in study.methods:
+        for j, method in enumerate(study.methods):
             base = method.config(card, card_path)
             if base.condition == "near_resolution" and ends is not None:
                 base = base.model_copy(update={"resolves_at": ends})
@@ -78,6 +78,8 @@ def expand_jobs(study: Study, resolved: Mapping[str, datetime | None] | None = N
             before = {later[0]: earlier[0] for earlier, later in itertools.pairwise(chain)}
             for name, when in dates:
                 moved = None if when == card.as_of else when
+                if not method.rolling:  # a rolling link's earlier dates ran in the one before
+                    _check_interventions(study, j, base, card.id, name, when)
                 dated = base.model_copy(update={"forecast_date": moved})
                 for seed in study.manifest.seeds:
                     config = dated.model_copy(update={"seed": seed})
@@ -87,3 +89,19 @@ def expand_jobs(study: Study, resolved: Mapping[str, datetime | None] | None = N
                         job = replace(job, previous=first.trace)
                     jobs.append(job)
     return jobs
+
+
+def _check_interventions(
+    study: Study, index: int, config: RunConfig, card_id: str, name: str, when: datetime
+) -> None:
+    """Refuse an intervention dated before a job's forecast date, as a single run from that
+    date refuses it: the run starts after it, so it would never be applied."""
+    for k, iv in enumerate(config.interventions):
+        if iv.at < when:
+            part = "run" if config.kind == "multiverse" else "forecast"
+            raise ConfigError(
+                f"intervention '{iv.id}' at {utc_iso(iv.at)} is before forecast date {name} "
+                f"of card '{card_id}' ({utc_iso(when)}): a run from that date starts after it",
+                file=study.path,
+                field=f"methods.{index}.{part}.interventions.{k}",
+            )
