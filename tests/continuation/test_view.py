@@ -32,6 +32,25 @@ def test_the_view_follows_the_forecast_across_dates(tmp_path: Path) -> None:
     assert trace_page(late.trace).data["continuation"] is not None
 
 
+def test_another_run_of_the_parents_name_is_passed_over_not_refused(tmp_path: Path) -> None:
+    """The continued trace copied into a folder where the same card was run again: that run
+    is not its parent (another head); the page is written, the path starting at the child. At
+    the recorded path the real parent is still found, whatever sits beside the child."""
+    parent = _parent(tmp_path / "runs")
+    child = _continue(parent.trace)
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    copy = alone / child.trace.name
+    copy.write_bytes(child.trace.read_bytes())
+    _parent(alone)  # the same run again, beside the copy: another head
+    cont = trace_data(verified(copy))["continuation"]
+    assert [step["file"] for step in cont["path"]] == [parent.trace.name, copy.name]
+    (tmp_path / "runs").rename(tmp_path / "moved")  # the recorded parent is gone
+    assert (alone / parent.trace.name).exists()
+    cont = trace_data(verified(copy))["continuation"]
+    assert [step["file"] for step in cont["path"]] == [copy.name]
+
+
 def test_the_tree_marks_a_pruned_timeline(tmp_path: Path) -> None:
     parent = _parent(tmp_path, prune_below=0.05)
     child = _continue(parent.trace, model_source=_Assessor({"t0": 1e-4}))

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from worldsim.domain.contracts import lineage
-from worldsim.domain.errors import ConfigError
+from worldsim.domain.errors import ConfigError, WorldsimError
 from worldsim.trace.verify import stream_records, verified_lines
 from worldsim.world.extraction import EXTRACTION_VALUES, Leaf
 from worldsim.world.particles import subtree_values
@@ -148,16 +148,34 @@ def attribute(path: str | Path) -> Attribution:
     return _with_news(result, records, parent_ref, value)
 
 
-def parent_path(child: Path, recorded: str) -> Path:
+def parent_path(child: Path, recorded: str, head: str | None = None) -> Path:
     """Where a continued run's parent is: its recorded path, or a file of that name beside
-    the continued trace (a study or a folder moved whole)."""
+    the continued trace (a study or a folder moved whole); with ``head``, the first of them
+    whose head it is (another run of that name may sit in either place), else the first."""
+    found = _parents(child, recorded)
+    if not found:
+        raise ConfigError(f"the parent trace {recorded} is not found (nor beside it)", file=child)
+    return next((p for p in found if head is not None and _head_of(p) == head), found[0])
+
+
+def _ancestor(child: Path, ref: Mapping[str, Any]) -> Path | None:
+    """The trace ``ref`` (a continued run's ``parent``) names, where its recorded path or the
+    continued trace's folder holds it at its head; None where neither does."""
+    return next((p for p in _parents(child, ref["path"]) if _head_of(p) == ref["head"]), None)
+
+
+def _parents(child: Path, recorded: str) -> list[Path]:
     given = Path(recorded)
-    if given.is_file():
-        return given
-    beside = child.parent / given.name
-    if beside.is_file():
-        return beside
-    raise ConfigError(f"the parent trace {recorded} is not found (nor beside it)", file=child)
+    return [p for p in dict.fromkeys((given, child.parent / given.name)) if p.is_file()]
+
+
+def _head_of(path: Path) -> str | None:
+    from worldsim.trace.reader import trace_head
+
+    try:
+        return trace_head(path)
+    except WorldsimError:
+        return None
 
 
 def _with_news(
@@ -169,7 +187,7 @@ def _with_news(
     from worldsim.sim.particles import check_lineage
     from worldsim.trace.reader import read_trace
 
-    where = parent_path(result.trace, ref["path"])
+    where = parent_path(result.trace, ref["path"], ref["head"])
     check_lineage(read_trace(result.trace), where)  # what `verify --parent` checks
     parent = _read(where, expect_head=ref["head"])
     particles = [r.tl for r in records if r.type == "particle"]
@@ -211,14 +229,13 @@ def forecast_path(child: Path, ref: Mapping[str, Any] | None) -> list[dict[str, 
     """The forecast of each run a continued run descends from, oldest first: its date (a
     continued run's own ``as_of``, else its forecast date or its card's as-of), p_yes and
     file. Each is read through the gate at the head its child names; the path stops at an
-    ancestor that is not found."""
+    ancestor that is not found at that head (another run of its name is not it)."""
     path: list[dict[str, Any]] = []
     seen: set[str] = set()
     while ref is not None and ref["head"] not in seen:
         seen.add(ref["head"])
-        try:
-            where = parent_path(child, ref["path"])
-        except ConfigError:
+        where = _ancestor(child, ref)
+        if where is None:  # not found, or another run of its name: the path starts here
             break
         lines = list(verified_lines(where, expect_head=ref["head"]))
         started = lines[0].fields
