@@ -50,9 +50,15 @@ def _config(*interventions: dict[str, Any]) -> RunConfig:
     ("change", "message"),
     [
         ({"at": "2026-01-01T00:00:00Z"}, "outside the run"),
-        ({"kind": "hypothesis", "hypothesis": "nonesuch"}, "no hypothesis 'nonesuch'"),
+        ({"kind": "hypothesis", "hypothesis": "nonesuch", "pressure": 0}, "no hypothesis 'non"),
         ({"title": None}, "an event needs a title"),
-        ({"kind": "variable", "variable": "tariff_rate"}, "needs `variable` and `value`"),
+        ({"kind": "variable", "variable": "tariff_rate", "pressure": 0}, "`variable` and `value`"),
+        # a field the kind does not read was ignored, yet named another run
+        ({"kind": "hypothesis", "hypothesis": "remedies"}, "a hypothesis takes no `pressure`"),
+        ({"kind": "variable", "variable": "x", "value": 1}, "a variable takes no `pressure`"),
+        ({"value": 2}, "an event takes no `value`"),
+        ({"kind": "variable", "variable": "x", "value": float("inf"), "pressure": 0}, "not a fin"),
+        ({"kind": "variable", "variable": "x", "value": [1, 2], "pressure": 0}, "not a list"),
         ({"pressure": {"deadline_extended": 0.5}}, "'deadline_extended', which is not a scored"),
         ({"pressure": {"ghost": 0.5}}, "pushes 'ghost', which is not a scored endpoint"),
         ({"pressure": {"cleared": 100.0}}, "pressure 100.0 on 'cleared' is outside ±50"),
@@ -62,9 +68,10 @@ def _config(*interventions: dict[str, Any]) -> RunConfig:
 def test_a_bad_intervention_is_refused_before_the_run(change: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message) as bad:
         _config({**SHOCK, **change})
-    assert bad.value.field is not None and bad.value.field.startswith("interventions")
-    with pytest.raises(ConfigError, match="given twice"):
+    assert bad.value.field is not None and bad.value.field.startswith("interventions.0")
+    with pytest.raises(ConfigError, match="given twice") as twice:
         _config(SHOCK, SHOCK)
+    assert twice.value.field == "interventions.1"
 
 
 def test_an_event_intervention_is_recorded_and_reaches_the_world(tmp_path: Path) -> None:

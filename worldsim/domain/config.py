@@ -12,6 +12,7 @@ folder.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -202,6 +203,20 @@ class ModelConfig(_Frozen):
         return strict
 
 
+_NOT_FOR: dict[str, tuple[str, ...]] = {
+    "event": ("hypothesis", "variable", "value"),
+    "hypothesis": ("pressure", "variable", "value"),
+    "variable": ("pressure", "hypothesis"),
+}
+"""The fields an intervention of each kind does not read: one given is refused, not ignored."""
+_A = {"event": "an event", "hypothesis": "a hypothesis", "variable": "a variable"}
+_WHAT_MOVES = {
+    "event": "its `pressure` moves the world",
+    "hypothesis": "the hypothesis's own impact moves the world",
+    "variable": "it sets `variable` to `value`",
+}
+
+
 class Intervention(_Frozen):
     """A change made to a run's world (a study's "what if"): at ``at``, an ``event`` (a
     scheduled event with a title and a pressure shift, as the card's own events), a
@@ -223,8 +238,29 @@ class Intervention(_Frozen):
     value: StrictBool | StrictInt | StrictFloat | str | None = None
     """For a variable: its new value (a number, a string or a boolean)."""
 
+    @field_validator("value", mode="before")
+    @classmethod
+    def _plain_value(cls, value: Any) -> Any:
+        if value is None or isinstance(value, bool | int | str):
+            return value
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ValueError(f"{value} is not a finite number")
+            return value
+        raise ValueError(f"a number, a string or a boolean, not a {type(value).__name__}")
+
     @model_validator(mode="after")
     def _complete(self) -> Intervention:
+        stray = [
+            name
+            for name in _NOT_FOR[self.kind]
+            if getattr(self, name) not in (None, 0.0)  # pressure's default is 0.0
+        ]
+        if stray:
+            raise ValueError(
+                f"intervention '{self.id}': {_A[self.kind]} takes no `{stray[0]}` "
+                f"({_WHAT_MOVES[self.kind]})"
+            )
         if self.kind == "event" and self.title is None:
             raise ValueError(f"intervention '{self.id}': an event needs a title")
         if self.kind == "hypothesis" and self.hypothesis is None:
@@ -240,6 +276,12 @@ class Intervention(_Frozen):
                     f"±{bounds.MAX_PRESSURE:g} (a card event's bound)"
                 )
         return self
+
+
+def _at(index: int, message: str) -> ConfigError:
+    """A rule of the run broken by intervention ``index``: named as its own field, as a rule of
+    the intervention alone is (pydantic would name the whole list)."""
+    return ConfigError(message, field=f"interventions.{index}")
 
 
 class RunConfig(_Frozen):
@@ -329,20 +371,22 @@ class RunConfig(_Frozen):
         seen: set[str] = set()
         for i, iv in enumerate(interventions):
             if iv.id in seen:
-                raise ValueError(f"{i}: id '{iv.id}' given twice")
+                raise _at(i, f"id '{iv.id}' given twice")
             seen.add(iv.id)
             if not start <= iv.at < card.deadline:
-                raise ValueError(
-                    f"{i}: '{iv.id}' at {iv.at.isoformat()} is outside the run "
-                    f"[{start.isoformat()}, {card.deadline.isoformat()})"
+                raise _at(
+                    i,
+                    f"'{iv.id}' at {iv.at.isoformat()} is outside the run "
+                    f"[{start.isoformat()}, {card.deadline.isoformat()})",
                 )
             if iv.kind == "hypothesis" and iv.hypothesis not in hypotheses:
-                raise ValueError(f"{i}: the card has no hypothesis '{iv.hypothesis}' to force")
+                raise _at(i, f"the card has no hypothesis '{iv.hypothesis}' to force")
             unscored = sorted(set(iv.pressure) - scored) if isinstance(iv.pressure, dict) else []
             if iv.kind == "event" and unscored:
-                raise ValueError(
-                    f"{i}: '{iv.id}' pushes '{unscored[0]}', which is not a scored endpoint "
-                    f"of the card (pressure moves {', '.join(sorted(scored))})"
+                raise _at(
+                    i,
+                    f"'{iv.id}' pushes '{unscored[0]}', which is not a scored endpoint "
+                    f"of the card (pressure moves {', '.join(sorted(scored))})",
                 )
         return interventions
 
