@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.support import ROOT
+from tests.hindsight.conftest import HINDSIGHT
+from tests.support import ROOT, invoke
 from worldsim.cli import app
 from worldsim.scoring.hindsight import extract_forecast, simulated_pressure, source_precision
 from worldsim.scoring.hindsight.graph import load_hindsight
@@ -133,7 +134,10 @@ def test_validate_command_reports_warnings_and_strict_failures(hindsight_path: P
     ok = runner.invoke(app, ["hindsight", "validate", str(hindsight_path), "--json"])
     assert ok.exit_code == 0 and json.loads(ok.stdout)["warnings"]
     strict = runner.invoke(app, ["hindsight", "validate", str(hindsight_path), "--strict"])
-    assert strict.exit_code == 2 and "fewer than 10" in strict.output
+    assert (
+        strict.exit_code == 2
+        and "events: 2 event(s) besides the outcome; at least 10" in strict.output
+    )
 
 
 def test_pressure_writes_chart_and_csv(
@@ -208,3 +212,16 @@ def test_pressure_rejects_a_bad_market_file(tmp_path: Path, hindsight_path: Path
     )
     assert result.exit_code == 2 and "market.csv:3: field 'date'" in result.output
     assert not (tmp_path / "chart").exists()
+
+
+def test_pressure_charts_a_graph_not_built_with_a_note(tmp_path: Path) -> None:
+    data = {**HINDSIGHT, "graph_built": False, "failed_gates": ["sources: 3; at least 20"]}
+    graph = tmp_path / "g.json"
+    graph.write_text(json.dumps(data), encoding="utf-8")
+    done = invoke("hindsight", "pressure", "--hindsight", graph, "-o", tmp_path / "chart")
+    assert done.code == 0, done.err
+    assert done.err.strip() == (
+        f"note: {graph}: graph_built: false, so scoring leaves it out "
+        "(failed gate: sources: 3; at least 20); charted all the same"
+    )
+    assert (tmp_path / "chart" / "pressure.csv").is_file()
