@@ -364,9 +364,10 @@ def test_a_build_stopped_by_a_model_error_logs_the_failed_call_and_why(tmp_path:
             "card_id: merger-review\noutcome: maybe\nresolved_at: 2027-03-24T00:00:00Z\n",
             "outcome 'maybe' of card 'merger-review' is none of its endpoints",
         ),
-        (  # the demo card's documents all come later than this resolution day
+        (  # the label, not the evidence, is at fault: it resolves before the card's as_of
             "card_id: merger-review\noutcome: yes\nresolved_at: 2026-08-01T00:00:00Z\n",
-            "no document on card 'merger-review''s topic was published before 2026-08-02",
+            "merger-review.yaml: field 'resolved_at': resolved_at 2026-08-01T00:00:00Z is before "
+            "the as_of of card 'merger-review' (2027-01-04T00:00:00Z)",
         ),
     ],
 )
@@ -381,3 +382,19 @@ def test_a_label_the_graph_cannot_explain_is_refused_and_nothing_is_written(
     assert done.code == 2, done.err
     assert message in done.err and "Traceback" not in done.err
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_evidence_on_another_topic_is_refused_naming_db(tmp_path: Path) -> None:
+    db = tmp_path / "corpus.sqlite"
+    assert (
+        invoke(
+            "gateway", "ingest", ROOT / "scenarios" / "corpus" / "articles.jsonl", "--db", db
+        ).code
+        == 0
+    )
+    done = _build_demo("--db", db, "-o", tmp_path / "g.json")
+    assert done.code == 2, done.err
+    assert (
+        "field 'db': no document on card 'merger-review''s topic was published before" in done.err
+    )
+    assert not (tmp_path / "g.json").exists()
