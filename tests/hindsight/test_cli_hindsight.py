@@ -225,3 +225,20 @@ def test_pressure_charts_a_graph_not_built_with_a_note(tmp_path: Path) -> None:
         "(failed gate: sources: 3; at least 20); charted all the same"
     )
     assert (tmp_path / "chart" / "pressure.csv").is_file()
+
+
+@pytest.mark.parametrize("price", ["1.5", "-0.1", "nan", "inf"])
+def test_pressure_refuses_a_market_price_outside_the_unit_interval(
+    tmp_path: Path, hindsight_path: Path, price: str
+) -> None:
+    market = tmp_path / "m.csv"
+    market.write_text(f"date,price\n2026-03-01,0.5\n2026-03-02,{price}\n", encoding="utf-8")
+    out = tmp_path / "chart"
+    done = invoke(
+        "hindsight", "pressure", "--hindsight", hindsight_path, "--market", market, "-o", out
+    )
+    assert done.code == 2
+    assert done.err.strip() == (
+        f"error: {market}:3: field 'price': price '{price}' is outside [0, 1]"
+    )
+    assert not out.exists()

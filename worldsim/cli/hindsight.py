@@ -241,7 +241,8 @@ def pressure(
         typer.Argument(metavar="TRACE", help="Run trace (JSONL) whose probability is overlaid."),
     ] = None,
     market: Annotated[
-        Path | None, typer.Option("--market", metavar="CSV", help="CSV 'date,price'.")
+        Path | None,
+        typer.Option("--market", metavar="CSV", help="CSV 'date,price', prices in [0, 1]."),
     ] = None,
     image_format: Annotated[
         Literal["png", "svg"], typer.Option("--format", help="Image format.")
