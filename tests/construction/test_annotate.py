@@ -94,3 +94,20 @@ def test_bad_cells_and_unknown_events_are_refused_naming_line_and_column(tmp_pat
     again = invoke("build", "annotate", GRAPH, "-o", sheet)
     assert again.code == 2
     assert again.err.strip() == f"error: {sheet}: exists; use --force to replace it"
+
+
+def test_an_event_on_two_rows_is_refused_naming_the_later_line(tmp_path: Path) -> None:
+    sheet, rows = _sheet(tmp_path)
+    for row in rows:
+        row.update(dict.fromkeys(CHECKS, "yes"))
+    copy = {**rows[0], "causal_relevance": "no"}
+    _write(sheet, [*rows, copy])
+    out = tmp_path / "out.json"
+    bad = invoke("build", "apply-annotations", GRAPH, sheet, "-o", out)
+    assert bad.code == 2, bad.out
+    line = len(rows) + 2
+    assert bad.err.strip() == (
+        f"error: {sheet}:{line}: field 'event_id': event '{rows[0]['event_id']}' is on line 2 "
+        "already"
+    )
+    assert not out.exists()

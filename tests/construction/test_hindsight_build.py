@@ -16,13 +16,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support import DEMO_CARD, ROOT, invoke
+from worldsim.build.annotate import annotation_sheet, apply_annotations
 from worldsim.build.calls import BuildLog
 from worldsim.build.graph import (
     GRAPH_TOOLS,
     OUTCOME_ID,
     WorkingGraph,
     gate_failures,
-    hops_to_outcome,
     tool_handler,
 )
 from worldsim.build.hindsight import build_hindsight
@@ -31,7 +31,13 @@ from worldsim.domain.cards import Card, EvidenceDoc, load_card
 from worldsim.domain.contracts import ModelRequest
 from worldsim.domain.labels import Label
 from worldsim.domain.outputs import GraphEdit, GraphEditsOutput, HindsightOutput
-from worldsim.scoring.hindsight.graph import HindsightEvent, load_hindsight
+from worldsim.scoring.hindsight.graph import (
+    HindsightEvent,
+    graph_json,
+    graph_size,
+    load_hindsight,
+    validate_graph,
+)
 from worldsim.testing import ScriptedModel, StubServer
 
 START = datetime(2027, 1, 20, tzinfo=UTC)
@@ -107,7 +113,7 @@ def test_a_too_shallow_graph_is_fed_back_and_fixed(tmp_path: Path) -> None:
     model = ScriptedModel(_script)
     graph, log = _build(_card(22), {"hindsight": model, "graph_builder": model}, tmp_path)
     assert graph.graph_built and graph.failed_gates == ()
-    assert hops_to_outcome(graph) == 4  # e0 → e1 → e2 → e3 → outcome
+    assert graph_size(graph).depth == 4  # e0 → e1 → e2 → e3 → outcome
     assert len(graph.sources) == 22 and len(graph.events) == 12
     assert all(e.confidence >= 0.6 for e in graph.edges)  # the weak edge is not included
     assert graph.construction["rounds"] == 2 and not graph.construction["offline_rules"]
@@ -146,9 +152,45 @@ def test_a_graph_that_cannot_pass_is_written_not_built_and_left_out_of_scoring(
     assert coverage["cards_with_graph"] == []
     assert coverage["graphs_not_built"][0]["card_id"] == "merger-review"
     assert "left out (graph_built false): merger-review" in scored.out
+    # the single-graph commands that score a run leave it out as well: they refuse it
+    refusal = f"error: {out}: field 'graph_built': graph_built: false, so scoring leaves it out"
+    for command in ("ker", "sources"):
+        refused = invoke("hindsight", command, traces[0], "--hindsight", out)
+        assert refused.code == 2 and refused.err.startswith(refusal), refused.err
+    strict = invoke("hindsight", "validate", out, "--strict")
+    assert strict.code == 2 and "graph_built: false" in strict.err
     again = _build_demo("-o", out)
     assert again.code == 2
     assert again.err.strip() == f"error: {out}: exists; use --force to replace it"
+
+
+def test_the_gates_and_validate_count_events_and_depth_alike(tmp_path: Path) -> None:
+    working = _working(10)
+    chain = [f"e{i}" for i in range(10)] + [OUTCOME_ID]
+    assert working.apply_all([_edge(a, b) for a, b in itertools.pairwise(chain)]) == []
+    built, _ = working.graph(GraphGates(), card_id="c", question="q", construction={})
+    assert gate_failures(built, GraphGates()) == []
+    assert validate_graph(built, strict=True).ok
+    sheet = tmp_path / "sheet.csv"
+    sheet.write_text(
+        annotation_sheet(built).replace("e9,Step 9,2027-02-07,d18 d19,,,,,,", "e9,Step 9,,,no,,,,,")
+    )
+    cut = apply_annotations(built, sheet, GraphGates())
+    assert not cut.graph_built
+    size_gates = [g for g in cut.failed_gates if g.startswith(("depth", "events"))]
+    assert size_gates == [
+        "depth: the longest causal path to the outcome has 0 hop(s); at least 3 are needed "
+        "(add causes of the causes)",
+        "events: 9 event(s) besides the outcome; at least 10",
+    ]
+    path = tmp_path / "c.json"
+    path.write_bytes(graph_json(cut))
+    strict = invoke("hindsight", "validate", path, "--strict")
+    assert strict.code == 2
+    for gate in size_gates:
+        assert f"error: {path}: {gate}\n" in strict.err
+    loose = invoke("hindsight", "validate", path, "--json")
+    assert (json.loads(loose.out)["events"], json.loads(loose.out)["depth"]) == (9, 0)
 
 
 def _working(n: int) -> WorkingGraph:
@@ -191,7 +233,7 @@ def test_a_chain_into_the_outcome_has_one_hop_per_edge(n: int) -> None:
     chain = [f"e{i}" for i in range(n)] + [OUTCOME_ID]
     assert graph.apply_all([_edge(a, b) for a, b in itertools.pairwise(chain)]) == []
     built, _ = graph.graph(GraphGates(), card_id="c", question="q")
-    assert hops_to_outcome(built) == n
+    assert graph_size(built).depth == n
     failed = gate_failures(
         built, GraphGates(min_hops_to_outcome=n, min_events=n, min_sources=2 * n)
     )
@@ -322,9 +364,10 @@ def test_a_build_stopped_by_a_model_error_logs_the_failed_call_and_why(tmp_path:
             "card_id: merger-review\noutcome: maybe\nresolved_at: 2027-03-24T00:00:00Z\n",
             "outcome 'maybe' of card 'merger-review' is none of its endpoints",
         ),
-        (  # the demo card's documents all come later than this resolution day
+        (  # the label, not the evidence, is at fault: it resolves before the card's as_of
             "card_id: merger-review\noutcome: yes\nresolved_at: 2026-08-01T00:00:00Z\n",
-            "no document on card 'merger-review''s topic was published before 2026-08-02",
+            "merger-review.yaml: field 'resolved_at': resolved_at 2026-08-01T00:00:00Z is before "
+            "the as_of of card 'merger-review' (2027-01-04T00:00:00Z)",
         ),
     ],
 )
@@ -339,3 +382,19 @@ def test_a_label_the_graph_cannot_explain_is_refused_and_nothing_is_written(
     assert done.code == 2, done.err
     assert message in done.err and "Traceback" not in done.err
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_evidence_on_another_topic_is_refused_naming_db(tmp_path: Path) -> None:
+    db = tmp_path / "corpus.sqlite"
+    assert (
+        invoke(
+            "gateway", "ingest", ROOT / "scenarios" / "corpus" / "articles.jsonl", "--db", db
+        ).code
+        == 0
+    )
+    done = _build_demo("--db", db, "-o", tmp_path / "g.json")
+    assert done.code == 2, done.err
+    assert (
+        "field 'db': no document on card 'merger-review''s topic was published before" in done.err
+    )
+    assert not (tmp_path / "g.json").exists()

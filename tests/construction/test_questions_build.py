@@ -81,6 +81,7 @@ def test_each_check_gives_its_reason(tmp_path: Path) -> None:
         _proposal("Will the pier be repaired by 2027-04-15?", deadline="2027-01-01"),
         _proposal("Will the council fund the pier by 2027-04-15?", opens="soon"),
         _proposal("Will the mayor back the toll by 2027-04-15?", provenance=["nonesuch"]),
+        _proposal("Will the port fund the pier by 2027-04-15?", deadline="2027-04-15T00:00:00"),
     ]
     reviews = {
         "Will the board vote at some point?": {"clarity": 0.3, "measurability": 0.2},
@@ -106,8 +107,11 @@ def test_each_check_gives_its_reason(tmp_path: Path) -> None:
     assert reasons[proposals[5]["question"]] == [
         "temporal validity: it resolves at or before it opens"
     ]
-    assert reasons[proposals[6]["question"]] == ["opens 'soon' is not an ISO date"]
+    assert reasons[proposals[6]["question"]] == ["opens: not an ISO date or datetime: 'soon'"]
     assert reasons[proposals[7]["question"]] == ["provenance names an unknown article 'nonesuch'"]
+    assert reasons[proposals[8]["question"]] == [
+        "deadline: datetime '2027-04-15T00:00:00' has no timezone; add 'Z' or an offset"
+    ]
     card = built.cards[0]
     assert card.opens == card.as_of == datetime(2027, 1, 21, tzinfo=UTC)
     assert card.provenance is not None and card.provenance.articles == ("a2",)
@@ -137,7 +141,9 @@ def test_markets_become_cards_and_a_bad_line_is_named(tmp_path: Path) -> None:
     assert markets[0].prices[0] == ("2027-02-01", 0.45)
     bad = tmp_path / "markets.jsonl"
     bad.write_text(
-        json.dumps({"id": "m", "question": "q?", "open_date": "2027-01-01", "close_date": "x"})
+        json.dumps(
+            {"id": "m", "question": "q?", "open_date": "2027-01-01", "close_date": "2027-02-01"}
+        )
         + "\n"
         + json.dumps(
             {
@@ -165,13 +171,16 @@ def test_markets_become_cards_and_a_bad_line_is_named(tmp_path: Path) -> None:
         ({"prices": [["2027-13-01", 0.4]]}, "prices", "prices.0: '2027-13-01' is not a date"),
         ({"outcomes": ["Only"]}, "outcomes", "at least 2 items"),
         ({"question": "  "}, "question", "should match pattern"),
+        ({"open_date": "2027-01-01T00:00:00"}, "open_date", "has no timezone; add 'Z'"),
+        ({"close_date": "x"}, "close_date", "not an ISO date or datetime: 'x'"),
     ],
 )
 def test_a_markets_line_is_read_strictly(
     tmp_path: Path, change: dict[str, Any], field: str, message: str
 ) -> None:
-    """A misspelled or unknown field and an impossible price date are refused, as the
-    articles file refuses them, where they were read past."""
+    """A misspelled or unknown field, an impossible price date and an opening or closing date
+    that is not a date or has no time zone are refused, as the articles file refuses them,
+    where they were read past."""
     line = {
         "id": "m",
         "question": "Will it?",

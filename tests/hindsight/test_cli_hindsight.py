@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.support import ROOT
+from tests.hindsight.conftest import HINDSIGHT
+from tests.support import ROOT, invoke
 from worldsim.cli import app
 from worldsim.scoring.hindsight import extract_forecast, simulated_pressure, source_precision
 from worldsim.scoring.hindsight.graph import load_hindsight
@@ -133,7 +134,10 @@ def test_validate_command_reports_warnings_and_strict_failures(hindsight_path: P
     ok = runner.invoke(app, ["hindsight", "validate", str(hindsight_path), "--json"])
     assert ok.exit_code == 0 and json.loads(ok.stdout)["warnings"]
     strict = runner.invoke(app, ["hindsight", "validate", str(hindsight_path), "--strict"])
-    assert strict.exit_code == 2 and "fewer than 10" in strict.output
+    assert (
+        strict.exit_code == 2
+        and "events: 2 event(s) besides the outcome; at least 10" in strict.output
+    )
 
 
 def test_pressure_writes_chart_and_csv(
@@ -208,3 +212,33 @@ def test_pressure_rejects_a_bad_market_file(tmp_path: Path, hindsight_path: Path
     )
     assert result.exit_code == 2 and "market.csv:3: field 'date'" in result.output
     assert not (tmp_path / "chart").exists()
+
+
+def test_pressure_charts_a_graph_not_built_with_a_note(tmp_path: Path) -> None:
+    data = {**HINDSIGHT, "graph_built": False, "failed_gates": ["sources: 3; at least 20"]}
+    graph = tmp_path / "g.json"
+    graph.write_text(json.dumps(data), encoding="utf-8")
+    done = invoke("hindsight", "pressure", "--hindsight", graph, "-o", tmp_path / "chart")
+    assert done.code == 0, done.err
+    assert done.err.strip() == (
+        f"note: {graph}: graph_built: false, so scoring leaves it out "
+        "(failed gate: sources: 3; at least 20); charted all the same"
+    )
+    assert (tmp_path / "chart" / "pressure.csv").is_file()
+
+
+@pytest.mark.parametrize("price", ["1.5", "-0.1", "nan", "inf"])
+def test_pressure_refuses_a_market_price_outside_the_unit_interval(
+    tmp_path: Path, hindsight_path: Path, price: str
+) -> None:
+    market = tmp_path / "m.csv"
+    market.write_text(f"date,price\n2026-03-01,0.5\n2026-03-02,{price}\n", encoding="utf-8")
+    out = tmp_path / "chart"
+    done = invoke(
+        "hindsight", "pressure", "--hindsight", hindsight_path, "--market", market, "-o", out
+    )
+    assert done.code == 2
+    assert done.err.strip() == (
+        f"error: {market}:3: field 'price': price '{price}' is outside [0, 1]"
+    )
+    assert not out.exists()

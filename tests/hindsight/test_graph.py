@@ -11,7 +11,7 @@ import pytest
 
 from worldsim.domain.errors import CardError
 from worldsim.scoring.hindsight import HindsightGraph, Thresholds, load_hindsight, validate_graph
-from worldsim.scoring.hindsight.graph import graph_depth
+from worldsim.scoring.hindsight.graph import graph_size, longest_hops
 
 from .conftest import HINDSIGHT
 
@@ -20,21 +20,35 @@ def _graph(data: dict[str, Any]) -> HindsightGraph:
     return HindsightGraph.model_validate(data)
 
 
-def test_depth_counts_events_on_the_longest_path() -> None:
-    assert graph_depth(["a"], []) == 1
-    assert graph_depth(["a", "b", "c", "d"], [("a", "b"), ("b", "c"), ("a", "c")]) == 3
-    assert graph_depth(["a", "b"], [("a", "b"), ("b", "a")]) is None
-    assert graph_depth([], []) == 0
+def test_depth_counts_hops_on_the_longest_path_to_the_outcome() -> None:
+    assert longest_hops(["a"], []) == {"a": 0}
+    hops = longest_hops(["a", "b", "c", "d"], [("a", "b"), ("b", "c"), ("a", "c")])
+    assert hops == {"a": 0, "b": 1, "c": 2, "d": 0}
+    assert longest_hops(["a", "b"], [("a", "b"), ("b", "a")]) is None
+    size = graph_size(_graph(HINDSIGHT))  # h1 → h2 → h3, h3 the outcome
+    assert (size.events, size.depth, size.has_outcome) == (2, 2, True)
+    data = copy.deepcopy(HINDSIGHT)
+    data["events"].append({"id": "h4", "title": "Later"})
+    data["edges"].append(
+        {"source": "h3", "target": "h4", "relation": "causes", "strength": 1, "confidence": 1}
+    )
+    assert graph_size(_graph(data)).depth == 2  # the path past the outcome does not count
+    data["events"][2]["is_outcome"] = False
+    assert graph_size(_graph(data)).depth == 3  # no outcome: the longest path anywhere
 
 
 def test_thresholds_are_warnings_unless_strict() -> None:
     graph = _graph(HINDSIGHT)
     report = validate_graph(graph)
-    assert report.ok and report.depth == 3
-    assert report.warnings == ("events: 3 event(s), fewer than 10",)
+    assert report.ok and (report.events, report.depth) == (2, 2)
+    assert report.warnings == (
+        "depth: the longest causal path to the outcome has 2 hop(s); at least 3 are needed "
+        "(add causes of the causes)",
+        "events: 2 event(s) besides the outcome; at least 10",
+    )
     strict = validate_graph(graph, strict=True)
     assert strict.errors == report.warnings and not strict.ok
-    assert validate_graph(graph, Thresholds(min_events=3), strict=True).ok
+    assert validate_graph(graph, Thresholds(min_events=2, min_depth=2), strict=True).ok
 
 
 def test_each_quality_threshold_is_checked() -> None:
@@ -47,7 +61,8 @@ def test_each_quality_threshold_is_checked() -> None:
     )
     warnings = validate_graph(_graph(data), Thresholds(min_events=1)).warnings
     assert warnings == (
-        "depth 2 (events on the longest path) is below 3",
+        "depth: the longest causal path to the outcome has 0 hop(s); at least 3 are needed "
+        "(add causes of the causes)",
         "edges.0.confidence: 0.5 is below 0.6",
         "edges.0.strength: 0.2 is below 0.3",
         "impacts.4.magnitude: neutral impact 0.4 exceeds 0.3",

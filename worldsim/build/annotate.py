@@ -46,18 +46,27 @@ def annotation_sheet(graph: HindsightGraph) -> str:
 
 def apply_annotations(graph: HindsightGraph, sheet: Path, gates: GraphGates) -> HindsightGraph:
     """``graph`` without the events the filled ``sheet`` rejects; see the module's doc. A value
-    other than yes/no/empty, or a row naming an event the graph lacks, is a `CardError` naming
-    the sheet, its line and column."""
+    other than yes/no/empty, or a row naming an event the graph lacks or one an earlier row
+    named, is a `CardError` naming the sheet, its line and column."""
     _, rows = read_csv(sheet, ("event_id", *CHECKS), what="annotation sheet")
     known = {e.id: e for e in graph.events if not e.is_outcome}
     rejected: list[RejectedEvent] = []
     checked = 0
+    seen: dict[str, int] = {}
     for line, row in rows:
         event_id = row.get("event_id", "")
         if event_id not in known:
             raise CardError(
                 f"no event '{event_id}' in the graph", file=sheet, line=line, field="event_id"
             )
+        if event_id in seen:
+            raise CardError(
+                f"event '{event_id}' is on line {seen[event_id]} already",
+                file=sheet,
+                line=line,
+                field="event_id",
+            )
+        seen[event_id] = line
         values: dict[str, str] = {}
         for check in CHECKS:
             value = row.get(check, "").strip().lower()

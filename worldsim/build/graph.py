@@ -33,6 +33,8 @@ from worldsim.scoring.hindsight.graph import (
     HindsightGraph,
     HindsightImpact,
     Relation,
+    graph_size,
+    size_shortfalls,
 )
 
 __all__ = [
@@ -40,7 +42,6 @@ __all__ = [
     "OUTCOME_ID",
     "WorkingGraph",
     "gate_failures",
-    "hops_to_outcome",
     "tool_handler",
 ]
 
@@ -195,39 +196,12 @@ class WorkingGraph:
         }
 
 
-def hops_to_outcome(graph: HindsightGraph) -> int:
-    """Edges on the longest directed path that ends at an outcome event (0: none reaches it)."""
-    parents: dict[str, list[str]] = {}
-    for edge in graph.edges:
-        parents.setdefault(edge.target, []).append(edge.source)
-    memo: dict[str, int] = {}
-
-    def depth(node: str, path: frozenset[str]) -> int:
-        if node in memo:
-            return memo[node]
-        best = 0
-        for parent in parents.get(node, ()):
-            if parent not in path:  # a cycle is refused when edges are added; guard anyway
-                best = max(best, 1 + depth(parent, path | {parent}))
-        memo[node] = best
-        return best
-
-    outcomes = [e.id for e in graph.events if e.is_outcome]
-    return max((depth(o, frozenset({o})) for o in outcomes), default=0)
-
-
 def gate_failures(graph: HindsightGraph, gates: GraphGates) -> list[str]:
-    """Each gate the graph fails, said so that a builder can act on it."""
-    failed: list[str] = []
-    hops = hops_to_outcome(graph)
-    if hops < gates.min_hops_to_outcome:
-        failed.append(
-            f"depth: the longest causal path to the outcome has {hops} hop(s); at least "
-            f"{gates.min_hops_to_outcome} are needed (add causes of the causes)"
-        )
-    events = sum(not e.is_outcome for e in graph.events)
-    if events < gates.min_events:
-        failed.append(f"events: {events} event(s) besides the outcome; at least {gates.min_events}")
+    """Each gate the graph fails, said so that a builder can act on it; its events and depth
+    are counted as `hindsight validate` counts them (`size_shortfalls`)."""
+    failed = size_shortfalls(
+        graph_size(graph), min_events=gates.min_events, min_depth=gates.min_hops_to_outcome
+    )
     sources = len(graph.sources)
     if sources < gates.min_sources:
         failed.append(

@@ -48,7 +48,13 @@ from worldsim.models.routes import parse_route
 from worldsim.offline.build import OFFLINE_NOTE
 from worldsim.scoring.hindsight.graph import HindsightEvent, HindsightGraph
 
-__all__ = ["MAX_DOCUMENTS", "build_hindsight", "outcome_endpoint", "resolution_cutoff"]
+__all__ = [
+    "MAX_DOCUMENTS",
+    "build_hindsight",
+    "check_resolution",
+    "outcome_endpoint",
+    "resolution_cutoff",
+]
 
 ROLES = ("hindsight", "graph_builder")
 MAX_DOCUMENTS = 60
@@ -128,6 +134,17 @@ def outcome_endpoint(card: Card, outcome: str) -> Endpoint:
     )
 
 
+def check_resolution(card: Card, label: Label) -> None:
+    """A ConfigError (field ``resolved_at``) when the label says the card resolved before its
+    ``as_of``: there is no hindsight of a question that closed before it was asked."""
+    if label.resolved_at is not None and label.resolved_at < card.as_of:
+        raise ConfigError(
+            f"resolved_at {utc_iso(label.resolved_at)} is before the as_of of card "
+            f"'{card.id}' ({utc_iso(card.as_of)})",
+            field="resolved_at",
+        )
+
+
 async def build_hindsight(
     card: Card,
     label: Label,
@@ -143,6 +160,7 @@ async def build_hindsight(
     holds the model of each role (``hindsight``, ``graph_builder``)."""
     gates = policy.graph
     outcome_title = outcome_endpoint(card, label.outcome).title
+    check_resolution(card, label)
     cutoff = resolution_cutoff(card, label)
     routes = {name: model.route for name, model in models.items()}
     versions = {name: role_version(name) for name in ROLES}

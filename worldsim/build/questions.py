@@ -9,7 +9,8 @@ markets, checked for quality and temporal validity (``worldsim build questions``
    ``MAX_CLUSTER_ARTICLES`` articles at a time in date order.
    **Markets** (``--markets``, JSON Lines: ``id, question, outcomes, open_date, close_date``,
    optional ``prices`` as ``[[date, p], ...]``, ``description``, ``resolution_criteria``,
-   ``source``, ``url``) become questions directly: binary when the outcomes are Yes and No.
+   ``source``, ``url``) become questions directly: binary when the outcomes are Yes and No. A
+   line with an unknown field, or a date that does not parse or has no time zone, is refused.
 3. **Checks.** Every question is scored by the quality role (``question_qa``,
    ``QuestionReviewOutput``) and checked by code: the scores against the policy's thresholds,
    the role's flags (the answer in the question; resolved when it opens), and temporal
@@ -146,6 +147,12 @@ class _MarketLine(FrozenModel):
     source: str | None = None
     url: str | None = None
 
+    @field_validator("open_date", "close_date")
+    @classmethod
+    def _moment(cls, text: str) -> str:
+        parse_utc(text)  # its ValueError says what is wrong: not a date, or no time zone
+        return text
+
     @field_validator("prices")
     @classmethod
     def _dated(cls, prices: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
@@ -188,10 +195,15 @@ def read_markets(path: Path) -> list[Market]:
 
 
 def _date(text: str) -> datetime | None:
+    return _dated(text)[0]
+
+
+def _dated(text: str) -> tuple[datetime | None, str]:
+    """The moment ``text`` names, or ``None`` and what is wrong with it."""
     try:
-        return parse_utc(text)
-    except (ValueError, TypeError):
-        return None
+        return parse_utc(text), ""
+    except (ValueError, TypeError) as exc:
+        return None, str(exc)
 
 
 def _problems(
@@ -215,11 +227,14 @@ def _problems(
         problems.append("the question gives its answer away")
     if review.resolved_at_opens:
         problems.append("temporal validity: already resolved when it opens")
-    opens, deadline = _date(proposal.opens), _date(proposal.deadline)
+    (opens, opens_fault), (deadline, deadline_fault) = (
+        _dated(proposal.opens),
+        _dated(proposal.deadline),
+    )
     if opens is None:
-        problems.append(f"opens '{proposal.opens}' is not an ISO date")
+        problems.append(f"opens: {opens_fault}")
     if deadline is None:
-        problems.append(f"deadline '{proposal.deadline}' is not an ISO date")
+        problems.append(f"deadline: {deadline_fault}")
     if opens is not None and deadline is not None and deadline <= opens:
         problems.append("temporal validity: it resolves at or before it opens")
     for doc_id in proposal.provenance:

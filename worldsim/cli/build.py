@@ -65,14 +65,16 @@ def hindsight(
 
     A graph that meets the gates is written with graph_built: true; one that does not after the
     policy's rounds is written with graph_built: false and the failed gates, and scoring leaves
-    it out. Every call and decision goes to FILE's .build.jsonl beside it. On the offline route
-    the roles are rules (events from dated document titles), and the graph says so.
+    it out. A label whose outcome is none of CARD's endpoints, or whose resolved_at is before
+    CARD's as_of, is refused. Every call and decision goes to FILE's .build.jsonl beside it.
+    On the offline route the roles are rules (events from dated document titles), and the
+    graph says so.
     """
     import anyio
 
     from worldsim.build.calls import BuildLog, run_build
     from worldsim.build.hindsight import ROLES as HINDSIGHT_ROLES
-    from worldsim.build.hindsight import build_hindsight, outcome_endpoint
+    from worldsim.build.hindsight import build_hindsight, check_resolution, outcome_endpoint
     from worldsim.build.policy import load_quality_policy
     from worldsim.domain.cards import load_card
     from worldsim.domain.config import ModelConfig
@@ -94,8 +96,9 @@ def hindsight(
         )
     try:
         outcome_endpoint(card, entries[card.id].outcome)
+        check_resolution(card, entries[card.id].label)
     except ConfigError as exc:
-        raise entries[card.id].refuse(exc.message) from None
+        raise entries[card.id].refuse(exc.message, exc.field or "outcome") from None
     policy, _ = load_quality_policy(gates)
     models = ModelConfig(model=model, cache_dir=cache_dir)
     log = BuildLog(_log_path(out))

@@ -40,11 +40,21 @@ hindsight_app = command_group(
 
 
 def _load_checked(path: Path) -> "tuple[HindsightGraph, ValidationReport]":
-    """Load a graph and refuse it on structural errors; quality warnings go to stderr."""
+    """Load a graph and refuse it on structural errors, with its quality findings."""
     from worldsim.scoring.hindsight.graph import check_graph, load_hindsight
 
     graph = load_hindsight(path)
     return graph, check_graph(graph, file=path)
+
+
+def _load_scored(path: Path) -> "HindsightGraph":
+    """A graph to score a run against: refused as `_load_checked` refuses it, and when it says
+    ``graph_built: false`` (``score --hindsight`` leaves such a graph out)."""
+    from worldsim.scoring.hindsight.graph import check_graph_built
+
+    graph, _ = _load_checked(path)
+    check_graph_built(graph, file=path)
+    return graph
 
 
 def _fmt(value: float | None) -> str:
@@ -55,9 +65,11 @@ def _fmt(value: float | None) -> str:
 def validate(
     graph_path: Annotated[Path, typer.Argument(help="Hindsight graph JSON.", metavar="HINDSIGHT")],
     strict: Annotated[bool, typer.Option("--strict", help="Thresholds fail too.")] = False,
-    min_events: Annotated[int, typer.Option(help="Fewest events.")] = 10,
+    min_events: Annotated[int, typer.Option(help="Fewest events besides the outcome.")] = 10,
     min_edges: Annotated[int, typer.Option(help="Fewest edges.")] = 1,
-    min_depth: Annotated[int, typer.Option(help="Fewest events on the longest path.")] = 3,
+    min_depth: Annotated[
+        int, typer.Option(help="Fewest hops on the longest causal path to the outcome.")
+    ] = 3,
     min_edge_confidence: Annotated[float, typer.Option(help="Lowest edge confidence.")] = 0.6,
     min_edge_strength: Annotated[float, typer.Option(help="Lowest edge strength.")] = 0.3,
     max_neutral_magnitude: Annotated[
@@ -65,7 +77,12 @@ def validate(
     ] = 0.3,
     as_json: JsonOption = False,
 ) -> None:
-    """Check a hindsight graph: structure always, quality thresholds as warnings or errors."""
+    """Check a hindsight graph: structure always, quality thresholds as warnings or errors.
+
+    Events and depth are counted as the quality gates of `worldsim build hindsight` count them:
+    events besides the outcome, depth in hops on the longest causal path to the outcome. A graph
+    that says graph_built: false is reported so too.
+    """
     from worldsim.scoring.hindsight.graph import Thresholds, load_hindsight, validate_graph
 
     thresholds = Thresholds(
@@ -89,7 +106,7 @@ def validate(
                     "errors": list(report.errors),
                     "warnings": list(report.warnings),
                     "depth": report.depth,
-                    "events": len(graph.events),
+                    "events": report.events,
                     "edges": len(graph.edges),
                 }
             )
@@ -103,8 +120,8 @@ def validate(
             err_console.print(f"error: {escape(str(graph_path))}: {escape(error)}", highlight=False)
         if report.ok:
             out_console.print(
-                f"{escape(str(graph_path))}: ok ({len(graph.events)} events, "
-                f"{len(graph.edges)} edges, depth {report.depth}, "
+                f"{escape(str(graph_path))}: ok ({report.events} events besides the outcome, "
+                f"{len(graph.edges)} edges, depth {report.depth} hop(s), "
                 f"{len(report.warnings)} warning(s))",
                 highlight=False,
             )
@@ -157,14 +174,15 @@ def ker(
     ] = str(int(DEFAULT_DATE_WINDOW_DAYS)),
     as_json: JsonOption = False,
 ) -> None:
-    """Key-event recall of simulated events against a hindsight graph."""
+    """Key-event recall of simulated events against a hindsight graph. A graph that says
+    graph_built: false is refused: `score --hindsight` leaves it out."""
     from worldsim.scoring.hindsight.forecast import load_forecast
     from worldsim.scoring.hindsight.graph import check_graph_card
     from worldsim.scoring.hindsight.ker import key_event_recall, parse_date_window
 
     try:
         window = parse_date_window(date_window)
-        graph, _ = _load_checked(hindsight)
+        graph = _load_scored(hindsight)
         simulated = load_forecast(forecast)
         check_graph_card(graph, simulated.card_id, file=hindsight)
     except WorldsimError as exc:
@@ -193,11 +211,12 @@ def sources(
     hindsight: HindsightGraphOption,
     as_json: JsonOption = False,
 ) -> None:
-    """Source precision of the documents the run's agents retrieved or cited."""
+    """Source precision of the documents the run's agents retrieved or cited. A graph that says
+    graph_built: false is refused: `score --hindsight` leaves it out."""
     from worldsim.scoring.hindsight.evidence import trace_source_precision
 
     try:
-        graph, _ = _load_checked(hindsight)
+        graph = _load_scored(hindsight)
         result = trace_source_precision(trace, graph, graph_file=hindsight)
     except WorldsimError as exc:
         fail(str(exc), code=exc.exit_code)
@@ -222,15 +241,17 @@ def pressure(
         typer.Argument(metavar="TRACE", help="Run trace (JSONL) whose probability is overlaid."),
     ] = None,
     market: Annotated[
-        Path | None, typer.Option("--market", metavar="CSV", help="CSV 'date,price'.")
+        Path | None,
+        typer.Option("--market", metavar="CSV", help="CSV 'date,price', prices in [0, 1]."),
     ] = None,
     image_format: Annotated[
         Literal["png", "svg"], typer.Option("--format", help="Image format.")
     ] = "png",
 ) -> None:
-    """Chart cumulative causal pressure, market price and the simulated probability."""
+    """Chart cumulative causal pressure, market price and the simulated probability. A graph
+    that says graph_built: false is charted with a note on standard error."""
     from worldsim.scoring.hindsight.forecast import card_id_of, trace_records
-    from worldsim.scoring.hindsight.graph import check_graph_card
+    from worldsim.scoring.hindsight.graph import check_graph_card, not_built
     from worldsim.scoring.hindsight.pressure import (
         PRESSURE_TYPES,
         read_market,
@@ -241,6 +262,11 @@ def pressure(
     try:
         require_matplotlib()
         graph, _ = _load_checked(hindsight)
+        if (reason := not_built(graph)) is not None:
+            err_console.print(
+                f"note: {escape(str(hindsight))}: {escape(reason)}; charted all the same",
+                highlight=False,
+            )
         records = None
         if trace is not None:
             records = trace_records(trace, PRESSURE_TYPES | {"run_started"})

@@ -4,8 +4,11 @@ One JSON file per card holds dated events, causal edges between them and the imp
 event on the question. Structural problems (duplicate ids, edges or impacts naming unknown
 events, self-loops, cycles) are errors; quality thresholds are warnings unless ``strict``.
 
-Depth is the number of *events* on the longest directed path (a single event has depth 1, a
-chain A → B → C has depth 3).
+The size of a graph is counted one way everywhere (`graph_size`, `size_shortfalls`): by
+`validate_graph` and by the quality gates of ``worldsim build hindsight``. Its events are those
+besides the outcome; its depth is the number of *edges* (hops) on the longest causal path ending
+at the outcome event (at any event when none is marked ``is_outcome``): A → B → outcome has
+depth 2.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from worldsim.domain.values import FrozenModel
 __all__ = [
     "Annotation",
     "Direction",
+    "GraphSize",
     "HindsightEdge",
     "HindsightEvent",
     "HindsightGraph",
@@ -36,10 +40,14 @@ __all__ = [
     "Thresholds",
     "ValidationReport",
     "check_graph",
+    "check_graph_built",
     "check_graph_card",
-    "graph_depth",
     "graph_json",
+    "graph_size",
     "load_hindsight",
+    "longest_hops",
+    "not_built",
+    "size_shortfalls",
     "validate_graph",
 ]
 
@@ -127,8 +135,10 @@ class Thresholds:
     """Quality thresholds; each failure is a warning, or an error when validating strictly."""
 
     min_events: int = 10
+    """Events besides the outcome."""
     min_edges: int = 1
     min_depth: int = 3
+    """Hops on the longest causal path to the outcome (`graph_size`)."""
     min_edge_confidence: float = 0.6
     min_edge_strength: float = 0.3
     max_neutral_magnitude: float = 0.3
@@ -138,17 +148,34 @@ class Thresholds:
 class ValidationReport:
     errors: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    events: int = 0
+    """Events besides the outcome."""
     depth: int = 0
+    """Hops on the longest causal path to the outcome."""
 
     @property
     def ok(self) -> bool:
         return not self.errors
 
 
-def graph_depth(event_ids: list[str], edges: list[tuple[str, str]]) -> int | None:
-    """Events on the longest directed path; ``None`` when the edges contain a cycle.
+@dataclass(frozen=True, slots=True)
+class GraphSize:
+    """What the size thresholds count (see the module's doc)."""
 
-    Kahn's topological order: a node's depth is one more than its deepest predecessor's. If
+    events: int
+    """Events besides the outcome."""
+    depth: int
+    """Edges on the longest causal path ending at the outcome (0 when the edges hold a cycle)."""
+    has_outcome: bool
+    """Whether an event is marked ``is_outcome``; without one, the depth ends at any event."""
+    cyclic: bool
+
+
+def longest_hops(event_ids: list[str], edges: list[tuple[str, str]]) -> dict[str, int] | None:
+    """For each event, the edges on the longest directed path ending at it; ``None`` when the
+    edges contain a cycle.
+
+    Kahn's topological order: a node's hops are one more than its deepest predecessor's. If
     some node is never released, the edges hold a cycle.
     """
     nodes = list(dict.fromkeys([*event_ids, *(n for edge in edges for n in edge)]))
@@ -157,20 +184,60 @@ def graph_depth(event_ids: list[str], edges: list[tuple[str, str]]) -> int | Non
     for source, target in edges:
         children[source].append(target)
         indegree[target] += 1
-    depth: dict[str, int] = dict.fromkeys(nodes, 1)
+    hops: dict[str, int] = dict.fromkeys(nodes, 0)
     ready = deque(n for n in nodes if indegree[n] == 0)
     released = 0
     while ready:
         node = ready.popleft()
         released += 1
         for kid in children[node]:
-            depth[kid] = max(depth[kid], depth[node] + 1)
+            hops[kid] = max(hops[kid], hops[node] + 1)
             indegree[kid] -= 1
             if indegree[kid] == 0:
                 ready.append(kid)
-    if released < len(nodes):
-        return None
-    return max(depth.values(), default=0)
+    return None if released < len(nodes) else hops
+
+
+def graph_size(graph: HindsightGraph) -> GraphSize:
+    """The graph's events besides the outcome and its depth in hops to the outcome; edges
+    naming an unknown event, or an event itself, are not followed."""
+    ids = list(dict.fromkeys(ev.id for ev in graph.events))
+    known = set(ids)
+    edges = [
+        (e.source, e.target)
+        for e in graph.edges
+        if e.source in known and e.target in known and e.source != e.target
+    ]
+    hops = longest_hops(ids, edges)
+    outcomes = [ev.id for ev in graph.events if ev.is_outcome]
+    depth = 0 if hops is None else max((hops[n] for n in (outcomes or ids)), default=0)
+    return GraphSize(
+        events=sum(not ev.is_outcome for ev in graph.events),
+        depth=depth,
+        has_outcome=bool(outcomes),
+        cyclic=hops is None,
+    )
+
+
+def size_shortfalls(size: GraphSize, *, min_events: int, min_depth: int) -> list[str]:
+    """The size thresholds a graph fails, worded so that its builder can act on them: the one
+    rule of `validate_graph` and of the build's quality gates. A cyclic graph's depth is not
+    judged (the cycle is the error)."""
+    failed: list[str] = []
+    if not size.cyclic and size.depth < min_depth:
+        path = (
+            "the longest causal path to the outcome"
+            if size.has_outcome
+            else ("the longest causal path (no event is marked is_outcome)")
+        )
+        failed.append(
+            f"depth: {path} has {size.depth} hop(s); at least {min_depth} are needed "
+            "(add causes of the causes)"
+        )
+    if size.events < min_events:
+        besides = " besides the outcome" if size.has_outcome else ""
+        failed.append(f"events: {size.events} event(s){besides}; at least {min_events}")
+    return failed
 
 
 def validate_graph(
@@ -196,23 +263,16 @@ def validate_graph(
     for i, impact in enumerate(graph.impacts):
         if impact.event not in known:
             errors.append(f"impacts.{i}.event: unknown event '{impact.event}'")
-    valid_edges = [
-        (e.source, e.target)
-        for e in graph.edges
-        if e.source in known and e.target in known and e.source != e.target
-    ]
-    depth = graph_depth(list(dict.fromkeys(ids)), valid_edges)
-    if depth is None:
+    size = graph_size(graph)
+    if size.cyclic:
         errors.append("edges: the causal graph contains a cycle")
-        depth = 0
 
     quality: list[str] = []
-    if len(graph.events) < t.min_events:
-        quality.append(f"events: {len(graph.events)} event(s), fewer than {t.min_events}")
+    if (reason := not_built(graph)) is not None:
+        quality.append(reason)
+    quality += size_shortfalls(size, min_events=t.min_events, min_depth=t.min_depth)
     if len(graph.edges) < t.min_edges:
         quality.append(f"edges: {len(graph.edges)} edge(s), fewer than {t.min_edges}")
-    if depth and depth < t.min_depth:
-        quality.append(f"depth {depth} (events on the longest path) is below {t.min_depth}")
     for i, edge in enumerate(graph.edges):
         if edge.confidence < t.min_edge_confidence:
             quality.append(
@@ -227,8 +287,25 @@ def validate_graph(
                 f"{t.max_neutral_magnitude}"
             )
     if strict:
-        return ValidationReport(errors=(*errors, *quality), depth=depth)
-    return ValidationReport(errors=tuple(errors), warnings=tuple(quality), depth=depth)
+        return ValidationReport(errors=(*errors, *quality), events=size.events, depth=size.depth)
+    return ValidationReport(
+        errors=tuple(errors), warnings=tuple(quality), events=size.events, depth=size.depth
+    )
+
+
+def not_built(graph: HindsightGraph) -> str | None:
+    """Why scoring leaves the graph out (it says ``graph_built: false``), or ``None``."""
+    if graph.graph_built:
+        return None
+    gates = "; ".join(graph.failed_gates) or "none recorded"
+    return f"graph_built: false, so scoring leaves it out (failed gate: {gates})"
+
+
+def check_graph_built(graph: HindsightGraph, *, file: str | Path) -> None:
+    """Refuse to score the graph in ``file`` when it says ``graph_built: false``: its builder
+    could not meet the quality gates, and ``worldsim score --hindsight`` leaves it out."""
+    if (reason := not_built(graph)) is not None:
+        raise CardError(reason, file=file, field="graph_built")
 
 
 def check_graph(

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -108,7 +107,9 @@ def simulated_pressure(records: Iterable[RecordView]) -> list[PressurePoint]:
 
 
 def read_market(path: str | Path) -> list[PressurePoint]:
-    """A market price series from a CSV with a header ``date,price``."""
+    """A market price series from a CSV with a header ``date,price``: each price a probability
+    in [0, 1], as the build's markets reader takes them; a bad row is a `CardError` naming the
+    file, line and field."""
     p = Path(path)
     if not p.is_file():
         raise missing_file(p, "market file", CardError)
@@ -134,8 +135,9 @@ def read_market(path: str | Path) -> list[PressurePoint]:
         except ValueError:
             message = f"not a number: {row[1]!r}"
             raise CardError(message, file=p, line=number, field="price") from None
-        if not math.isfinite(price):
-            raise CardError("price must be finite", file=p, line=number, field="price")
+        if not 0.0 <= price <= 1.0:  # also NaN
+            message = f"price {row[1].strip()!r} is outside [0, 1]"
+            raise CardError(message, file=p, line=number, field="price")
         points.append(PressurePoint(date=when, value=price))
     return sorted(points, key=lambda pt: pt.date)
 
