@@ -160,6 +160,22 @@ def test_a_hindsight_graph_score_would_refuse_is_refused(demo_trace: Path, tmp_p
     assert proc.stderr.strip() == f"error: {broken}: edges.0.target: unknown event 'nonesuch'"
 
 
+def test_a_hindsight_graph_not_built_is_charted_with_a_note(
+    demo_trace: Path, tmp_path: Path
+) -> None:
+    """As `hindsight pressure` charts it: said, since scoring leaves such a graph out."""
+    graph = json.loads((ROOT / "scenarios/hindsight/merger-review.json").read_text())
+    graph.update(graph_built=False, failed_gates=["sources: 3; at least 20"])
+    unbuilt = tmp_path / "unbuilt.json"
+    unbuilt.write_text(json.dumps(graph))
+    proc = cli("view", str(demo_trace), "--hindsight", str(unbuilt), "-o", str(tmp_path / "v.html"))
+    assert proc.returncode == 0 and (tmp_path / "v.html").is_file()
+    assert proc.stderr.strip() == (
+        f"note: {unbuilt}: graph_built: false, so scoring leaves it out "
+        "(failed gate: sources: 3; at least 20); charted all the same"
+    )
+
+
 def test_other_input_counts_are_refused(demo_trace: Path) -> None:
     with pytest.raises(ConfigError, match="one trace, or two"):
         build_page([demo_trace] * 3)

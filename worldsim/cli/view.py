@@ -81,6 +81,14 @@ def view(
         inputs, out, hindsight=hindsight, labels=labels, expect_head=head, public_key=key
     )
     out_console.print(str(path), highlight=False, soft_wrap=True)
+    if hindsight is not None:
+        from worldsim.scoring.hindsight.graph import load_hindsight, not_built
+
+        if (reason := not_built(load_hindsight(hindsight))) is not None:
+            err_console.print(
+                f"note: {escape(str(hindsight))}: {escape(reason)}; charted all the same",
+                highlight=False,
+            )
     if open_it:
         import webbrowser
 
