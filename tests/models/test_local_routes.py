@@ -221,6 +221,21 @@ def test_models_check_prints_speeds_modes_and_an_estimate(tmp_path: Path) -> Non
     assert "warning: role" in text and "deadline" in text  # no reply fits in half a second
 
 
+def test_models_check_of_a_route_answering_no_json_prints_then_refuses(tmp_path: Path) -> None:
+    """A server that answers prose in every output mode: measured, then exit 1 (it was 0)."""
+    with StubServer(script=lambda request: "I would rather not say.") as server:
+        proc = _cli(
+            "models", "check", "local/stub", cwd=tmp_path, env={"LOCAL_BASE_URL": server.base_url}
+        )
+    assert proc.returncode == 1, proc.stderr
+    assert "first token" in proc.stdout and "json_schema no" in proc.stdout
+    assert "ok" not in proc.stdout.split("output modes:")[1]
+    assert proc.stderr.strip().splitlines() == [
+        f"error: route local/stub (127.0.0.1:{server.port}) answered, but in no output mode "
+        "with a valid JSON object: a run on it would fail"
+    ]
+
+
 def test_models_check_refuses_the_offline_route(tmp_path: Path) -> None:
     proc = _cli("models", "check", "offline", cwd=tmp_path)
     assert proc.returncode == 2 and "offline" in proc.stderr

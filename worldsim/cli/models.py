@@ -201,9 +201,14 @@ def check(
         lines += _describe_estimate(e, f"{card.name} ({'direct' if direct else policy})")
     if json_out:
         sys.stdout.write(json.dumps(result) + "\n")
-        return
-    for line in lines:
-        out_console.print(escape(line), highlight=False)
+    else:
+        for line in lines:
+            out_console.print(escape(line), highlight=False)
+    if m.modes and not any(c.ok for c in m.modes):
+        raise WorldsimRuntimeError(
+            f"route {route} ({settings.base_url_host}) answered, but in no output mode with "
+            "a valid JSON object: a run on it would fail"
+        )
 
 
 def preflight_routes(
