@@ -155,13 +155,13 @@ def parent_path(child: Path, recorded: str, head: str | None = None) -> Path:
     found = _parents(child, recorded)
     if not found:
         raise ConfigError(f"the parent trace {recorded} is not found (nor beside it)", file=child)
-    return next((p for p in found if head is not None and _head_of(p) == head), found[0])
+    return (_at_head(found, head) if head is not None else None) or found[0]
 
 
 def _ancestor(child: Path, ref: Mapping[str, Any]) -> Path | None:
     """The trace ``ref`` (a continued run's ``parent``) names, where its recorded path or the
     continued trace's folder holds it at its head; None where neither does."""
-    return next((p for p in _parents(child, ref["path"]) if _head_of(p) == ref["head"]), None)
+    return _at_head(_parents(child, ref["path"]), ref["head"])
 
 
 def _parents(child: Path, recorded: str) -> list[Path]:
@@ -169,13 +169,17 @@ def _parents(child: Path, recorded: str) -> list[Path]:
     return [p for p in dict.fromkeys((given, child.parent / given.name)) if p.is_file()]
 
 
-def _head_of(path: Path) -> str | None:
+def _at_head(paths: list[Path], head: str) -> Path | None:
+    """The first of ``paths`` whose trace has ``head``."""
     from worldsim.trace.reader import trace_head
 
-    try:
-        return trace_head(path)
-    except WorldsimError:
-        return None
+    for path in paths:
+        try:
+            if trace_head(path) == head:
+                return path
+        except WorldsimError:
+            continue  # a file that does not read as a trace is not the one
+    return None
 
 
 def _with_news(
