@@ -331,5 +331,6 @@ class OpenAIModel(Closing):
         record.tool_calls = list(talk.tool_calls)
         record.error = error
         cost = self._transport.cost(talk.usage, record.resolved_model)
-        record.cost_usd = cost + talk.cut_usd if cost is not None else None
+        record.cost_usd = cost + talk.unreported_usd if cost is not None else None
+        record.anomaly = talk.anomaly
         return record

@@ -35,6 +35,11 @@ class Reply:
     system_fingerprint: str | None
     usage: Usage
     tool_calls: tuple[tuple[str, str, str], ...] = ()  # (id, name, arguments)
+    usage_reported: bool = True
+    """Whether the server reported ``usage`` (without it, ``usage`` is zeros)."""
+    charged_usd: float | None = None
+    """What the attempt was charged instead of its usage's cost (a reply that reported no
+    usage on a priced route: its reservation), ``None`` when charged its usage."""
 
 
 @dataclass(slots=True)
@@ -82,6 +87,7 @@ def reply_from_json(completion: object, number: int, redact: Callable[[str], str
         id=_maybe(redact, _text(completion, "id")),
         system_fingerprint=_maybe(redact, _text(completion, "system_fingerprint")),
         usage=_usage(usage) if isinstance(usage, dict) else Usage(),
+        usage_reported=isinstance(usage, dict),
     )
 
 
@@ -96,7 +102,8 @@ async def read_stream(
     a choice.
 
     ``progress`` is called on every chunk. The usage comes from the final chunk
-    (``stream_options.include_usage``); a server that sends none leaves zeros.
+    (``stream_options.include_usage``); a server that sends none leaves zeros, and
+    ``usage_reported`` false.
     """
     text: list[str] = []
     calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
@@ -144,6 +151,7 @@ async def read_stream(
         id=_maybe(redact, ident),
         system_fingerprint=_maybe(redact, fingerprint),
         usage=state.usage or Usage(),
+        usage_reported=state.usage is not None,
     )
 
 
