@@ -80,3 +80,28 @@ async def test_replies_without_usage_are_stopped_by_the_cap(
 
 def _usage(i: int, o: int) -> Usage:
     return Usage(input_tokens=i, output_tokens=o)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_key_echoed_in_the_finish_reason_never_reaches_the_record(
+    make_request: Any, fast_retry: Any, stream: bool
+) -> None:
+    key = "sk-hostile-secret-key"
+    whole = {
+        "id": "c1",
+        "model": "test-model",
+        "choices": [{"index": 0, "message": {"content": TEXT}, "finish_reason": f"stop {key}"}],
+        "usage": USAGE["usage"],
+    }
+    answer = (
+        sse(chunk(TEXT), chunk(finish=f"stop {key}"), USAGE)
+        if stream
+        else Raw(json.dumps(whole).encode())
+    )
+    with Hostile([answer]) as server:
+        model = OpenAIModel(server.settings(key), retry=fast_retry(), stream=stream)
+        response = await model.request(make_request())
+        await model.aclose()
+    assert response.call["finish_reason"].startswith("stop")
+    assert key not in json.dumps(response.call)

@@ -5,9 +5,10 @@ every chunk of a stream, costs more than the rest of a call); a value of an unex
 is ignored, as a missing one would be.
 
 A streamed reply is assembled from its chunks and only then redacted, since a key fragment can
-straddle two chunks. Every chunk counts as progress for the attempt's no-progress timeout, and
-`StreamState` keeps what an attempt has received so far, for the waiting report and for what a
-stream cut mid-way is charged.
+straddle two chunks. Every string taken from a reply passes the redaction: text, tool calls and
+their ids, finish reason, model, id and fingerprint. Every chunk counts as progress for the
+attempt's no-progress timeout, and `StreamState` keeps what an attempt has received so far,
+for the waiting report and for what a stream cut mid-way is charged.
 """
 
 from __future__ import annotations
@@ -76,13 +77,13 @@ def reply_from_json(completion: object, number: int, redact: Callable[[str], str
         function = call.get("function")
         if call.get("type", "function") == "function" and isinstance(function, dict):
             name, arguments = _text(function, "name") or "", _text(function, "arguments") or ""
-            calls.append((_text(call, "id") or "", redact(name), redact(arguments)))
+            calls.append((redact(_text(call, "id") or ""), redact(name), redact(arguments)))
     usage = completion.get("usage")
     return Reply(
         attempt=number,
         tool_calls=tuple(calls),
         content=redact(_text(message, "content") or ""),
-        finish_reason=_text(choice, "finish_reason"),
+        finish_reason=_maybe(redact, _text(choice, "finish_reason")),
         model=_maybe(redact, _text(completion, "model")),
         id=_maybe(redact, _text(completion, "id")),
         system_fingerprint=_maybe(redact, _text(completion, "system_fingerprint")),
@@ -144,9 +145,9 @@ async def read_stream(
         attempt=number,
         content=redact("".join(text)),
         tool_calls=tuple(
-            (calls[i][0], redact(calls[i][1]), redact(calls[i][2])) for i in sorted(calls)
+            (redact(calls[i][0]), redact(calls[i][1]), redact(calls[i][2])) for i in sorted(calls)
         ),
-        finish_reason=finish,
+        finish_reason=_maybe(redact, finish),
         model=_maybe(redact, model),
         id=_maybe(redact, ident),
         system_fingerprint=_maybe(redact, fingerprint),
