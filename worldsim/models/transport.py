@@ -165,8 +165,9 @@ class Transport:
             ) from None
         except DeadlineReached as exc:
             entry = exc.entry
+            hint = "" if exc.rate_limited else self._hint(entry)
             raise CallFailed(
-                f"{entry.message} (after {entry.attempt} attempts)" + self._hint(entry), entry
+                f"{entry.message} (after {entry.attempt} attempts)" + hint, entry
             ) from None
 
     def _as_sent(self, payload: dict[str, Any]) -> dict[str, Any]:
