@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.models.hostile import FORECAST, USAGE, Hostile, Raw, chunk, sse
-from worldsim.domain.errors import BudgetExhausted
+from worldsim.domain.errors import BudgetExhausted, RouteFailed
 from worldsim.models import Budget, OpenAIModel, Price, PriceTable
 from worldsim.models.call import Usage
 
@@ -105,3 +105,28 @@ async def test_a_key_echoed_in_the_finish_reason_never_reaches_the_record(
         await model.aclose()
     assert response.call["finish_reason"].startswith("stop")
     assert key not in json.dumps(response.call)
+
+
+@pytest.mark.asyncio
+async def test_an_error_event_mid_stream_is_retried_as_a_server_error(
+    make_request: Any, fast_retry: Any
+) -> None:
+    broken = sse(chunk(TEXT[:10]), {"error": {"type": "server_error", "message": "boom"}})
+    whole = sse(chunk(TEXT), chunk(finish="stop"), USAGE)
+    with Hostile([broken, whole]) as server:
+        model = OpenAIModel(server.settings(), retry=fast_retry())
+        response = await model.request(make_request())
+        await model.aclose()
+    assert [e["kind"] for e in response.call["errors"]] == ["server_error"]
+
+
+@pytest.mark.asyncio
+async def test_an_html_page_with_status_200_is_said_not_to_be_json(
+    make_request: Any, fast_retry: Any
+) -> None:
+    page = Raw(b"<html><body>Bad gateway</body></html>", headers=(("Content-Type", "text/html"),))
+    with Hostile([page]) as server:
+        model = OpenAIModel(server.settings(), retry=fast_retry(max_attempts=2), stream=False)
+        with pytest.raises(RouteFailed, match="reply was not JSON"):
+            await model.request(make_request())
+        await model.aclose()

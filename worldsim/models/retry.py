@@ -205,6 +205,11 @@ def classify(
         return entry, retry, retry_after
     if isinstance(exc, openai.APIResponseValidationError | ValueError):
         return CallErrorEntry(attempt=attempt, kind="bad_response", message=message), True, None
+    if type(exc) is openai.APIError and isinstance(exc.body, dict):  # an error event mid-stream
+        told = exc.body.get("type")
+        if told in ("server_error", "overloaded_error", "api_error", "rate_limit_error"):
+            kind = "rate_limit" if told == "rate_limit_error" else "server_error"
+            return CallErrorEntry(attempt=attempt, kind=kind, message=message), True, None
     return CallErrorEntry(attempt=attempt, kind="client_error", message=message), False, None
 
 

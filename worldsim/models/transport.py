@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -319,6 +320,7 @@ class Transport:
         # behind the attempt's own no-progress timeout.
         options: Any = {"timeout": openai.Timeout(attempt.timeout_s + 5.0, connect=30.0)}
         number = attempt.number
+        completion: object = None
         try:
             reply: Reply | None
             if self.stream:
@@ -355,10 +357,11 @@ class Transport:
                 raise TransientError(entry, retry_after) from exc
             raise CallFailed(f"{entry.kind}: {entry.message}", entry) from exc
         if reply is None:
-            entry = CallErrorEntry(
-                attempt=number, kind="bad_response", message="reply has no choices"
+            unread = isinstance(completion, str) and not _is_json(completion)
+            message = "reply was not JSON" if unread else "reply has no choices"
+            raise TransientError(
+                CallErrorEntry(attempt=number, kind="bad_response", message=message)
             )
-            raise TransientError(entry)
         return reply
 
     def _refusal(
@@ -377,3 +380,11 @@ class Transport:
                 send_temperature=self.send_temperature,
             ),
         )
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
