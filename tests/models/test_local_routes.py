@@ -3,6 +3,7 @@ next attempt's limit, the run's deadline, per-route settings, and the route chec
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -16,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worldsim.domain.config import ModelConfig, RouteOptions, load_routes_file
-from worldsim.domain.errors import ConfigError, ModelError
+from worldsim.domain.errors import ConfigError, ModelError, RouteFailed
 from worldsim.models import LlmCallData, ModelOptions, ModelPool, OpenAIModel, RouteTable
 from worldsim.models.pool import is_local, route_options
 from worldsim.models.preflight import Measurement, PlannedCall, estimate
@@ -286,3 +287,35 @@ def test_estimate_typical_time_never_exceeds_the_worst_case(
     assert e.wall_s is not None and e.worst_wall_s is not None
     assert 0 < e.wall_s <= e.worst_wall_s
     assert e.output_tokens == sum(outs) and e.calls == len(outs)
+
+
+@pytest.mark.asyncio
+async def test_a_retry_after_past_the_deadline_is_not_waited_and_says_the_rate_limit(
+    make_request: Any, fast_retry: Any, sleeps: Any
+) -> None:
+    faults = Faults(rate_limit=1.0, retry_after="3600")
+    async with StubServer(faults=faults) as server:
+        policy = fast_retry(max_attempts=3, retry_after_cap_s=60.0)
+        policy = dataclasses.replace(policy, sleep=sleeps).with_deadline(5.0)
+        model = OpenAIModel(server.settings(), retry=policy)
+        with pytest.raises(RouteFailed) as caught:
+            await model.request(make_request())
+        await model.aclose()
+    message = str(caught.value)
+    assert sleeps.waits == [] and server.request_count == 1
+    assert "deadline ran out while waiting on the route's rate limit" in message
+    assert "Retry-After 3600 s" in message and "timeout_s" not in message
+    assert [e["kind"] for e in caught.value.call["errors"]] == ["rate_limit", "deadline"]
+
+
+@pytest.mark.asyncio
+async def test_a_retry_after_within_the_deadline_is_waited(
+    make_request: Any, fast_retry: Any, sleeps: Any
+) -> None:
+    async with StubServer(fault_sequence=["rate_limit"], faults=Faults(retry_after="2")) as server:
+        policy = fast_retry(max_attempts=3, retry_after_cap_s=60.0)
+        policy = dataclasses.replace(policy, sleep=sleeps).with_deadline(30.0)
+        model = OpenAIModel(server.settings(), retry=policy)
+        response = await model.request(make_request())
+        await model.aclose()
+    assert sleeps.waits == [2.0] and response.call["attempts"] == 2

@@ -97,6 +97,25 @@ def test_parse_dotenv_handles_comments_and_quotes() -> None:
     assert values == {"A": "1", "B": "x # y", "D": ""}
 
 
+def test_a_quoted_dotenv_value_may_be_followed_by_a_comment(tmp_path: Path) -> None:
+    text = (
+        'ACME_API_KEY="sk-env-123456"  # my key\n'
+        "S='it\\'s' #note\n"
+        'D="a\\"b\\nc"#x\n'
+        'OPEN="unclosed # c\n'
+    )
+    values = parse_dotenv(text)
+    assert values == {
+        "ACME_API_KEY": "sk-env-123456",
+        "S": "it's",
+        "D": 'a"b\nc',
+        "OPEN": '"unclosed',
+    }
+    env_file = tmp_path / ".env"
+    env_file.write_text(text + "ACME_BASE_URL=http://127.0.0.1:9/v1\n")
+    assert resolve_settings("acme/m", environ={}, dotenv=env_file).api_key == "sk-env-123456"
+
+
 def test_base_url_must_be_http() -> None:
     with pytest.raises(ConfigError, match="http"):
         resolve_settings("x/y", environ={"X_BASE_URL": "ftp://h", "X_API_KEY": "k"}, dotenv=None)

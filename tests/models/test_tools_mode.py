@@ -15,9 +15,12 @@ import pytest
 from tests.support import DEMO_CARD
 from worldsim.domain.cards import load_card
 from worldsim.domain.config import ModelConfig, RetrySettings, RouteOptions, RunConfig
+from worldsim.domain.errors import ModelError
 from worldsim.domain.policy import load_policy
 from worldsim.models import OpenAIModel
+from worldsim.models.call import LlmCallData
 from worldsim.models.messages import ANSWER_TOOL
+from worldsim.models.recorded import RecordedModel, RecordedReplies
 from worldsim.sim.session import run_card
 from worldsim.testing import Faults, StubServer
 from worldsim.trace.reader import read_trace
@@ -105,3 +108,40 @@ def test_a_run_on_a_tools_route_records_the_mode(tmp_path: Path) -> None:
     calls = list(read_trace(result.trace).of_type("llm_call"))
     assert calls and {c.data.output_mode for c in calls} == {"tools"}
     assert all(c.data.error is None for c in calls)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("stream", [True, False])
+async def test_the_record_keeps_the_answer_s_arguments_as_its_reply(
+    make_request: Any, fast_retry: Any, stream: bool
+) -> None:
+    request = make_request()
+    async with StubServer(seed=3) as server:
+        model = OpenAIModel(server.settings(), retry=fast_retry(), modes=("tools",), stream=stream)
+        response = await model.request(request)
+        await model.aclose()
+    call = LlmCallData.model_validate(response.call)
+    assert call.reply == response.text and json.loads(call.reply)["p_yes"] is not None
+    # what a resume or a replay does with the record: answered from it, not asked again
+    again = await RecordedModel(_Unreachable(), RecordedReplies([call])).request(request)
+    assert again.output == response.output and again.call["cache"] == "hit"
+
+
+@pytest.mark.asyncio
+async def test_an_invalid_answer_s_arguments_are_kept_as_the_reply(
+    make_request: Any, fast_retry: Any
+) -> None:
+    bad = '{"p_yes": 2, "stance": "support", "rationale": "r"}'
+    async with StubServer(lambda body: bad) as server:
+        model = OpenAIModel(server.settings(), retry=fast_retry(), modes=("tools",))
+        with pytest.raises(ModelError) as caught:
+            await model.request(make_request())
+        await model.aclose()
+    assert caught.value.call["reply"] == bad
+
+
+class _Unreachable:
+    route = "stub/test-model"
+
+    async def request(self, request: Any) -> Any:
+        raise AssertionError("asked again")

@@ -89,8 +89,9 @@ class AttemptFailed(Exception):
 
 
 class ProviderAnomalyEntry(BaseModel):
-    """A reply whose reported usage costs more than its request could (its reservation): what
-    the provider reported, and what the call was charged instead (the reservation)."""
+    """A reply whose reported usage costs more than its request could (its reservation), or
+    that reported no usage on a priced route: what the provider reported (zeros, costing 0, for
+    none), and what the call was charged instead (the reservation)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -147,11 +148,12 @@ class LlmCallData(BaseModel):
     cache: CacheStatus = "off"
     cost_usd: float | None = None
     """What the call was charged: its replies' cost, except that a round trip whose reported
-    usage costs more than its reservation is charged the reservation (see ``anomaly``)."""
+    usage costs more than its reservation, or that reported none, is charged the reservation
+    (see ``anomaly``), and a stream cut mid-way what it reported, else its reservation."""
     finish_reason: str | None = None
     error: str | None = None
     anomaly: ProviderAnomalyEntry | None = None
-    """Set when the provider reported more usage than the request could cost."""
+    """Set when the provider reported more usage than the request could cost, or none."""
     output_mode: OutputMode
     reply: str | None = None
     tool_calls: list[ToolCallEntry] = Field(default_factory=list)

@@ -16,7 +16,13 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from worldsim.domain.contracts import ModelRequest
-from worldsim.models.call import CallErrorEntry, OutputMode, ToolCallEntry, Usage
+from worldsim.models.call import (
+    CallErrorEntry,
+    OutputMode,
+    ProviderAnomalyEntry,
+    ToolCallEntry,
+    Usage,
+)
 from worldsim.models.messages import answer_of, describe_invalid, initial_messages, repair_prompt
 from worldsim.models.refusals import InvalidReply
 from worldsim.models.schema import extract_json
@@ -49,8 +55,11 @@ class Conversation:
     repaired: bool = False
     tool_rounds: int = 0
     tool_calls: list[ToolCallEntry] = field(default_factory=list)
-    cut_usd: float = 0.0
-    """What attempts cut mid-stream were charged (their replies never came)."""
+    unreported_usd: float = 0.0
+    """What attempts were charged beyond the usage their replies reported: streams cut
+    mid-way (their replies never came), replies that reported no usage."""
+    anomaly: ProviderAnomalyEntry | None = None
+    """The latest reply that reported no usage and was charged its reservation."""
 
     @classmethod
     def start(cls, request: ModelRequest, mode: OutputMode, schema: dict[str, Any]) -> Conversation:
@@ -68,7 +77,7 @@ class Conversation:
 
     def charged(self, usd: float) -> None:
         """An attempt cut mid-stream was charged ``usd``."""
-        self.cut_usd += usd
+        self.unreported_usd += usd
 
     def restart(self, mode: OutputMode) -> None:
         """Ask again from the first messages, in ``mode`` (the route refused the last one)."""
@@ -91,6 +100,14 @@ class Conversation:
         called were answered, or an invalid reply was sent back for its one repair)."""
         self.last = reply
         self.usage = self.usage + reply.usage
+        if reply.charged_usd is not None:
+            self.unreported_usd += reply.charged_usd
+            self.anomaly = ProviderAnomalyEntry(
+                attempt=reply.attempt,
+                reported_usage=reply.usage,
+                reported_cost_usd=0.0,
+                reserved_usd=round(reply.charged_usd, 10),
+            )
         answer = answer_of(reply) if self.mode == "tools" else None
         if answer is None and reply.tool_calls and tools_offered:
             await self._answer_tools(reply)

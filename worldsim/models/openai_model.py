@@ -47,7 +47,7 @@ from worldsim.models.call import (
 from worldsim.models.closing import Closing
 from worldsim.models.conversation import Answer, Conversation
 from worldsim.models.limits import AdaptiveLimiter
-from worldsim.models.messages import ANSWER_TOOL
+from worldsim.models.messages import ANSWER_TOOL, answer_of
 from worldsim.models.pricing import Budget, PriceTable
 from worldsim.models.refusals import (
     CallFailed,
@@ -322,7 +322,8 @@ class OpenAIModel(Closing):
             record.response_id = last.id
             record.system_fingerprint = last.system_fingerprint
             record.finish_reason = last.finish_reason
-            record.reply = last.content
+            answer = answer_of(last) if talk.mode == "tools" else None
+            record.reply = last.content if answer is None else answer
         record.usage = talk.usage
         record.latency_s = round(time.perf_counter() - talk.started, 6)
         record.attempts = talk.attempts
@@ -330,5 +331,6 @@ class OpenAIModel(Closing):
         record.tool_calls = list(talk.tool_calls)
         record.error = error
         cost = self._transport.cost(talk.usage, record.resolved_model)
-        record.cost_usd = cost + talk.cut_usd if cost is not None else None
+        record.cost_usd = cost + talk.unreported_usd if cost is not None else None
+        record.anomaly = talk.anomaly
         return record

@@ -11,7 +11,8 @@ An attempt times out after ``timeout_s`` *without progress*: an attempt that str
 `Attempt.progress` on every chunk and so may run as long as tokens keep coming; one that does
 not stream has ``timeout_s`` in all. With ``escalate`` above 1 (local routes), a timeout
 multiplies the next attempt's limit, since the same request against the same slow server would
-only be cut again. No attempt starts, or goes on, past the policy's ``deadline``.
+only be cut again. No attempt starts, or goes on, past the policy's ``deadline``, and no retry
+waits past it: a wait that would is not waited, and the call fails at once.
 """
 
 from __future__ import annotations
@@ -129,7 +130,12 @@ class Attempt:
 
 
 class DeadlineReached(AttemptFailed):
-    """The run's deadline left no time for another attempt."""
+    """The run's deadline left no time for another attempt; ``rate_limited`` when it ran out
+    while waiting the ``Retry-After`` the route asked for."""
+
+    def __init__(self, entry: CallErrorEntry, *, rate_limited: bool = False) -> None:
+        super().__init__(entry)
+        self.rate_limited = rate_limited
 
 
 class TransientError(AttemptFailed):
@@ -199,6 +205,11 @@ def classify(
         return entry, retry, retry_after
     if isinstance(exc, openai.APIResponseValidationError | ValueError):
         return CallErrorEntry(attempt=attempt, kind="bad_response", message=message), True, None
+    if type(exc) is openai.APIError and isinstance(exc.body, dict):  # an error event mid-stream
+        told = exc.body.get("type")
+        if told in ("server_error", "overloaded_error", "api_error", "rate_limit_error"):
+            kind = "rate_limit" if told == "rate_limit_error" else "server_error"
+            return CallErrorEntry(attempt=attempt, kind=kind, message=message), True, None
     return CallErrorEntry(attempt=attempt, kind="client_error", message=message), False, None
 
 
@@ -214,9 +225,10 @@ async def call_with_retries(
 
     ``attempt_fn`` raises `TransientError` for a failure worth retrying; anything else
     propagates at once. When the attempts run out the last `TransientError` propagates; when
-    the deadline leaves no time for the next one, `DeadlineReached`. Each attempt holds one
-    ``limiter`` token while it runs (not while it waits to retry), and its timeout starts once
-    it holds the token. Attempts are numbered from ``first_attempt``.
+    the deadline leaves no time for the next one (or the wait before it, a ``Retry-After``
+    included, would end past the deadline: nothing waits past it), `DeadlineReached`. Each
+    attempt holds one ``limiter`` token while it runs (not while it waits to retry), and its
+    timeout starts once it holds the token. Attempts are numbered from ``first_attempt``.
     """
     backoff = wait_exponential_jitter(
         multiplier=policy.backoff_initial_s, max=policy.backoff_max_s, jitter=policy.jitter_s
@@ -224,9 +236,12 @@ async def call_with_retries(
 
     def wait(state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(exc, TransientError) and exc.retry_after is not None:
-            return min(exc.retry_after, policy.retry_after_cap_s)
-        return float(backoff(state))
+        told = exc.retry_after if isinstance(exc, TransientError) else None
+        seconds = float(backoff(state)) if told is None else min(told, policy.retry_after_cap_s)
+        left = policy.remaining()
+        if state.attempt_number < policy.max_attempts and seconds >= left:
+            raise _no_time_to_wait(exc, told, left)
+        return seconds
 
     def before_sleep(state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
@@ -278,6 +293,23 @@ async def call_with_retries(
         if attempt.retry_state.outcome is not None and not attempt.retry_state.outcome.failed:
             return result
     raise AssertionError("tenacity ended without an outcome")  # pragma: no cover
+
+
+def _no_time_to_wait(
+    exc: BaseException | None, retry_after: float | None, left: float
+) -> DeadlineReached:
+    """The wait before the next attempt (``retry_after``: the one the route asked for) would
+    end past the deadline: no wait, no attempt."""
+    number = exc.entry.attempt if isinstance(exc, AttemptFailed) else 0
+    if retry_after is None:
+        message = "the run's deadline left no time for another attempt"
+    else:
+        message = (
+            "the run's deadline ran out while waiting on the route's rate limit (it asked to "
+            f"wait Retry-After {retry_after:g} s; {max(left, 0.0):.1f} s were left)"
+        )
+    entry = CallErrorEntry(attempt=number, kind="deadline", message=message)
+    return DeadlineReached(entry, rate_limited=retry_after is not None)
 
 
 _PUSHBACK = frozenset({"rate_limit", "server_error", "timeout"})

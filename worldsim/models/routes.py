@@ -154,8 +154,25 @@ def env_prefix(provider: str) -> str:
     return provider.upper().replace("-", "_")
 
 
+_QUOTED = re.compile(r"""(['"])((?:\\.|(?!\1)[^\\])*)\1\s*(?:#.*)?""")
+"""A quoted ``.env`` value, then an optional comment (as python-dotenv reads it)."""
+_ESCAPES: dict[str, dict[str, str]] = {
+    '"': {"\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "f": "\f", "n": "\n"}
+    | {"r": "\r", "t": "\t", "v": "\v"},
+    "'": {"\\": "\\", "'": "'"},
+}
+
+
+def _unquoted(quote: str, body: str) -> str:
+    """A quoted value's text, its escapes read (``\\n``, ``\\"`` and so on in double quotes,
+    ``\\'`` and ``\\\\`` in single), as python-dotenv reads them."""
+    escapes = _ESCAPES[quote]
+    return re.sub(r"\\(.)", lambda m: escapes.get(m[1], m[0]), body)
+
+
 def parse_dotenv(text: str) -> dict[str, str]:
-    """Parse ``.env`` text: ``KEY=value`` lines, optional ``export``, quotes and ``#`` comments."""
+    """Parse ``.env`` text: ``KEY=value`` lines, optional ``export``, quotes and ``#`` comments
+    (after a quoted value too: ``KEY="value"  # note``)."""
     values: dict[str, str] = {}
     for raw in text.splitlines():
         line = raw.strip()
@@ -168,8 +185,9 @@ def parse_dotenv(text: str) -> dict[str, str]:
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             continue
         value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-            value = value[1:-1]
+        quoted = _QUOTED.fullmatch(value)
+        if quoted is not None:
+            value = _unquoted(quoted[1], quoted[2])
         else:
             value = re.split(r"\s+#", value, maxsplit=1)[0].rstrip()
         values[key] = value

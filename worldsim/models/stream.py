@@ -5,9 +5,10 @@ every chunk of a stream, costs more than the rest of a call); a value of an unex
 is ignored, as a missing one would be.
 
 A streamed reply is assembled from its chunks and only then redacted, since a key fragment can
-straddle two chunks. Every chunk counts as progress for the attempt's no-progress timeout, and
-`StreamState` keeps what an attempt has received so far, for the waiting report and for what a
-stream cut mid-way is charged.
+straddle two chunks. Every string taken from a reply passes the redaction: text, tool calls and
+their ids, finish reason, model, id and fingerprint. Every chunk counts as progress for the
+attempt's no-progress timeout, and `StreamState` keeps what an attempt has received so far,
+for the waiting report and for what a stream cut mid-way is charged.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ class Reply:
     system_fingerprint: str | None
     usage: Usage
     tool_calls: tuple[tuple[str, str, str], ...] = ()  # (id, name, arguments)
+    usage_reported: bool = True
+    """Whether the server reported ``usage`` (without it, ``usage`` is zeros)."""
+    charged_usd: float | None = None
+    """What the attempt was charged instead of its usage's cost (a reply that reported no
+    usage on a priced route: its reservation), ``None`` when charged its usage."""
 
 
 @dataclass(slots=True)
@@ -71,17 +77,18 @@ def reply_from_json(completion: object, number: int, redact: Callable[[str], str
         function = call.get("function")
         if call.get("type", "function") == "function" and isinstance(function, dict):
             name, arguments = _text(function, "name") or "", _text(function, "arguments") or ""
-            calls.append((_text(call, "id") or "", redact(name), redact(arguments)))
+            calls.append((redact(_text(call, "id") or ""), redact(name), redact(arguments)))
     usage = completion.get("usage")
     return Reply(
         attempt=number,
         tool_calls=tuple(calls),
         content=redact(_text(message, "content") or ""),
-        finish_reason=_text(choice, "finish_reason"),
+        finish_reason=_maybe(redact, _text(choice, "finish_reason")),
         model=_maybe(redact, _text(completion, "model")),
         id=_maybe(redact, _text(completion, "id")),
         system_fingerprint=_maybe(redact, _text(completion, "system_fingerprint")),
         usage=_usage(usage) if isinstance(usage, dict) else Usage(),
+        usage_reported=isinstance(usage, dict),
     )
 
 
@@ -96,7 +103,8 @@ async def read_stream(
     a choice.
 
     ``progress`` is called on every chunk. The usage comes from the final chunk
-    (``stream_options.include_usage``); a server that sends none leaves zeros.
+    (``stream_options.include_usage``); a server that sends none leaves zeros, and
+    ``usage_reported`` false.
     """
     text: list[str] = []
     calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
@@ -137,13 +145,14 @@ async def read_stream(
         attempt=number,
         content=redact("".join(text)),
         tool_calls=tuple(
-            (calls[i][0], redact(calls[i][1]), redact(calls[i][2])) for i in sorted(calls)
+            (redact(calls[i][0]), redact(calls[i][1]), redact(calls[i][2])) for i in sorted(calls)
         ),
-        finish_reason=finish,
+        finish_reason=_maybe(redact, finish),
         model=_maybe(redact, model),
         id=_maybe(redact, ident),
         system_fingerprint=_maybe(redact, fingerprint),
         usage=state.usage or Usage(),
+        usage_reported=state.usage is not None,
     )
 
 

@@ -13,7 +13,9 @@ the redactor as it arrives. What the request asks (output modes, tools, repairs)
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -128,10 +130,12 @@ class Transport:
         ``payload`` is sent as the server accepts it: ``max_tokens`` renamed and
         ``temperature`` dropped once a server refused them (a refusal is retried at once
         without). Each attempt holds its own worst case on the budget and settles it to what
-        it cost: the reply's cost, or, for an attempt cut mid-stream, the usage the server
-        reported for it, else (tokens had arrived, the count is unknown) its whole
-        reservation, which ``on_cut`` hears. No attempt is sent that does not fit, so a run
-        never spends past its cap. Every failed attempt goes to ``on_error``."""
+        it cost: the reply's cost (its whole reservation when it reported no usage: the
+        reply's ``charged_usd``), or, for an attempt cut mid-stream (a stream that ends without
+        a ``finish_reason`` included), the usage the server reported for it, else (tokens had
+        arrived, the count is unknown) its whole reservation, which ``on_cut`` hears. No
+        attempt is sent that does not fit, so a run never spends past its cap. Every failed
+        attempt goes to ``on_error``."""
         body = self._as_sent(payload)
         try:
             return await call_with_retries(
@@ -162,8 +166,9 @@ class Transport:
             ) from None
         except DeadlineReached as exc:
             entry = exc.entry
+            hint = "" if exc.rate_limited else self._hint(entry)
             raise CallFailed(
-                f"{entry.message} (after {entry.attempt} attempts)" + self._hint(entry), entry
+                f"{entry.message} (after {entry.attempt} attempts)" + hint, entry
             ) from None
 
     def _as_sent(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -262,6 +267,9 @@ class Transport:
             if cost is not None and bound > 0 and cost > bound + _ROUNDING_USD:
                 spend.settle(bound)  # the most the request could cost: what the cap counted on
                 raise self._over_reported(reply, cost, bound)
+            if cost is not None and bound > 0 and not reply.usage_reported:
+                spend.settle(bound)  # its usage is unknown: the most it could have cost
+                return dataclasses.replace(reply, charged_usd=bound)
             spend.settle(cost)
             return reply
 
@@ -312,6 +320,7 @@ class Transport:
         # behind the attempt's own no-progress timeout.
         options: Any = {"timeout": openai.Timeout(attempt.timeout_s + 5.0, connect=30.0)}
         number = attempt.number
+        completion: object = None
         try:
             reply: Reply | None
             if self.stream:
@@ -328,6 +337,13 @@ class Transport:
                     reply = await read_stream(chunks, number, self.redact, state, attempt.progress)
                 if reply is None:  # a server that ignored ``stream``: ask it without from now
                     self.stream = False
+                elif reply.finish_reason is None:  # the connection closed before the end
+                    entry = CallErrorEntry(
+                        attempt=number,
+                        kind="connection",
+                        message="the stream ended without a finish_reason: cut short",
+                    )
+                    raise TransientError(entry)
             else:
                 completion = await self.client.post(
                     "/chat/completions", cast_to=object, body=payload, options=options
@@ -341,10 +357,11 @@ class Transport:
                 raise TransientError(entry, retry_after) from exc
             raise CallFailed(f"{entry.kind}: {entry.message}", entry) from exc
         if reply is None:
-            entry = CallErrorEntry(
-                attempt=number, kind="bad_response", message="reply has no choices"
+            unread = isinstance(completion, str) and not _is_json(completion)
+            message = "reply was not JSON" if unread else "reply has no choices"
+            raise TransientError(
+                CallErrorEntry(attempt=number, kind="bad_response", message=message)
             )
-            raise TransientError(entry)
         return reply
 
     def _refusal(
@@ -363,3 +380,11 @@ class Transport:
                 send_temperature=self.send_temperature,
             ),
         )
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
