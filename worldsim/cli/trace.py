@@ -282,7 +282,8 @@ def verify(
         typer.Option(
             metavar="PARENT",
             help="For a continued run: verify PARENT too, through the same checks, and require "
-            "its head, canonical hash and particles at the cut to be the ones TRACE records.",
+            "its head, canonical hash, date, cut tick and particles at the cut to be the ones "
+            "TRACE records.",
         ),
     ] = None,
 ) -> None:
