@@ -440,3 +440,21 @@ def test_verify_parent_refuses_a_since_that_is_not_the_parents_date(tmp_path: Pa
     assert verify_trace(forged).complete
     checked = invoke("verify", forged, "--parent", parent.trace)
     assert checked.code == 1 and "parent.since" in checked.err and "2027-01-15" in checked.err
+
+
+def test_a_continued_run_records_the_interventions_dated_in_its_ticks(tmp_path: Path) -> None:
+    config = tmp_path / "veto.yaml"
+    iv = {"id": "veto", "kind": "event", "at": "2027-03-20T00:00:00Z", "title": "Veto"}
+    early = {"id": "early", "kind": "event", "at": "2027-01-20T00:00:00Z", "title": "Early"}
+    config.write_text(yaml.safe_dump({"interventions": [{**iv, "pressure": -0.9}, early]}))
+    made = invoke("run", NEWS_CARD, "--seed", "0", "--config", config, "--out", tmp_path)
+    assert made.code == 0, made.err
+    (parent,) = tmp_path.glob("*.jsonl")
+    assert invoke("run", "--continue", parent, "--as-of", "mid").code == 0
+    (child,) = tmp_path.glob("*__to*.jsonl")
+    recorded = [line.data.id for line in _records(child, "intervention")]
+    assert recorded == ["veto"]  # the early one lies before the cut tick
+    assert verify_trace(child).complete
+    replayed = invoke("replay", child)
+    assert "intervention veto (event) at 2027-03-20T00:00:00Z" in replayed.out
+    assert "— applied" in replayed.out
