@@ -458,3 +458,14 @@ def test_a_continued_run_records_the_interventions_dated_in_its_ticks(tmp_path: 
     replayed = invoke("replay", child)
     assert "intervention veto (event) at 2027-03-20T00:00:00Z" in replayed.out
     assert "— applied" in replayed.out
+
+
+def test_replay_shows_a_particle_that_ended_before_the_cut(tmp_path: Path) -> None:
+    parent = _parent(tmp_path)
+    child = _continue(parent.trace).trace
+    ticked = {line.tl for line in _records(child, "tick_committed")}
+    ended = [line.tl for line in _records(child, "particle") if line.tl not in ticked]
+    assert ended  # a timeline that settled or was pruned before the cut
+    shown = invoke("replay", child, "--timeline", ended[0])
+    assert shown.code == 0, shown.err
+    assert f"{ended[0]}: likelihood" in shown.out
