@@ -469,3 +469,14 @@ def test_replay_shows_a_particle_that_ended_before_the_cut(tmp_path: Path) -> No
     shown = invoke("replay", child, "--timeline", ended[0])
     assert shown.code == 0, shown.err
     assert f"{ended[0]}: likelihood" in shown.out
+
+
+def test_news_that_prunes_every_particle_names_the_trace_and_prune_below(tmp_path: Path) -> None:
+    parent = _parent(tmp_path, prune_below=0.99)
+    with pytest.raises(NewsLeavesNoPath) as stopped:
+        _continue(parent.trace)
+    (path,) = tmp_path.glob("*__to*.jsonl")
+    assert stopped.value.file == str(path) and "prune_below 0.99" in stopped.value.message
+    resumed = invoke("run", "--resume", path)
+    assert resumed.code == 2 and str(path) in resumed.err and "prune_below 0.99" in resumed.err
+    assert "before its news was weighed" not in resumed.err

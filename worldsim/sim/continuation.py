@@ -215,7 +215,10 @@ class ContinuingEngine(Engine):
             )
         except NoSurvivors as exc:
             raise NewsLeavesNoPath(
-                f"the news up to {utc_iso(cont.as_of)} leaves no timeline: {exc}"
+                f"the news up to {utc_iso(cont.as_of)} leaves no timeline: {exc}; the cause is "
+                f"the policy's prune_below {prune_below} (the parent's policy): continue a run "
+                "whose policy sets a lower one",
+                file=writer.path,
             ) from None
         await writer.emit(
             "reweighting",
