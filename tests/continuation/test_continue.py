@@ -391,3 +391,92 @@ def test_the_assessor_prompt_sees_exactly_the_names_its_file_is_checked_against(
     monkeypatch.setattr(PromptRole, "render", recording)
     _continue(parent.trace, model_source=_Assessor({}))
     assert seen == {"AssessmentOutput": set(TEMPLATE_NAMES["AssessmentOutput"])}
+
+
+def _set_news(index: int, **fields: Any) -> Any:
+    def edit(records: list[dict[str, Any]]) -> None:
+        news = [r for r in records if r["type"] == "news"]
+        news[index]["data"].update(fields)
+
+    return edit
+
+
+def _set_since(since: str) -> Any:
+    def edit(records: list[dict[str, Any]]) -> None:
+        records[0]["data"]["parent"]["since"] = since
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (_set_news(-1, published_at="2027-03-05T08:00:00Z"), r"not in \[since"),
+        (_set_news(0, published_at="2027-01-10T08:00:00Z"), r"not in \[since"),
+        (_set_news(0, text_sha256="0" * 64), "text_sha256 differ"),
+        (_set_news(1, title="Commuters welcome the toll"), "title differ"),
+        (_set_news(1, stance=0.9), "stance differ"),
+        (_set_since("2027-01-20T00:00:00Z"), "news lark-02"),
+    ],
+)
+def test_verify_refuses_forged_news_naming_its_line(edit: Any, says: str, tmp_path: Path) -> None:
+    parent = _parent(tmp_path)
+    child = _continue(parent.trace)
+    forged = tmp_path / "forged.jsonl"
+    forge(child.trace, forged, edit)
+    with pytest.raises(TraceError, match=says) as refused:
+        verify_trace(forged)
+    assert refused.value.line is not None
+    checked = invoke("verify", forged, "--parent", parent.trace)
+    assert checked.code == 1 and f"{forged}:{refused.value.line}: " in checked.err
+    assert invoke("replay", forged).code == 1
+
+
+def test_verify_parent_refuses_a_since_that_is_not_the_parents_date(tmp_path: Path) -> None:
+    parent = _parent(tmp_path)
+    child = _continue(parent.trace)
+    forged = tmp_path / "forged.jsonl"
+    forge(child.trace, forged, _set_since("2027-01-16T00:00:00Z"))  # no news moves out
+    assert verify_trace(forged).complete
+    checked = invoke("verify", forged, "--parent", parent.trace)
+    assert checked.code == 1 and "parent.since" in checked.err and "2027-01-15" in checked.err
+
+
+def test_a_continued_run_records_the_interventions_dated_in_its_ticks(tmp_path: Path) -> None:
+    config = tmp_path / "veto.yaml"
+    iv = {"id": "veto", "kind": "event", "at": "2027-03-20T00:00:00Z", "title": "Veto"}
+    early = {"id": "early", "kind": "event", "at": "2027-01-20T00:00:00Z", "title": "Early"}
+    config.write_text(yaml.safe_dump({"interventions": [{**iv, "pressure": -0.9}, early]}))
+    made = invoke("run", NEWS_CARD, "--seed", "0", "--config", config, "--out", tmp_path)
+    assert made.code == 0, made.err
+    (parent,) = tmp_path.glob("*.jsonl")
+    assert invoke("run", "--continue", parent, "--as-of", "mid").code == 0
+    (child,) = tmp_path.glob("*__to*.jsonl")
+    recorded = [line.data.id for line in _records(child, "intervention")]
+    assert recorded == ["veto"]  # the early one lies before the cut tick
+    assert verify_trace(child).complete
+    replayed = invoke("replay", child)
+    assert "intervention veto (event) at 2027-03-20T00:00:00Z" in replayed.out
+    assert "— applied" in replayed.out
+
+
+def test_replay_shows_a_particle_that_ended_before_the_cut(tmp_path: Path) -> None:
+    parent = _parent(tmp_path)
+    child = _continue(parent.trace).trace
+    ticked = {line.tl for line in _records(child, "tick_committed")}
+    ended = [line.tl for line in _records(child, "particle") if line.tl not in ticked]
+    assert ended  # a timeline that settled or was pruned before the cut
+    shown = invoke("replay", child, "--timeline", ended[0])
+    assert shown.code == 0, shown.err
+    assert f"{ended[0]}: likelihood" in shown.out
+
+
+def test_news_that_prunes_every_particle_names_the_trace_and_prune_below(tmp_path: Path) -> None:
+    parent = _parent(tmp_path, prune_below=0.99)
+    with pytest.raises(NewsLeavesNoPath) as stopped:
+        _continue(parent.trace)
+    (path,) = tmp_path.glob("*__to*.jsonl")
+    assert stopped.value.file == str(path) and "prune_below 0.99" in stopped.value.message
+    resumed = invoke("run", "--resume", path)
+    assert resumed.code == 2 and str(path) in resumed.err and "prune_below 0.99" in resumed.err
+    assert "before its news was weighed" not in resumed.err

@@ -73,6 +73,8 @@ def replay(
     reading = Verifying(trace, on_step=rebuilt)
     for line in reading:
         seen.note(line)
+        if line.tl is not None and line.type in _TIMELINE_TYPES:
+            seen_timelines.add(line.tl)
     result = reading.result
     _torn_note(result.torn_line)
     if seen.direct:
@@ -134,6 +136,11 @@ def _no_extraction(why: str, json_out: bool) -> None:
         sys.stdout.write(json.dumps({"extraction": None, "note": msg}) + "\n")
     else:
         out_console.print(msg)
+
+
+_TIMELINE_TYPES = frozenset({"particle", "timeline_started", "timeline_ended"})
+"""Records that name a timeline of the trace (a continued run's particle ended before its cut
+runs no tick in it)."""
 
 
 class _Seen:
@@ -282,7 +289,8 @@ def verify(
         typer.Option(
             metavar="PARENT",
             help="For a continued run: verify PARENT too, through the same checks, and require "
-            "its head, canonical hash and particles at the cut to be the ones TRACE records.",
+            "its head, canonical hash, date, cut tick and particles at the cut to be the ones "
+            "TRACE records.",
         ),
     ] = None,
 ) -> None:

@@ -41,6 +41,7 @@ from worldsim.sim.resume import resume_config
 from worldsim.sim.scheduler import Engine, Observer
 from worldsim.sim.session import EngineOptions, check_trace_target, prepare, run_engine
 from worldsim.sim.settlement import RunResult
+from worldsim.trace.data import InterventionData
 from worldsim.trace.lineage import LikelihoodData, ParentRef, ReweightingData, ReweightRow
 from worldsim.trace.writer import TraceWriter
 from worldsim.world.build import WorldSource, tick_dates, tick_of
@@ -67,7 +68,8 @@ def continued_name(name: str, as_of: datetime) -> str:
 
 class Continuation:
     """What continuing ``parent`` to ``as_of`` needs, read and checked before any file is
-    written: the parent's settings, the cut tick, the particles and the new run's config."""
+    written: the parent's settings, the cut tick, the particles, the parent's interventions
+    dated in the ticks still to run and the new run's config."""
 
     def __init__(self, parent: Path, as_of: datetime, models: ModelConfig | None = None) -> None:
         trace, result = verified_parent(parent)
@@ -104,6 +106,11 @@ class Continuation:
                 file=parent,
             )
         self.values = parent_values(trace, [p.id for p in self.particles])
+        self.interventions: tuple[InterventionData, ...] = tuple(
+            line.data
+            for line in trace.effective
+            if line.type == "intervention" and line.data.tick >= self.tick
+        )
         self.config = config.model_copy(update={"forecast_date": as_of})
         self.ref = ParentRef(
             run=trace.run_id,
@@ -147,6 +154,8 @@ class ContinuingEngine(Engine):
         header["prompt_versions"] = {**header["prompt_versions"], spec.name: spec.version}
         header["routes"] = {**header["routes"], spec.name: str(route)}
         await writer.emit("run_started", header)
+        for intervention in cont.interventions:
+            await writer.emit("intervention", intervention)
         for p in cont.particles:
             await writer.emit("particle", p.data, tl=p.id)
         settings = self.policy.news
@@ -206,7 +215,10 @@ class ContinuingEngine(Engine):
             )
         except NoSurvivors as exc:
             raise NewsLeavesNoPath(
-                f"the news up to {utc_iso(cont.as_of)} leaves no timeline: {exc}"
+                f"the news up to {utc_iso(cont.as_of)} leaves no timeline: {exc}; the cause is "
+                f"the policy's prune_below {prune_below} (the parent's policy): continue a run "
+                "whose policy sets a lower one",
+                file=writer.path,
             ) from None
         await writer.emit(
             "reweighting",

@@ -10,7 +10,6 @@ The re-weighting itself is :func:`worldsim.world.particles.reweigh`.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -21,7 +20,7 @@ from worldsim.domain.outputs import AssessmentOutput, NewsLikelihood
 from worldsim.gateway.documents import StoredDocument
 from worldsim.roles.prompts import PromptRole
 from worldsim.sim.particles import Particle
-from worldsim.trace.lineage import DocumentLikelihood, LikelihoodData, NewsData
+from worldsim.trace.lineage import DocumentLikelihood, LikelihoodData, NewsData, news_data
 from worldsim.world.particles import likelihood_product
 from worldsim.world.views import NewsContext, NewsItem, RoleView
 
@@ -48,14 +47,7 @@ def news_items(docs: Sequence[StoredDocument]) -> tuple[NewsItem, ...]:
 
 def news_record(item: NewsItem) -> NewsData:
     """A document of news as the trace records it: its text by hash (the card holds it)."""
-    return NewsData(
-        id=item.id,
-        published_at=utc_iso(item.published_at),
-        title=item.title,
-        stance=item.stance,
-        source=item.source,
-        text_sha256=hashlib.sha256(item.text.encode("utf-8")).hexdigest(),
-    )
+    return news_data(item.id, item.published_at, item.title, item.text, item.stance, item.source)
 
 
 def _variables(context: NewsContext, particle: Particle) -> dict[str, object]:

@@ -12,6 +12,7 @@ every fork it made in the parent).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +175,32 @@ def parent_values(trace: Trace, particles: list[str]) -> list[float] | None:
     return [values[p] for p in particles]
 
 
+def _check_cut(child: Trace, parent: Trace, ref: ParentRef) -> None:
+    """The parent reference's run, origin, since and cut tick are the parent's: its run id,
+    its calendar's origin, its date and the tick that holds the continued run's date."""
+    from worldsim.domain.cards import utc_iso
+    from worldsim.sim.resume import resume_config
+    from worldsim.world.build import tick_of
+
+    config = resume_config(parent, None)
+    own = parent.started.parent
+    origin = datetime.fromisoformat(own.origin) if own is not None else config.world_card.as_of
+    calendar = config.card.model_copy(update={"as_of": origin})
+    want = {
+        "run": parent.run_id,
+        "origin": utc_iso(origin),
+        "since": utc_iso(config.gateway_cutoff),
+        "tick": tick_of(calendar, config.effective_ticks, datetime.fromisoformat(ref.as_of)),
+    }
+    for name, value in want.items():
+        if getattr(ref, name) != value:
+            raise TraceError(
+                f"run_started.parent.{name} is {getattr(ref, name)}; the parent's is {value}",
+                file=child.path,
+                line=1,
+            )
+
+
 def check_lineage(child: Trace, parent_path: Path) -> ParentRef:
     """``verify --parent``: the parent verifies through the same gate, its head and canonical
     hash are the ones the continued run names, and each particle's digest and mass at the cut
@@ -198,6 +225,7 @@ def check_lineage(child: Trace, parent_path: Path) -> ParentRef:
             f"{ref.canonical}",
             file=parent_path,
         )
+    _check_cut(child, parent, ref)
     expected = {p.id: p.data for p in parent_particles(parent, ref.tick)}
     recorded = {line.tl: line.data for line in child.effective if line.type == "particle"}
     if list(expected) != list(recorded):

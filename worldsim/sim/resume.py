@@ -84,6 +84,10 @@ def holds_world(path: Path) -> bool:
         return False
 
 
+_NO_PATH = "NewsLeavesNoPath"
+"""The failure of a continued run whose news prunes every particle: the same news would again."""
+
+
 class Cut:
     """Where a resumable trace was cut off: the effective lines kept and how many were voided.
 
@@ -94,6 +98,15 @@ class Cut:
     def __init__(self, trace: Trace) -> None:
         if trace.complete:
             raise ConfigError("the run is complete; there is nothing to resume", file=trace.path)
+        failed = trace.terminal
+        if failed is not None and failed.type == "run_failed" and failed.data.kind == _NO_PATH:
+            prune_below = trace.started.policy.get("prune_below")
+            raise ConfigError(
+                "the continued run cannot be resumed: its news left no timeline, every "
+                f"particle falling below the policy's prune_below {prune_below} (the "
+                "parent's policy); continue a run whose policy sets a lower one",
+                file=trace.path,
+            )
         if not has_world(trace):
             raise ConfigError(
                 "the run stopped before its world was initialized; start it again instead"

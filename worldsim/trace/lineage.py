@@ -13,10 +13,13 @@ arithmetic `verify` checks. The models join the trace's one record union
 
 from __future__ import annotations
 
+import hashlib
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field
 
+from worldsim.domain.cards import utc_iso
 from worldsim.domain.values import FrozenModel
 
 __all__ = [
@@ -27,6 +30,7 @@ __all__ = [
     "ParticleData",
     "ReweightRow",
     "ReweightingData",
+    "news_data",
 ]
 
 
@@ -74,6 +78,25 @@ class NewsData(FrozenModel):
     stance: float | None
     source: str | None = None
     text_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+def news_data(
+    id: str,
+    published_at: datetime,
+    title: str,
+    text: str,
+    stance: float | None,
+    source: str | None,
+) -> NewsData:
+    """A document of news as the trace records it: its text by hash (the card holds it)."""
+    return NewsData(
+        id=id,
+        published_at=utc_iso(published_at),
+        title=title,
+        stance=stance,
+        source=source,
+        text_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+    )
 
 
 class DocumentLikelihood(FrozenModel):

@@ -200,6 +200,8 @@ def replay_lines(
 
     for line in lines:
         t = line.type
+        if t == "run_started":
+            particles.start(line)
         if t in _CONTINUATION:
             particles.note(line, cursors)
             world = world or particles.world

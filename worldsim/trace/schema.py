@@ -178,13 +178,19 @@ canonical hash (the pins of `tests/test_canonical_pins.py` follow them):
 * **Continued runs** (`worldsim run --continue`, docs/concepts.md). `run_started` gains
   `parent` (absent unless the run continues another: its run id, path, head, canonical hash,
   the cut tick, the new date, the calendar's origin and the parent's cut-off), and four record
-  types join: `particle`, `news`, `likelihood` and `reweighting`. A continued trace has no
-  `world_initialized`: each particle's state is in its `particle` record, its mass becomes the
-  `reweighting` posterior, and its ticks run on from the cut. Replay checks each particle's
-  digest, that each likelihood is the product of its documents' (each `max(epsilon, raw)`, in
-  news order), that the re-weighting is `m·L / Σ m·L` with its pruning and that
-  `p_yes_reweighted` is Σ w·v over the particles' recorded values, exactly (`verify --parent`
-  checks each value against the parent's subtree). The
+  types join: `particle`, `news`, `likelihood` and `reweighting`. A continued trace records
+  again, before its particles, the parent's `intervention` records dated at or after the cut
+  tick (the particles' states already schedule them). It has no `world_initialized`: each
+  particle's state is in its `particle` record, its mass becomes the `reweighting` posterior,
+  and its ticks run on from the cut. Replay checks that the parent's cut-off lies in [origin,
+  the new date), that each `news` record is published in [since, as_of), in date-then-id
+  order, and, when the card holds its evidence, that the news is exactly the card's documents
+  in that window (at most `max_news`), each with its title, stance, source and text hash; it
+  checks each particle's digest, that each likelihood is the product of its documents' (each
+  `max(epsilon, raw)`, in news order), that the re-weighting is `m·L / Σ m·L` with its pruning
+  and that `p_yes_reweighted` is Σ w·v over the particles' recorded values, exactly
+  (`verify --parent` checks each value against the parent's subtree, and the parent's run id,
+  origin, cut-off and cut tick against the parent). The
   canonical hash covers the parent's canonical hash, cut tick and date, not its head. The
   policy gains `max_news`, `prune_below` and `news_strength`, written only when set: no
   canonical hash moved.
