@@ -97,6 +97,23 @@ def test_the_cli_resumes_a_continuation_whose_parent_moved_beside_it(tmp_path: P
     assert verify_trace(path, canonical=True).canonical == want
 
 
+def test_a_resume_passes_over_another_run_at_the_recorded_path_for_the_parent_beside(
+    tmp_path: Path,
+) -> None:
+    """Another run of the parent's name at the recorded path, the parent itself beside the
+    continued trace: the resume found the first, and refused."""
+    parent, whole = _whole(tmp_path / "made")
+    beside = tmp_path / "elsewhere"
+    beside.mkdir()
+    shutil.copy(parent, beside / parent.name)
+    path = beside / "cut.jsonl"
+    path.write_bytes(whole.blob[: whole.end + (len(whole.blob) - whole.end) // 2])
+    _parent(tmp_path / "made", overwrite=True, max_active=2)  # another run, at the recorded path
+    resumed = invoke("run", "--resume", path)
+    assert resumed.code == 0, resumed.err
+    assert verify_trace(path, canonical=True).canonical == whole.canonical
+
+
 def test_a_continuation_is_not_resumed_from_a_missing_or_another_parent(tmp_path: Path) -> None:
     parent, whole = _whole(tmp_path / "made")
     blob, end = whole.blob, whole.end

@@ -114,7 +114,7 @@ class Continuation:
         self.config = config.model_copy(update={"forecast_date": as_of})
         self.ref = ParentRef(
             run=trace.run_id,
-            path=str(parent),
+            path=str(Path(parent).absolute()),  # found again from any folder
             head=str(result.head),
             canonical=str(result.canonical),
             tick=self.tick,

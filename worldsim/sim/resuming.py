@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 
 from worldsim.domain.config import ModelConfig, RunConfig
-from worldsim.domain.errors import ConfigError
+from worldsim.domain.errors import ConfigError, WorldsimError
 from worldsim.gateway.gateway import check_evidence
 from worldsim.models.pool import Shared
 from worldsim.models.recorded import RecordedReplies
@@ -156,21 +156,29 @@ def _continuation(
     if ref is None:
         return None
     places = dict.fromkeys((Path(ref.path), trace.path.parent / Path(ref.path).name))
-    found = next((place for place in places if place.is_file()), None)
-    if found is None:
+    found = [place for place in places if place.is_file()]
+    if not found:
         raise ConfigError(
             "resuming a continued run reads its parent, which is at none of "
             f"{', '.join(map(str, places))}: put the parent trace back",
             file=trace.path,
         )
-    continued = Continuation(found, datetime.fromisoformat(ref.as_of), models)
-    if continued.ref.model_dump(exclude={"path"}) != ref.model_dump(exclude={"path"}):
-        raise ConfigError(
-            f"{found} is not the run this one continued (its head, canonical hash or cut differs)",
-            file=trace.path,
-        )
-    continued.config = config
-    return continued
+    for i, place in enumerate(found):  # another run of the parent's name may sit in either
+        try:
+            continued = Continuation(place, datetime.fromisoformat(ref.as_of), models)
+        except WorldsimError:
+            if i + 1 < len(found):
+                continue  # not a run this one could continue: the other place may hold it
+            raise
+        if continued.ref.model_dump(exclude={"path"}) == ref.model_dump(exclude={"path"}):
+            continued.config = config
+            return continued
+    which = " and ".join(map(str, found))
+    raise ConfigError(
+        f"{which} {'is' if len(found) == 1 else 'are'} not the run this one continued (its "
+        "head, canonical hash or cut differs): put the parent trace back",
+        file=trace.path,
+    )
 
 
 def _check_prompts(trace: Trace, specs: Iterable[RoleSpec]) -> None:
