@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from tests.support import DEMO_CARD, invoke
 from worldsim.domain.cards import load_card
-from worldsim.domain.config import CONDITIONS, DEFAULT_TICKS, Intervention, RunConfig
+from worldsim.domain.config import CONDITIONS, DEFAULT_TICKS, RunConfig
+from worldsim.domain.interventions import Intervention
 from worldsim.domain.policy import load_policy
 from worldsim.sim.plan import trace_name
 from worldsim.world.extraction import EXTRACTION_RULES

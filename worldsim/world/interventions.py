@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from worldsim.domain.cards import Card, utc_iso
-from worldsim.domain.config import Intervention
+from worldsim.domain.interventions import Intervention
 from worldsim.world.build import tick_of
 from worldsim.world.state import Scalar, ScheduledEvent, WorldState
 
