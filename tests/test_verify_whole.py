@@ -51,3 +51,30 @@ def test_a_replay_leaves_the_collectors_pace_to_the_program(
         result = verify_module.replay(trace)
     assert result.recomputed is not None and result.recorded == result.recomputed
     assert seen == [700]
+
+
+@pytest.mark.parametrize(
+    ("shift", "says"),
+    [("2027-02-01T00:00:00Z", "is dated 2027-02-01T00:00:00Z, not"), (None, "outside the run's")],
+    ids=["another date", "another tick"],
+)
+def test_a_tick_off_the_runs_calendar_is_refused(
+    branching_demo_trace: Path, tmp_path: Path, shift: str | None, says: str
+) -> None:
+    """A tick's date follows from the card and the run's ticks: a re-chained trace that moves
+    one (or numbers a tick past the last) was verified."""
+
+    def edit(records: list[dict[str, object]]) -> None:
+        first = next(r for r in records if r["type"] == "tick_started")
+        if shift is not None:
+            first["data"]["date"] = shift  # type: ignore[index]
+        else:
+            ticks = next(r for r in records if r["type"] == "run_started")["data"]["ticks"]  # type: ignore[index]
+            for r in records:
+                if r.get("tl") == first["tl"] and r.get("tick") == first["tick"]:
+                    r["tick"] = ticks
+
+    forged = tmp_path / "forged.jsonl"
+    forge(branching_demo_trace, forged, edit)
+    with pytest.raises(TraceError, match=says):
+        verify_trace(forged)

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from worldsim.domain.cards import parse_utc, utc_iso
 from worldsim.domain.errors import StateError, TraceError
 from worldsim.domain.outputs import ChoiceForecastOutput, ForecastOutput
 from worldsim.models.schema import extract_json
@@ -151,6 +152,22 @@ class ReplayResult:
         return self.recorded is not None and self.recorded == self.recomputed
 
 
+def _calendar(started: TraceLine) -> list[str]:
+    """Each tick's date, as the engine gives it: the run's ticks spread evenly from its
+    origin (a continued run's parent's, else its forecast date or its card's as-of) to the
+    card's deadline. Empty for a run of no ticks (a direct forecast)."""
+    data = started.data
+    try:
+        parent = getattr(data, "parent", None)
+        start = parent.origin if parent is not None else data.forecast_date or data.card["as_of"]
+        origin, deadline = parse_utc(start), parse_utc(data.card["deadline"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise started.error(f"the run's calendar cannot be read: {exc}") from None
+    ticks = data.ticks
+    step = (deadline - origin) / ticks if ticks else None
+    return [utc_iso(origin + k * step) for k in range(ticks)] if step is not None else []
+
+
 def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:
     """Yield each rebuilt tick in trace order, then ``("extraction", (recorded, leaves,
     line))``, ``line`` the number of the recorded extraction's line.
@@ -198,10 +215,12 @@ def replay_lines(
     recorded: ExtractionData | None = None
     recorded_at: int | None = None
 
+    calendar: list[str] = []
     for line in lines:
         t = line.type
         if t == "run_started":
             particles.start(line)
+            calendar = _calendar(line)
         if t in _CONTINUATION:
             particles.note(line, cursors)
             world = world or particles.world
@@ -248,6 +267,13 @@ def replay_lines(
                     raise line.error(f"record for unknown timeline {tl}")
                 cursor = found
                 if t == "tick_started":
+                    if tick is None or not 0 <= tick < len(calendar):
+                        raise line.error(f"tick {tick} is outside the run's {len(calendar)} ticks")
+                    if rec.data.date != calendar[tick]:
+                        raise line.error(
+                            f"tick {tick} is dated {rec.data.date}, not {calendar[tick]}: "
+                            "the run's calendar"
+                        )
                     cursor.date = rec.data.date
                     cursor.observations = tuple(rec.data.observations)
                     cursor.before = cursor.state

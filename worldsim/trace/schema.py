@@ -113,7 +113,8 @@ more:
   every path mass, each committed tick's ledger, pressure and `p_yes_now` (the rebuilt state's)
   and status (a timeline ends as its last commit says), the recorded extraction recomputed from
   the leaves, the final record and the audit agreeing with the extraction, the forecast graph's
-  digest. A rewrite that keeps
+  digest, each tick's date on the run's calendar, a continued run's news against its card and
+  parent reference. A rewrite that keeps
   these consistent (another card id or method label, other audit counts, an added retrieval, a
   consistent but different forecast) passes it.
 * **The seal** protects the last line, which no following `prev` covers: a trace whose last
