@@ -19,7 +19,8 @@ from worldsim.domain.errors import NewsLeavesNoPath, TraceError
 from worldsim.domain.policy import load_policy
 from worldsim.offline import OfflineModel
 from worldsim.sim.continuation import continue_run
-from worldsim.sim.particles import check_lineage, parent_particles
+from worldsim.sim.lineage import check_lineage
+from worldsim.sim.particles import parent_particles
 from worldsim.sim.session import run_card
 from worldsim.sim.settlement import RunResult
 from worldsim.testing import ScriptedModel

@@ -77,7 +77,7 @@ class Lineage:
 
 def check_parent(child: Path, parent: Path) -> str:
     """``verify --parent``: the lineage check, one line to say what was checked."""
-    from worldsim.sim.particles import check_lineage
+    from worldsim.sim.lineage import check_lineage
     from worldsim.trace.reader import read_trace
 
     ref = check_lineage(read_trace(child), parent)

@@ -188,7 +188,7 @@ def _with_news(
     ref: Mapping[str, Any],
     value: Callable[[Leaf], float],
 ) -> Attribution:
-    from worldsim.sim.particles import check_lineage
+    from worldsim.sim.lineage import check_lineage
     from worldsim.trace.reader import read_trace
 
     where = parent_path(result.trace, ref["path"], ref["head"])

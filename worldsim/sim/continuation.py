@@ -28,6 +28,7 @@ from worldsim.models import LeakageGuard
 from worldsim.models.tracing import traced
 from worldsim.roles.prompts import PromptRole
 from worldsim.roles.registry import RoleSpec, get_role
+from worldsim.sim.lineage import calendar_of
 from worldsim.sim.news import assess, news_items, news_record
 from worldsim.sim.particles import (
     Particle,
@@ -78,8 +79,8 @@ class Continuation:
             raise ConfigError(
                 "a near_resolution run sees past its date; it cannot be continued", file=parent
             )
-        ref = trace.started.parent
-        origin = datetime.fromisoformat(ref.origin) if ref is not None else config.world_card.as_of
+        calendar = calendar_of(trace, config)
+        origin = calendar.as_of
         since = config.gateway_cutoff
         card = config.card
         if not since < as_of < card.deadline:
@@ -88,7 +89,6 @@ class Continuation:
                 f"the deadline {utc_iso(card.deadline)}",
                 field="as_of",
             )
-        calendar = card.model_copy(update={"as_of": origin})
         ticks = config.effective_ticks
         self.tick = tick_of(calendar, ticks, as_of)
         self.dates = tick_dates(calendar, ticks)
