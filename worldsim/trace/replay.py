@@ -18,6 +18,7 @@ from worldsim.trace.audit import MASS_TOLERANCE
 from worldsim.trace.particles import ParticleCheck
 from worldsim.trace.reader import Trace, TraceLine
 from worldsim.trace.records import TICK_TYPES, ExtractionData
+from worldsim.world.build import spread_dates
 from worldsim.world.extraction import Leaf, extract
 from worldsim.world.outcome import DIRECT_RULE, direct_extraction, direct_options
 from worldsim.world.state import (
@@ -155,7 +156,8 @@ class ReplayResult:
 def _calendar(started: TraceLine) -> list[str]:
     """Each tick's date, as the engine gives it: the run's ticks spread evenly from its
     origin (a continued run's parent's, else its forecast date or its card's as-of) to the
-    card's deadline. Empty for a run of no ticks (a direct forecast)."""
+    card's deadline, as :func:`~worldsim.world.build.tick_dates` spreads them. Empty for a
+    run of no ticks (a direct forecast)."""
     data = started.data
     try:
         parent = getattr(data, "parent", None)
@@ -163,9 +165,7 @@ def _calendar(started: TraceLine) -> list[str]:
         origin, deadline = parse_utc(start), parse_utc(data.card["deadline"])
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise started.error(f"the run's calendar cannot be read: {exc}") from None
-    ticks = data.ticks
-    step = (deadline - origin) / ticks if ticks else None
-    return [utc_iso(origin + k * step) for k in range(ticks)] if step is not None else []
+    return [utc_iso(date) for date in spread_dates(origin, deadline, data.ticks)]
 
 
 def replay_steps(trace: Trace) -> Iterator[TickStep | tuple[str, Any]]:

@@ -28,6 +28,7 @@ __all__ = [
     "own_world_source",
     "prior_of",
     "prior_pressure",
+    "spread_dates",
     "tick_dates",
     "tick_of",
     "world_seeds",
@@ -49,8 +50,13 @@ world (a card without seeds on the offline route, or whose initializer call fail
 
 def tick_dates(card: Card, ticks: int) -> list[datetime]:
     """Each tick's simulated date: the start of its interval. Never the wall clock."""
-    step = (card.deadline - card.as_of) / ticks
-    return [card.as_of + k * step for k in range(ticks)]
+    return spread_dates(card.as_of, card.deadline, ticks)
+
+
+def spread_dates(start: datetime, end: datetime, ticks: int) -> list[datetime]:
+    """The starts of ``ticks`` equal intervals from ``start`` to ``end`` (none for 0 ticks)."""
+    step = (end - start) / ticks if ticks else None
+    return [start + k * step for k in range(ticks)] if step is not None else []
 
 
 def generic_seeds(card: Card) -> Seeds:
