@@ -213,4 +213,5 @@ def test_a_study_refuses_an_intervention_before_a_jobs_forecast_date(tmp_path: P
     done = invoke("batch", manifest, "--out", study)
     assert done.code == 2 and not study.exists()
     assert f"{manifest}: field 'methods.0.run.interventions.0'" in done.err
-    assert "'veto' at 2027-02-20T00:00:00Z is before forecast date late" in done.err
+    assert "'veto' at 2027-02-20T00:00:00+00:00 is outside the run [2027-03-" in done.err
+    assert "(forecast date late of card 'merger-review')" in done.err

@@ -37,7 +37,7 @@ from worldsim.domain.cards import Card, UtcDatetime, load_card, utc_iso
 from worldsim.domain.contracts import EXTRACTION_RULES
 from worldsim.domain.errors import ConfigError
 from worldsim.domain.files import first_error, load_mapping
-from worldsim.domain.interventions import Intervention
+from worldsim.domain.interventions import Intervention, check_against
 from worldsim.domain.policy import BranchPolicy, load_policy, policy_file
 
 __all__ = [
@@ -202,12 +202,6 @@ class ModelConfig(_Frozen):
         return strict
 
 
-def _at(index: int, message: str) -> ConfigError:
-    """A rule of the run broken by intervention ``index``: named as its own field, as a rule of
-    the intervention alone is (pydantic would name the whole list)."""
-    return ConfigError(message, field=f"interventions.{index}")
-
-
 class RunConfig(_Frozen):
     """Everything that determines a run's result: the card, the policy, the seed, the roles and
     the models. Where the trace goes is not part of it."""
@@ -290,28 +284,7 @@ class RunConfig(_Frozen):
             return interventions  # the card's own error is reported
         forecast_date = info.data.get("forecast_date")
         start = forecast_date if isinstance(forecast_date, datetime) else card.as_of
-        hypotheses = {h.id for h in card.seeds.hypotheses} if card.seeds else set()
-        scored = {ep.id for ep in card.scored_endpoints}
-        seen: set[str] = set()
-        for i, iv in enumerate(interventions):
-            if iv.id in seen:
-                raise _at(i, f"id '{iv.id}' given twice")
-            seen.add(iv.id)
-            if not start <= iv.at < card.deadline:
-                raise _at(
-                    i,
-                    f"'{iv.id}' at {iv.at.isoformat()} is outside the run "
-                    f"[{start.isoformat()}, {card.deadline.isoformat()})",
-                )
-            if iv.kind == "hypothesis" and iv.hypothesis not in hypotheses:
-                raise _at(i, f"the card has no hypothesis '{iv.hypothesis}' to force")
-            unscored = sorted(set(iv.pressure) - scored) if isinstance(iv.pressure, dict) else []
-            if iv.kind == "event" and unscored:
-                raise _at(
-                    i,
-                    f"'{iv.id}' pushes '{unscored[0]}', which is not a scored endpoint "
-                    f"of the card (pressure moves {', '.join(sorted(scored))})",
-                )
+        check_against(interventions, card, start)
         return interventions
 
     @property

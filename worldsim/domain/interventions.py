@@ -4,6 +4,8 @@ each checked alone here and against the card by :class:`worldsim.domain.config.R
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import (
@@ -18,9 +20,10 @@ from pydantic import (
 )
 
 from worldsim.domain import bounds
-from worldsim.domain.cards import UtcDatetime
+from worldsim.domain.cards import Card, UtcDatetime
+from worldsim.domain.errors import ConfigError
 
-__all__ = ["Intervention"]
+__all__ = ["Intervention", "check_against"]
 
 _NOT_FOR: dict[str, tuple[str, ...]] = {
     "event": ("hypothesis", "variable", "value"),
@@ -97,3 +100,37 @@ class Intervention(BaseModel):
                     f"±{bounds.MAX_PRESSURE:g} (a card event's bound)"
                 )
         return self
+
+
+def check_against(interventions: Sequence[Intervention], card: Card, start: datetime) -> None:
+    """Refuse an intervention the run of ``card`` from ``start`` cannot apply: one outside
+    [``start``, the deadline), a hypothesis the card does not have, a pressure on an endpoint it
+    does not score, an id given twice; a `ConfigError` naming ``interventions.N``."""
+    hypotheses = {h.id for h in card.seeds.hypotheses} if card.seeds else set()
+    scored = {ep.id for ep in card.scored_endpoints}
+    seen: set[str] = set()
+    for i, iv in enumerate(interventions):
+        if iv.id in seen:
+            raise _at(i, f"id '{iv.id}' given twice")
+        seen.add(iv.id)
+        if not start <= iv.at < card.deadline:
+            raise _at(
+                i,
+                f"'{iv.id}' at {iv.at.isoformat()} is outside the run "
+                f"[{start.isoformat()}, {card.deadline.isoformat()})",
+            )
+        if iv.kind == "hypothesis" and iv.hypothesis not in hypotheses:
+            raise _at(i, f"the card has no hypothesis '{iv.hypothesis}' to force")
+        unscored = sorted(set(iv.pressure) - scored) if isinstance(iv.pressure, dict) else []
+        if iv.kind == "event" and unscored:
+            raise _at(
+                i,
+                f"'{iv.id}' pushes '{unscored[0]}', which is not a scored endpoint "
+                f"of the card (pressure moves {', '.join(sorted(scored))})",
+            )
+
+
+def _at(index: int, message: str) -> ConfigError:
+    """A rule of the run broken by intervention ``index``: named as its own field, as a rule of
+    the intervention alone is (pydantic would name the whole list)."""
+    return ConfigError(message, field=f"interventions.{index}")

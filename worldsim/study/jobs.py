@@ -15,6 +15,7 @@ from pathlib import Path
 from worldsim.domain.cards import utc_iso
 from worldsim.domain.config import RunConfig
 from worldsim.domain.errors import ConfigError
+from worldsim.domain.interventions import check_against
 from worldsim.study.dates import forecast_date
 from worldsim.study.manifest import Study
 
@@ -94,14 +95,14 @@ def expand_jobs(study: Study, resolved: Mapping[str, datetime | None] | None = N
 def _check_interventions(
     study: Study, index: int, config: RunConfig, card_id: str, name: str, when: datetime
 ) -> None:
-    """Refuse an intervention dated before a job's forecast date, as a single run from that
-    date refuses it: the run starts after it, so it would never be applied."""
-    for k, iv in enumerate(config.interventions):
-        if iv.at < when:
-            part = "run" if config.kind == "multiverse" else "forecast"
-            raise ConfigError(
-                f"intervention '{iv.id}' at {utc_iso(iv.at)} is before forecast date {name} "
-                f"of card '{card_id}' ({utc_iso(when)}): a run from that date starts after it",
-                file=study.path,
-                field=f"methods.{index}.{part}.interventions.{k}",
-            )
+    """Refuse an intervention a job's run from its forecast date cannot apply, as a single run
+    from that date refuses it (one dated before it would never be applied)."""
+    try:
+        check_against(config.interventions, config.card, when)
+    except ConfigError as exc:
+        part = "run" if config.kind == "multiverse" else "forecast"
+        raise ConfigError(
+            f"{exc.message} (forecast date {name} of card '{card_id}')",
+            file=study.path,
+            field=f"methods.{index}.{part}.{exc.field}",
+        ) from None
