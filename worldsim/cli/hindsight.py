@@ -22,7 +22,7 @@ from worldsim.scoring.hindsight import DEFAULT_DATE_WINDOW_DAYS
 if TYPE_CHECKING:
     from worldsim.scoring.hindsight.graph import HindsightGraph, ValidationReport
 
-__all__ = ["hindsight_app"]
+__all__ = ["hindsight_app", "note_if_not_built"]
 
 HindsightGraphOption = Annotated[
     Path,
@@ -55,6 +55,17 @@ def _load_scored(path: Path) -> "HindsightGraph":
     graph, _ = _load_checked(path)
     check_graph_built(graph, file=path)
     return graph
+
+
+def note_if_not_built(graph: "HindsightGraph", path: Path) -> None:
+    """A chart of a graph its build left ``graph_built: false`` says so on standard error:
+    scoring leaves such a graph out."""
+    from worldsim.scoring.hindsight.graph import not_built
+
+    if (reason := not_built(graph)) is not None:
+        err_console.print(
+            f"note: {escape(str(path))}: {escape(reason)}; charted all the same", highlight=False
+        )
 
 
 def _fmt(value: float | None) -> str:
@@ -251,7 +262,7 @@ def pressure(
     """Chart cumulative causal pressure, market price and the simulated probability. A graph
     that says graph_built: false is charted with a note on standard error."""
     from worldsim.scoring.hindsight.forecast import card_id_of, trace_records
-    from worldsim.scoring.hindsight.graph import check_graph_card, not_built
+    from worldsim.scoring.hindsight.graph import check_graph_card
     from worldsim.scoring.hindsight.pressure import (
         PRESSURE_TYPES,
         read_market,
@@ -262,11 +273,7 @@ def pressure(
     try:
         require_matplotlib()
         graph, _ = _load_checked(hindsight)
-        if (reason := not_built(graph)) is not None:
-            err_console.print(
-                f"note: {escape(str(hindsight))}: {escape(reason)}; charted all the same",
-                highlight=False,
-            )
+        note_if_not_built(graph, hindsight)
         records = None
         if trace is not None:
             records = trace_records(trace, PRESSURE_TYPES | {"run_started"})

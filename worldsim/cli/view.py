@@ -82,13 +82,10 @@ def view(
     )
     out_console.print(str(path), highlight=False, soft_wrap=True)
     if hindsight is not None:
-        from worldsim.scoring.hindsight.graph import load_hindsight, not_built
+        from worldsim.cli.hindsight import note_if_not_built
+        from worldsim.scoring.hindsight.graph import load_hindsight
 
-        if (reason := not_built(load_hindsight(hindsight))) is not None:
-            err_console.print(
-                f"note: {escape(str(hindsight))}: {escape(reason)}; charted all the same",
-                highlight=False,
-            )
+        note_if_not_built(load_hindsight(hindsight), hindsight)
     if open_it:
         import webbrowser
 
