@@ -59,9 +59,8 @@ class ParticleCheck:
         if ref is None:
             return
         since, as_of, origin = (_moment(v) for v in (ref.since, ref.as_of, ref.origin))
-        if None in (since, as_of, origin):
+        if since is None or as_of is None or origin is None:
             raise line.error("parent: since, as_of or origin is not a date and time")
-        assert since is not None and as_of is not None and origin is not None
         if not origin <= since < as_of:
             raise line.error(
                 f"parent: since {ref.since} is not in [origin {ref.origin}, as_of {ref.as_of})"
